@@ -1,0 +1,198 @@
+"""Model loading, hardware-derived device/dtype, and the tiny default model built locally.
+
+`--model` is anything `from_pretrained` accepts: a local directory or a hub id (resolved from the
+local cache; set HF_HUB_OFFLINE=1 to be sure nothing is fetched). The default model is a small
+Qwen2-architecture causal LM built deterministically from a seed, with a byte-level BPE tokenizer
+trained on the bundled sample, saved with `save_pretrained` and loaded back through the real
+`from_pretrained` path, so the demo and tests need no download.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ads_core import defaults
+
+log = logging.getLogger("ads.models")
+
+# The Qwen2 pre-tokenizer regex. transformers 5.x always rebuilds Qwen2Tokenizer for `qwen2` model
+# dirs from vocab + merges with this exact pipeline, so a tokenizer trained with a different
+# pre-tokenizer would encode differently after a reload.
+QWEN_PRETOKENIZE_REGEX = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
+CHATML_TEMPLATE = (
+    "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{'<|im_start|>assistant\n'}}{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class TinyModelSpec:
+    """Shape of a locally built Qwen2-style model. `tiny` is for tests and the demo; `bench` is ~40M params."""
+
+    hidden_size: int = 128
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    intermediate_size: int = 512
+    tokenizer_vocab: int = 2048
+    pad_vocab_to: int = 2048
+    max_position_embeddings: int = 4096
+    seed: int = 0
+
+
+TINY_PRESETS: dict[str, TinyModelSpec] = {
+    "tiny": TinyModelSpec(),
+    "bench": TinyModelSpec(hidden_size=512, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=2,
+                           intermediate_size=2048, tokenizer_vocab=8192, pad_vocab_to=32_000),
+}
+DEFAULT_MODEL = "default"  # the alias `--model default` resolves to the cached tiny model
+TINY_VERSION = "v1"
+
+
+def pick_device(device: str = "auto") -> str:
+    import torch
+
+    if device != "auto":
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def pick_dtype(device: str, dtype: str = "auto") -> Any:
+    """bf16 on GPU; fp32 on CPU, where AVX2-only machines run bf16 about 8-10x slower."""
+    import torch
+
+    if dtype != "auto":
+        return getattr(torch, dtype)
+    return torch.bfloat16 if device.startswith("cuda") else torch.float32
+
+
+def _training_lines(extra_lines: int = 20_000) -> list[str]:
+    """Text to train the tokenizer on: the bundled sample plus deterministic synthetic arithmetic."""
+    lines: list[str] = []
+    with open(defaults.sample_path(), encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            lines.extend([row["question"], row["answer"]])
+    ops = ["+", "-", "*", "/", "=", "^", "\\frac{", "}{", "}", "\\boxed{", "\\sqrt{", "(", ")", "$"]
+    for i in range(extra_lines):
+        a, b = (i * 7919) % 1000, (i * 104729) % 97
+        op = ops[i % len(ops)]
+        lines.append(f"Question:\nWhat is {a} {op} {b}?\n\nAnswer:\n{a} {op} {b} = \\boxed{{{a + b}}}")
+    return lines
+
+
+def build_tokenizer(vocab_size: int) -> Any:
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN_PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(_training_lines(), trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|pad|>",
+                                   bos_token=None, unk_token=None)
+    fast.chat_template = CHATML_TEMPLATE
+    return fast
+
+
+def make_tiny_model(directory: str | os.PathLike[str], preset: str = "tiny", spec: TinyModelSpec | None = None) -> Path:
+    """Build a Qwen2-style causal LM and its tokenizer from a seed and `save_pretrained` them.
+
+    Written to a temp dir and renamed, so a crash or a concurrent builder never leaves half a model.
+    """
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    spec = spec or TINY_PRESETS[preset]
+    target = Path(directory)
+    tmp = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
+    tmp.mkdir(parents=True)
+    try:
+        tokenizer = build_tokenizer(spec.tokenizer_vocab)
+        vocab = max(len(tokenizer), spec.pad_vocab_to)
+        config = Qwen2Config(
+            vocab_size=vocab, hidden_size=spec.hidden_size, num_hidden_layers=spec.num_hidden_layers,
+            num_attention_heads=spec.num_attention_heads, num_key_value_heads=spec.num_key_value_heads,
+            intermediate_size=spec.intermediate_size, max_position_embeddings=spec.max_position_embeddings,
+            tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=None,
+        )
+        torch.manual_seed(spec.seed)
+        model = Qwen2ForCausalLM(config)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "ads_tiny_model.json").write_text(json.dumps({"version": TINY_VERSION, **asdict(spec)}, indent=2))
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def default_model_dir(preset: str = "tiny") -> Path:
+    """The cached default model, built on first use."""
+    path = defaults.cache_dir() / "models" / f"{preset}-qwen2-{TINY_VERSION}"
+    if not (path / "ads_tiny_model.json").exists():
+        log.info("building the default %s model at %s", preset, path)
+        make_tiny_model(path, preset)
+    return path
+
+
+def resolve_model(model: str | None) -> str:
+    """Map None / 'default' / 'tiny' / 'bench' to the local cached model; anything else passes through."""
+    if model in (None, "", DEFAULT_MODEL):
+        return str(default_model_dir("tiny"))
+    if model in TINY_PRESETS:
+        return str(default_model_dir(model))
+    return model
+
+
+@dataclass
+class LoadedModel:
+    model: Any
+    tokenizer: Any
+    device: str
+    dtype: Any
+    name: str
+
+
+def load_causal_lm(model: str | None, device: str = "auto", dtype: str = "auto",
+                   trust_remote_code: bool = False) -> LoadedModel:
+    """Load tokenizer and causal LM through the normal `from_pretrained` path."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    name = resolve_model(model)
+    dev = pick_device(device)
+    torch_dtype = pick_dtype(dev, dtype)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+        lm = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype, trust_remote_code=trust_remote_code)
+    except OSError as exc:
+        raise ModelLoadError(
+            f"cannot load model {name!r}: {exc}. Pass a local model directory, or a hub id that is in the "
+            "local Hugging Face cache (no downloads at run time)."
+        ) from exc
+    lm.to(dev).eval()
+    return LoadedModel(lm, tokenizer, dev, torch_dtype, name)
+
+
+class ModelLoadError(Exception):
+    """The model could not be loaded; the CLI turns it into an `error:` line."""

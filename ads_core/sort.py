@@ -1,0 +1,103 @@
+"""Sort stage: join formatted rows, scores and clusters; order by (cluster, difficulty, sample_id).
+
+The final artifact is the verl schema plus `sample_id, cluster_id, rank_in_cluster, cluster_size,
+difficulty`; `extra_info` also carries sample_id, cluster_id, rank_in_cluster, difficulty and
+index (the final row position), so they reach verl's batches. The invariants are checked before
+anything is written.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import polars as pl
+
+from ads_core import manifest as mf
+from ads_core import storage
+
+STAGE = "sort"
+SAMPLER_COLUMNS = ("sample_id", "cluster_id", "rank_in_cluster", "cluster_size", "difficulty")
+
+
+class InvariantError(Exception):
+    """The sorted table breaks an invariant; nothing was written."""
+
+
+def sort_rows(formatted: pl.DataFrame, scores: pl.DataFrame, assignments: pl.DataFrame) -> pl.DataFrame:
+    joined = (
+        formatted.join(scores.select("sample_id", "difficulty", "truncated"), on="sample_id", how="left")
+        .join(assignments.select("sample_id", "cluster_id"), on="sample_id", how="left")
+    )
+    missing = joined.filter(pl.col("difficulty").is_null() | pl.col("cluster_id").is_null()).height
+    if missing:
+        raise InvariantError(f"{missing} formatted rows have no score or no cluster")
+    out = (
+        joined.sort(["cluster_id", "difficulty", "sample_id"])
+        .with_columns(
+            pl.col("cluster_id").cum_count().over("cluster_id").cast(pl.Int64).sub(1).alias("rank_in_cluster"),
+            pl.len().over("cluster_id").cast(pl.Int64).alias("cluster_size"),
+        )
+        .with_row_index("_pos")
+    )
+    out = out.with_columns(
+        pl.col("extra_info").struct.with_fields(
+            pl.col("sample_id"),
+            pl.col("cluster_id").cast(pl.Int64),
+            pl.col("rank_in_cluster"),
+            pl.col("difficulty"),
+            pl.col("_pos").cast(pl.Int64).alias("index"),
+        )
+    ).drop("_pos")
+    return out.select([c for c in out.columns if c not in SAMPLER_COLUMNS and c != "truncated"]
+                      + [*SAMPLER_COLUMNS, "truncated"])
+
+
+def check_invariants(df: pl.DataFrame, expected_rows: int) -> None:
+    """Ranks are exactly 0..size-1 per cluster, difficulty never decreases with rank, no row lost."""
+    if df.height != expected_rows:
+        raise InvariantError(f"sorted table has {df.height} rows, the formatted table {expected_rows}")
+    per = df.group_by("cluster_id").agg(
+        pl.col("rank_in_cluster").sort().alias("ranks"),
+        pl.col("cluster_size").first(),
+        pl.len().alias("n"),
+        (pl.col("difficulty").sort_by("rank_in_cluster").diff() < 0).any().alias("decreasing"),
+        (pl.col("rank_in_cluster").sort().diff() != 1).any().alias("rank_gap"),
+        pl.col("rank_in_cluster").min().alias("rank_min"),
+    )
+    bad = per.filter((pl.col("n") != pl.col("cluster_size")) | pl.col("decreasing") | pl.col("rank_gap")
+                     | (pl.col("rank_min") != 0))
+    if bad.height:
+        raise InvariantError(f"clusters break the rank/difficulty invariants: {bad['cluster_id'].to_list()[:10]}")
+    if df["sample_id"].n_unique() != df.height:
+        raise InvariantError("sample_id is not unique in the sorted table")
+    if (df["extra_info"].struct.field("index") != pl.int_range(df.height, eager=True)).any():
+        raise InvariantError("extra_info.index is not the row position")
+
+
+def sort_stage(formatted_uri: str, scores_uri: str, assignments_uri: str, out_uri: str,
+               extra: dict[str, Any] | None = None) -> mf.Manifest:
+    """Write OUT/final/train.parquet; `extra` (e.g. the policy model) is recorded in the manifest."""
+    formatted = pl.from_arrow(storage.read_parquet(formatted_uri))
+    scores = pl.from_arrow(storage.read_parquet(scores_uri, columns=["sample_id", "difficulty", "truncated"]))
+    assignments = pl.from_arrow(storage.read_parquet(assignments_uri, columns=["sample_id", "cluster_id"]))
+    df = sort_rows(formatted, scores, assignments)
+    check_invariants(df, formatted.height)
+    directory = storage.join(out_uri, "final")
+    uri = storage.join(directory, "train.parquet")
+    storage.write_parquet(uri, df.to_arrow())
+    sizes = df.group_by("cluster_id").len().sort("cluster_id")
+    manifest = mf.Manifest(
+        stage=STAGE,
+        inputs={"formatted": mf.input_entry(formatted_uri), "scores": mf.input_entry(scores_uri),
+                "assignments": mf.input_entry(assignments_uri)},
+        outputs={"train": mf.output_entry(uri, df.height)},
+        config={},
+        code_version=mf.code_version(sys.modules[__name__]),
+        counts={"rows": df.height, "clusters": sizes.height, "truncated": int(df["truncated"].sum())},
+        extra={"cluster_sizes": dict(zip(map(str, sizes["cluster_id"]), sizes["len"], strict=True)),
+               "difficulty": {q: float(df["difficulty"].quantile(q)) for q in (0.0, 0.25, 0.5, 0.75, 1.0)},
+               **(extra or {})},
+    )
+    mf.write(directory, manifest)
+    return manifest
