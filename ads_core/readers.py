@@ -43,7 +43,10 @@ def list_source_files(source: str) -> list[str]:
     if not fs.exists(path):
         raise FileNotFoundError(source)
     if fs.isdir(path):
-        files = sorted(f for f in fs.find(path) if f.lower().endswith(SUPPORTED_SUFFIXES))
+        # Hidden names are skipped: an interrupted atomic write leaves `.NAME.xxxx.tmp.parquet` behind.
+        root = path.rstrip("/") + "/"
+        files = sorted(f for f in fs.find(path) if f.lower().endswith(SUPPORTED_SUFFIXES)
+                       and not any(part.startswith(".") for part in f.removeprefix(root).split("/")))
         if not files:
             raise InputError(
                 f"{source}: directory holds no {', '.join(SUPPORTED_SUFFIXES)} files"
@@ -75,7 +78,10 @@ def iter_file_batches(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
 def safe_text(text: str | bytes) -> str:
     """Text that can always be written: undecodable bytes and lone surrogates become U+FFFD."""
     if isinstance(text, str):
-        text = text.encode("utf-8", errors="surrogateescape")
+        try:
+            text = text.encode("utf-8", errors="surrogateescape")
+        except UnicodeEncodeError:  # lone surrogates from JSON escapes such as "\ud800"
+            text = text.encode("utf-8", errors="surrogatepass")
     return text.decode("utf-8", errors="replace")
 
 
@@ -110,6 +116,9 @@ def _iter_jsonl(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
                     batch.append(RawRow(uri, line_no, None, "bad_json",
                                         f"line {line_no + 1} is not valid JSON: {exc.msg} at column {exc.colno}",
                                         _preview(text)))
+                except (ValueError, RecursionError) as exc:  # a >4300-digit integer, nesting too deep
+                    batch.append(RawRow(uri, line_no, None, "bad_json",
+                                        f"line {line_no + 1} cannot be parsed: {exc}", _preview(text)))
                 else:
                     batch.append(_object_row(uri, line_no, obj, text))
             if len(batch) >= batch_rows:
@@ -130,6 +139,8 @@ def _iter_json(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
     except json.JSONDecodeError as exc:
         raise InputError(f"{uri}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
                          "if it holds one object per line, name it .jsonl") from exc
+    except (ValueError, RecursionError) as exc:  # a >4300-digit integer, nesting too deep
+        raise InputError(f"{uri}: cannot be parsed as JSON ({exc})") from exc
     if isinstance(obj, dict):
         lists = [v for v in obj.values() if isinstance(v, list)]
         if len(lists) != 1:

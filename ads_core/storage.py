@@ -127,6 +127,8 @@ def atomic_local_file(uri: str, suffix: str = "") -> Iterator[Path]:
     try:
         yield tmp
         if local:
+            with open(tmp, "rb") as fh:  # data on disk before the rename, as write_bytes does
+                os.fsync(fh.fileno())
             os.replace(tmp, target)
         else:
             fs.put_file(str(tmp), path)

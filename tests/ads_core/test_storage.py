@@ -1,0 +1,269 @@
+"""Storage layer: round-trips on a local directory, file:// and memory://, and atomic writes under SIGKILL."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import fsspec
+import pyarrow as pa
+import pytest
+
+from ads_core import manifest as mf
+from ads_core import readers, storage
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=["local", "file", "memory"])
+def root(request, tmp_path) -> Iterator[str]:
+    """A fresh storage root on each backend (memory:// is process-global, so it gets a unique name)."""
+    if request.param == "local":
+        yield str(tmp_path / "store")
+    elif request.param == "file":
+        yield f"file://{tmp_path}/store"
+    else:
+        uri = f"memory://ads-test-{uuid.uuid4().hex}"
+        yield uri
+        fs = fsspec.filesystem("memory")
+        if fs.exists(uri):
+            fs.rm(uri, recursive=True)
+
+
+def small_table() -> pa.Table:
+    return pa.table(
+        {
+            "sample_id": pa.array([3, 1, 2], pa.int64()),
+            "question": ["What is 1+1?", "Ünïcødé ∑ question", None],
+            "tags": [["a"], [], ["b", "c"]],
+        }
+    )
+
+
+def test_bytes_round_trip(root):
+    uri = storage.join(root, "deep", "dir", "blob.bin")
+    data = bytes(range(256)) * 100
+    storage.write_bytes(uri, data)
+    assert storage.exists(uri)
+    assert storage.read_bytes(uri) == data
+
+
+def test_write_bytes_overwrites(root):
+    uri = storage.join(root, "blob.bin")
+    storage.write_bytes(uri, b"old")
+    storage.write_bytes(uri, b"new content")
+    assert storage.read_bytes(uri) == b"new content"
+
+
+def test_json_round_trip(root):
+    uri = storage.join(root, "obj.json")
+    obj = {"rows_in": 3, "nested": {"list": [1, 2.5, None], "text": "∑ ünïcødé"}, "flag": True}
+    storage.write_json(uri, obj)
+    assert storage.read_json(uri) == obj
+
+
+def test_parquet_round_trip(root):
+    uri = storage.join(root, "t.parquet")
+    table = small_table()
+    storage.write_parquet(uri, table)
+    assert storage.read_parquet(uri).equals(table)
+    assert storage.read_parquet(uri, columns=["question"]).equals(table.select(["question"]))
+    assert storage.parquet_num_rows(uri) == 3
+
+
+def test_content_hash_is_sha256_of_the_bytes(root):
+    uri = storage.join(root, "blob.bin")
+    data = os.urandom(3 * (1 << 20) + 7)  # spans several hash chunks
+    storage.write_bytes(uri, data)
+    assert storage.content_hash(uri) == "sha256:" + hashlib.sha256(data).hexdigest()
+    assert storage.bytes_hash(data) == storage.content_hash(uri)
+
+
+def test_tree_hash_follows_names_and_bytes(root):
+    folder = storage.join(root, "data")
+    storage.write_bytes(storage.join(folder, "a.jsonl"), b'{"q": 1}\n')
+    storage.write_bytes(storage.join(folder, "sub", "b.jsonl"), b'{"q": 2}\n')
+    before = storage.tree_hash(folder)
+    assert storage.tree_hash(folder) == before
+
+    storage.write_bytes(storage.join(folder, "sub", "b.jsonl"), b'{"q": 3}\n')
+    changed = storage.tree_hash(folder)
+    assert changed != before
+
+    storage.write_bytes(storage.join(folder, "c.jsonl"), b"")
+    assert storage.tree_hash(folder) != changed
+    assert storage.tree_hash(storage.join(folder, "a.jsonl")) == storage.content_hash(storage.join(folder, "a.jsonl"))
+
+
+def test_tree_hash_ignores_other_suffixes_when_asked(root):
+    folder = storage.join(root, "data")
+    storage.write_bytes(storage.join(folder, "a.jsonl"), b"{}\n")
+    before = storage.tree_hash(folder, (".jsonl",))
+    storage.write_bytes(storage.join(folder, "notes.txt"), b"not data")
+    assert storage.tree_hash(folder, (".jsonl",)) == before
+    assert storage.tree_hash(folder) != before
+
+
+def test_atomic_local_file_publishes_on_clean_exit(root):
+    uri = storage.join(root, "out", "result.parquet")
+    with storage.atomic_local_file(uri, ".parquet") as tmp:
+        assert not storage.exists(uri)
+        tmp.write_bytes(b"complete")
+    assert storage.read_bytes(uri) == b"complete"
+    assert not tmp.exists()
+
+
+def test_atomic_local_file_publishes_nothing_on_error(root):
+    uri = storage.join(root, "result.bin")
+    storage.write_bytes(uri, b"old")
+    with pytest.raises(RuntimeError), storage.atomic_local_file(uri) as tmp:
+        tmp.write_bytes(b"half")
+        raise RuntimeError("writer failed")
+    assert storage.read_bytes(uri) == b"old"
+    assert not tmp.exists()
+
+
+def test_local_writes_leave_no_temp_files(tmp_path):
+    storage.write_bytes(str(tmp_path / "a.bin"), b"a")
+    storage.write_json(str(tmp_path / "b.json"), {"b": 1})
+    with storage.atomic_local_file(str(tmp_path / "c.bin")) as tmp:
+        tmp.write_bytes(b"c")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin", "b.json", "c.bin"]
+
+
+def test_local_path_and_is_local(tmp_path):
+    assert storage.is_local(str(tmp_path))
+    assert storage.local_path(f"file://{tmp_path}/x.json") == tmp_path / "x.json"
+    assert not storage.is_local("memory://somewhere")
+    with pytest.raises(ValueError, match="not on the local filesystem"):
+        storage.local_path("memory://somewhere/x.json")
+
+
+def test_join_keeps_the_scheme():
+    assert storage.join("s3://bucket/run/", "formatted", "/train.parquet") == "s3://bucket/run/formatted/train.parquet"
+    assert storage.join("memory://root", "a") == "memory://root/a"
+
+
+def test_s3_endpoint_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("ADS_S3_ENDPOINT_URL", "http://127.0.0.1:9999")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    opts = storage.storage_options("s3://bucket/key")
+    assert opts["endpoint_url"] == "http://127.0.0.1:9999"
+    assert opts["client_kwargs"] == {"region_name": "eu-west-1"}
+    assert storage.storage_options("/local/path") == {}
+
+
+# ---------------------------------------------------------------------------------------------
+# A writer killed part-way never leaves a file that looks complete.
+
+SLOW_STREAM_WRITER = """
+import sys, time
+import pyarrow as pa, pyarrow.parquet as pq
+from ads_core import storage
+
+target = sys.argv[1]
+chunk = pa.table({"x": pa.array(range(50_000), pa.int64())})
+with storage.atomic_local_file(target, ".parquet") as tmp:
+    with pq.ParquetWriter(tmp, chunk.schema) as writer:
+        for i in range(100_000):
+            writer.write_table(chunk)
+            if i == 3:
+                print(tmp, flush=True)
+            time.sleep(0.005)
+"""
+
+SLOW_WRITE_BYTES = """
+import os, sys, time
+from ads_core import storage
+
+def slow_fsync(fd):  # the bytes are in the temp file; hang before the rename
+    print("fsync", flush=True)
+    time.sleep(120)
+
+os.fsync = slow_fsync
+storage.write_bytes(sys.argv[1], b"new" * (4 << 20))
+"""
+
+
+def start_writer(script: str, target: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-c", script, str(target)], stdout=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT
+    )
+
+
+def kill_after_line(proc: subprocess.Popen[str]) -> str:
+    """Wait for the writer's progress line, then SIGKILL it (no cleanup code can run)."""
+    line = proc.stdout.readline().strip()
+    assert line, "the writer exited before it started writing"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+    return line
+
+
+def leftover_temp_files(folder: Path, target: Path) -> list[Path]:
+    return [p for p in folder.iterdir() if p != target]
+
+
+def test_killed_streaming_writer_leaves_no_target(tmp_path):
+    target = tmp_path / "train.parquet"
+    proc = start_writer(SLOW_STREAM_WRITER, target)
+    tmp = Path(kill_after_line(proc))
+
+    assert not target.exists()
+    partial = leftover_temp_files(tmp_path, target)
+    assert partial == [tmp], "the writer was killed before it wrote anything"
+    assert tmp.stat().st_size > 0
+    # The partial file is hidden, so a later run that reads the directory never picks it up.
+    assert tmp.name.startswith(".")
+    with pytest.raises(readers.InputError, match="holds no"):
+        readers.list_source_files(str(tmp_path))
+
+
+def test_killed_streaming_writer_keeps_the_old_artifact_and_its_manifest(tmp_path):
+    stage = tmp_path / "formatted"
+    target = stage / "train.parquet"
+    old = pa.table({"x": pa.array([1, 2, 3], pa.int64())})
+    storage.write_parquet(str(target), old)
+    manifest = mf.Manifest(
+        stage="format", inputs={}, outputs={"train": mf.output_entry(str(target), 3)}, config={}, code_version="test"
+    )
+    mf.write(str(stage), manifest)
+
+    proc = start_writer(SLOW_STREAM_WRITER, target)
+    kill_after_line(proc)
+
+    assert storage.read_parquet(str(target)).equals(old)
+    verified = mf.verify(str(stage))
+    assert verified is not None and verified.to_dict() == manifest.to_dict()
+    assert sorted(p.name for p in stage.iterdir() if not p.name.startswith(".")) == ["manifest.json", "train.parquet"]
+
+
+def test_killed_write_bytes_keeps_the_old_content(tmp_path):
+    target = tmp_path / "blob.bin"
+    target.write_bytes(b"old content")
+    proc = start_writer(SLOW_WRITE_BYTES, target)
+    kill_after_line(proc)
+
+    assert target.read_bytes() == b"old content"
+    partial = leftover_temp_files(tmp_path, target)
+    assert len(partial) == 1 and partial[0].name.startswith(".blob.bin.") and partial[0].suffix == ".tmp"
+    assert partial[0].stat().st_size == 3 * (4 << 20)  # all bytes written, killed before the rename
+
+
+def test_killed_write_bytes_leaves_no_target(tmp_path):
+    target = tmp_path / "fresh.json"
+    proc = start_writer(SLOW_WRITE_BYTES, target)
+    kill_after_line(proc)
+
+    assert not target.exists()
+    [partial] = tmp_path.iterdir()
+    assert partial.name.startswith(".fresh.json.") and partial.suffix == ".tmp"
