@@ -93,6 +93,6 @@ def verify(stage_dir: str) -> Manifest | None:
         try:
             if storage.content_hash(entry["uri"]) != entry["sha256"]:
                 return None
-        except FileNotFoundError:
+        except (OSError, KeyError, TypeError):  # output gone or unreadable, or an entry without uri/sha256
             return None
     return manifest
