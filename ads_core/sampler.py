@@ -64,7 +64,7 @@ class ADSSamplerConfig:
         _check(0.0 <= self.r_init <= 1.0, "r_init must be in [0, 1]")
         _check(_is_int(self.seed) and self.seed >= 0, "seed must be a non-negative int")
         _check(self.reset_every is None or _is_int(self.reset_every), "reset_every must be an int or None")
-        _check(0.0 <= self.prob_floor < 1.0, "prob_floor must be in [0, 1)")
+        _check(0.0 <= self.prob_floor <= 1.0, "prob_floor must be in [0, 1]")
         _check(
             self.inter_cluster_weighting in WEIGHTINGS,
             f"inter_cluster_weighting must be one of {WEIGHTINGS}, got {self.inter_cluster_weighting!r}",

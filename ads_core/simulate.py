@@ -176,14 +176,24 @@ def train(world: World, sampler: Sampler, cfg: SimulationConfig, seed: int) -> n
         p = _sigmoid(theta[ks] - world.difficulty[rows])
         rho = rng.binomial(cfg.n_rollouts, p) / cfg.n_rollouts
         sampler.update(rows, rho)
-        g = rho * (1.0 - rho)
-        if cfg.signal == "std":
-            g = np.sqrt(g)
-        own = np.bincount(ks, weights=g, minlength=k)
-        theta += cfg.learning_rate * ((1.0 - cfg.transfer) * k * own + cfg.transfer * g.sum()) / len(rows)
+        theta += ability_gain(ks, group_signal(rho, cfg.signal), k, cfg)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             curve.append(world.accuracy(theta))
     return np.asarray(curve)
+
+
+def group_signal(rho: np.ndarray, kind: str = "variance") -> np.ndarray:
+    """GRPO's learning signal per prompt: the within-group reward variance (or its square root)."""
+    var = rho * (1.0 - rho)
+    return np.sqrt(var) if kind == "std" else var
+
+
+def ability_gain(ks: np.ndarray, signal: np.ndarray, n_clusters: int, cfg: SimulationConfig) -> np.ndarray:
+    """Per-cluster ability change from one batch: a ``transfer`` share of the mean signal lifts every
+    cluster, the rest lifts the prompt's own cluster (scaled by K so an even spread lifts all equally)."""
+    own = np.bincount(ks, weights=signal, minlength=n_clusters)
+    shared = (1.0 - cfg.transfer) * n_clusters * own + cfg.transfer * signal.sum()
+    return cfg.learning_rate * shared / len(ks)
 
 
 def eval_steps(cfg: SimulationConfig) -> np.ndarray:
