@@ -160,7 +160,7 @@ class ADSSampler(BaseSampler):
         else:  # fewer clusters than slots: every cluster once, then extra slots drawn from q
             first = self._rng.choice(k, size=k, replace=False, p=q)
             chosen = np.concatenate([first, self._rng.choice(k, size=a - k, replace=True, p=q)])
-        positions = np.take_along_axis(self._win[chosen], self._cycle[chosen], axis=1)
+        positions = self._win[chosen[:, None], self._cycle[chosen]]
         return self._order[self._starts[chosen][:, None] + positions].ravel()
 
     def update(self, idx: Any, success: Any) -> None:
@@ -200,24 +200,14 @@ class ADSSampler(BaseSampler):
         movable = (direction != 0) & (self._wsize[ks] < self.sizes[ks])  # a full-cluster window stays
         if not movable.any():
             return
-        ks, pos, direction = ks[movable], pos[movable], direction[movable]
-        order = np.lexsort((pos, ks))
-        ks, pos, direction = ks[order], pos[order], direction[order]
-        bounds = np.flatnonzero(np.diff(ks)) + 1
         # The reference rule is sequential (each mover sees the slots earlier movers took), so this loops
         # over the movers of this step only: at most active_clusters * B of them, never over |D|.
-        for k_arr, pos_arr, dir_arr in zip(
-            np.split(ks, bounds), np.split(pos, bounds), np.split(direction, bounds), strict=True
-        ):
-            k = int(k_arr[0])
+        moves: dict[int, tuple[list[int], list[int]]] = {}
+        for k, q, d in zip(ks[movable].tolist(), pos[movable].tolist(), direction[movable].tolist(), strict=True):
+            moves.setdefault(k, ([], []))[d > 0].append(q)
+        for k, (easier, harder) in moves.items():
             m = int(self._wsize[k])
-            window = shift_window(
-                self._win[k, :m].tolist(),
-                pos_arr[dir_arr < 0].tolist(),
-                pos_arr[dir_arr > 0].tolist(),
-                int(self.sizes[k]),
-            )
-            self._win[k, :m] = window
+            self._win[k, :m] = shift_window(self._win[k, :m].tolist(), easier, harder, int(self.sizes[k]))
 
     def _update_distribution(self) -> None:
         r = self.r
@@ -364,12 +354,14 @@ def shift_window(window: list[int], easier: list[int], harder: list[int], size: 
     """
     if size <= len(window):
         return sorted(window)
-    movers = set(easier) | set(harder)
-    occupied = set(window) - movers
+    occupied = set(window).difference(easier, harder)
+    last = size - 1
     for pos in sorted(easier):
-        occupied.add(_nearest_free(pos - 1, -1, occupied, size, pos))
+        want = pos - 1 if pos > 0 else 0
+        occupied.add(want if want not in occupied else _nearest_free(want, -1, occupied, size, pos))
     for pos in sorted(harder, reverse=True):
-        occupied.add(_nearest_free(pos + 1, 1, occupied, size, pos))
+        want = pos + 1 if pos < last else last
+        occupied.add(want if want not in occupied else _nearest_free(want, 1, occupied, size, pos))
     return sorted(occupied)
 
 
