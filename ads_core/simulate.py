@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -109,6 +109,20 @@ class SimulationResult:
             for m, b in zip(mine, base, strict=True)
         ]
         return float(np.mean(ratios)), sum(m is None for m in mine)
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-able summary: config, per-seed curves and targets, and the summary rows."""
+        cfg = asdict(self.config)
+        return {
+            "config": cfg,
+            "eval_steps": self.eval_steps.tolist(),
+            "curves": {name: curve.tolist() for name, curve in self.curves.items()},
+            "targets": self.targets.tolist(),
+            "steps_to_target": self.steps_to_target,
+            "n_rows": self.n_rows,
+            "window_frac": self.window_frac,
+            "summary": summary_rows(self),
+        }
 
 
 SamplerFactory = Callable[[World, SimulationConfig, int], Sampler]
@@ -271,6 +285,11 @@ def summary_rows(result: SimulationResult) -> list[dict[str, object]]:
 
 def format_report(result: SimulationResult, columns: int = 9) -> str:
     """Plain-text report: mean accuracy curves, then steps to the baseline's final accuracy."""
+    return format_curves(result, columns) + "\n\n" + format_summary(result)
+
+
+def format_curves(result: SimulationResult, columns: int = 9) -> str:
+    """The run's setting and the mean held-out accuracy of each sampler at ``columns`` steps."""
     cfg = result.config
     lines = [
         f"Synthetic GRPO learner (a model, not evidence about LLMs): {len(cfg.seeds)} seeds, {cfg.steps} steps, "
@@ -285,8 +304,14 @@ def format_report(result: SimulationResult, columns: int = 9) -> str:
     for name, curve in result.curves.items():
         mean = curve.mean(axis=0)
         lines.append(name.ljust(width) + "".join(f"{mean[j]:8.3f}" for j in pick))
-    lines += [
-        "",
+    return "\n".join(lines)
+
+
+def format_summary(result: SimulationResult) -> str:
+    """Final accuracy, steps to the baseline's final accuracy and their ratio, one line per sampler."""
+    cfg = result.config
+    width = max(len(n) for n in result.curves) + 2
+    lines = [
         f"Steps to reach {cfg.baseline}'s final accuracy (per-seed target, mean {result.targets.mean():.3f}):",
         "sampler".ljust(width) + f"{'final acc':>16}{'steps':>9}{'reached':>9}{'ratio':>9}{'time s':>8}",
     ]
