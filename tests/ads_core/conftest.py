@@ -1,0 +1,30 @@
+"""Fixtures for the model stages: one tiny local model per test session, real rows from shared/data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ads_core import models
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Generated models go to a per-session cache, never the user's (unless ADS_CACHE_DIR is set)."""
+    os.environ.setdefault("ADS_CACHE_DIR", str(tmp_path_factory.mktemp("ads-cache")))
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir() -> Path:
+    return models.default_model_dir("tiny")
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    path = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+    if not path.is_dir():
+        pytest.skip(f"shared data sets not found at {path}")
+    return path

@@ -1,0 +1,67 @@
+"""The default model is built locally, deterministically, and loads through `from_pretrained`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import Tokenizer
+from transformers import AutoTokenizer
+
+from ads_core import models
+
+TEXTS = [
+    "Question:\nWhat is 12+30?\n\nAnswer:\n42",
+    "Natalia sold 48/2 = 24 clips in May.\n#### 72",
+    "Let $f(x) = \\frac{1}{x}$; then \\boxed{\\left( 3, \\frac{\\pi}{2} \\right)}.",
+    "héllo wörld — ünïcode 123456789 \t  tabs\n\n\nnewlines",
+]
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_tiny_model_is_deterministic(tmp_path: Path):
+    a = models.make_tiny_model(tmp_path / "a")
+    b = models.make_tiny_model(tmp_path / "b")
+    assert _sha(a / "model.safetensors") == _sha(b / "model.safetensors")
+    assert _sha(a / "tokenizer.json") == _sha(b / "tokenizer.json")
+    assert json.loads((a / "config.json").read_text())["model_type"] == "qwen2"
+
+
+def test_autotokenizer_matches_the_trained_tokenizer_after_reload(tiny_model_dir: Path):
+    auto = AutoTokenizer.from_pretrained(tiny_model_dir)
+    raw = Tokenizer.from_file(str(tiny_model_dir / "tokenizer.json"))
+    for text in TEXTS:
+        assert auto(text, add_special_tokens=False)["input_ids"] == raw.encode(text, add_special_tokens=False).ids
+        assert auto.decode(auto(text, add_special_tokens=False)["input_ids"]) == text
+    rendered = auto.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    assert rendered == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_load_uses_fp32_on_cpu_and_the_real_from_pretrained_path(tiny_model_dir: Path):
+    loaded = models.load_causal_lm(str(tiny_model_dir), device="cpu")
+    assert loaded.dtype == torch.float32
+    assert next(loaded.model.parameters()).dtype == torch.float32
+    assert loaded.name == str(tiny_model_dir)
+
+
+def test_default_alias_resolves_to_the_cached_tiny_model(tiny_model_dir: Path):
+    assert models.resolve_model(None) == str(tiny_model_dir)
+    assert models.resolve_model("default") == str(tiny_model_dir)
+    assert models.resolve_model("Qwen/Qwen2.5-Math-1.5B") == "Qwen/Qwen2.5-Math-1.5B"
+
+
+def test_missing_model_gives_a_clear_error(tmp_path: Path):
+    with pytest.raises(models.ModelLoadError, match="cannot load model"):
+        models.load_causal_lm(str(tmp_path / "nope"))
+
+
+def test_dtype_follows_the_hardware():
+    assert models.pick_dtype("cpu") == torch.float32
+    assert models.pick_dtype("cuda") == torch.bfloat16
+    assert models.pick_dtype("cpu", "bfloat16") == torch.bfloat16

@@ -1,0 +1,175 @@
+"""The fused scorer equals the two separate passes it replaces, whatever the batching."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+from transformers import AutoModel, AutoModelForCausalLM
+
+from ads_core import score, storage
+from ads_core.format import format_dataset
+from ads_core.score import ScoreConfig, TokenizedRow, TransformersScorer, tokenize_row
+
+
+@pytest.fixture(scope="module")
+def formatted(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> str:
+    """24 real MATH-500 rows and 24 real GSM8K rows, formatted."""
+    out = tmp_path_factory.mktemp("fmt")
+    src = out / "src"
+    src.mkdir()
+    for name in ("math500", "gsm8k"):
+        lines = (data_dir / name / "test.jsonl").read_text().splitlines()[:24]
+        (src / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+    format_dataset(str(src), str(out))
+    return str(out / "formatted" / "train.parquet")
+
+
+@pytest.fixture(scope="module")
+def rows(formatted: str) -> list[dict]:
+    return score._inputs_table(formatted).to_pylist()
+
+
+@pytest.fixture(scope="module")
+def lm(tiny_model_dir: Path):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    return model
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+def _tokenize(tokenizer, rows: list[dict], cfg: ScoreConfig) -> list[TokenizedRow]:
+    return [tokenize_row(tokenizer, r["question"], r["solution"], r["answer"], cfg) for r in rows]
+
+
+def _separate_passes(tiny_model_dir: Path, lm, toks: list[TokenizedRow]) -> tuple[np.ndarray, np.ndarray]:
+    """The reference's way: AutoModel mean pool, then a per-sample full-logits NLL."""
+    base = AutoModel.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    embs, nlls = [], []
+    with torch.inference_mode():
+        for t in toks:
+            ids = torch.tensor([t.input_ids])
+            hidden = base(input_ids=ids).last_hidden_state[0, : t.pool_len]
+            embs.append(hidden.mean(0).numpy())
+            logits = lm(input_ids=ids).logits[0]
+            nlls.append(torch.nn.functional.cross_entropy(logits[t.prompt_len - 1 : -1], ids[0, t.prompt_len :]).item())
+    return np.stack(embs), np.array(nlls)
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+
+@pytest.mark.parametrize("text_mode", ["question_plus_solution", "question_only"])
+def test_fused_scorer_equals_separate_passes(tiny_model_dir, lm, tokenizer, rows, text_mode):
+    cfg = ScoreConfig(model=str(tiny_model_dir), text_mode=text_mode, max_length=384, token_budget=4096)
+    toks = _tokenize(tokenizer, rows, cfg)
+    fused = TransformersScorer(lm, cfg).score(toks)
+    ref_emb, ref_nll = _separate_passes(tiny_model_dir, lm, toks)
+    assert _cosine(fused.embeddings, ref_emb).min() >= 0.99999
+    np.testing.assert_allclose(fused.embeddings, ref_emb, atol=1e-4)
+    np.testing.assert_allclose(fused.difficulty, ref_nll, atol=1e-4)
+    assert (fused.n_target_tokens == [len(t.input_ids) - t.prompt_len for t in toks]).all()
+
+
+def test_padding_and_batch_order_do_not_change_results(tiny_model_dir, lm, tokenizer, rows):
+    cfg = ScoreConfig(model=str(tiny_model_dir), max_length=384, token_budget=4096)
+    toks = _tokenize(tokenizer, rows, cfg)
+    one_big = TransformersScorer(lm, ScoreConfig(max_length=384, token_budget=10**7)).score(toks)
+    tiny_batches = TransformersScorer(lm, ScoreConfig(max_length=384, token_budget=400)).score(toks)
+    perm = list(range(len(toks)))
+    random.Random(0).shuffle(perm)
+    shuffled = TransformersScorer(lm, cfg).score([toks[i] for i in perm])
+    inverse = np.argsort(perm)
+    for other in (tiny_batches, one_big):
+        np.testing.assert_allclose(other.embeddings, one_big.embeddings, atol=1e-5)
+        np.testing.assert_allclose(other.difficulty, one_big.difficulty, atol=1e-5)
+    np.testing.assert_allclose(shuffled.embeddings[inverse], one_big.embeddings, atol=1e-5)
+    np.testing.assert_allclose(shuffled.difficulty[inverse], one_big.difficulty, atol=1e-5)
+    assert one_big.stats["padding_fraction"] > tiny_batches.stats["padding_fraction"] - 1e-9
+
+
+def test_lm_head_chunking_is_exact(tiny_model_dir, lm, tokenizer, rows):
+    vocab = lm.get_output_embeddings().weight.shape[0]
+    toks = _tokenize(tokenizer, rows[:16], ScoreConfig(max_length=256))
+    whole = TransformersScorer(lm, ScoreConfig(logits_chunk_elems=10**9)).score(toks)
+    chunked = TransformersScorer(lm, ScoreConfig(logits_chunk_elems=vocab * 3)).score(toks)
+    np.testing.assert_allclose(chunked.difficulty, whole.difficulty, atol=1e-6)
+
+
+def test_rows_without_solution_score_the_answer(tokenizer):
+    cfg = ScoreConfig(max_length=64)
+    with_solution = tokenize_row(tokenizer, "What is 2+2?", "2+2 = 4, so \\boxed{4}", "4", cfg)
+    without = tokenize_row(tokenizer, "What is 2+2?", None, "4", cfg)
+    assert with_solution.nll_target == "solution" and without.nll_target == "answer"
+    answer_ids = tokenizer("4", add_special_tokens=False)["input_ids"]
+    assert without.input_ids[without.prompt_len :] == answer_ids
+
+
+def test_long_rows_are_truncated_and_flagged_never_infinite(tiny_model_dir, lm, tokenizer):
+    cfg = ScoreConfig(max_length=32)
+    long_question = "How many apples " * 60 + "?"
+    long_solution = "We count the apples one by one. " * 40
+    toks = [
+        tokenize_row(tokenizer, long_question, "short answer 7", "7", cfg),
+        tokenize_row(tokenizer, "Short?", long_solution, "7", cfg),
+        tokenize_row(tokenizer, long_question, long_solution, "7", cfg),
+    ]
+    assert all(t.truncated for t in toks)
+    assert all(len(t.input_ids) <= 32 and len(t.input_ids) - t.prompt_len >= 1 for t in toks)
+    result = TransformersScorer(lm, cfg).score(toks)
+    assert np.isfinite(result.difficulty).all()
+    assert not tokenize_row(tokenizer, "Short?", "7", "7", cfg).truncated
+
+
+def test_plan_batches_respects_budget_and_covers_every_row():
+    lengths = [5, 100, 7, 60, 60, 3, 99, 1]
+    batches = score.plan_batches(lengths, token_budget=128)
+    covered = sorted(int(i) for b in batches for i in b)
+    assert covered == list(range(len(lengths)))
+    for b in batches:
+        assert len(b) == 1 or max(lengths[i] for i in b) * len(b) <= 128
+
+
+def test_shards_merge_to_the_single_pass_result(tiny_model_dir, formatted, tmp_path):
+    cfg1 = ScoreConfig(model=str(tiny_model_dir), max_length=256, num_shards=1)
+    cfg3 = ScoreConfig(model=str(tiny_model_dir), max_length=256, num_shards=3)
+    scorer = score.make_backend(cfg1)
+    one = score.score_shard(formatted, str(tmp_path / "a"), 0, cfg1, scorer=scorer)
+    merged_one = score.merge_scores(formatted, [one.output_uri("scores")], str(tmp_path / "a"))
+    shard_uris = [score.score_shard(formatted, str(tmp_path / "b"), i, cfg3, scorer=scorer).output_uri("scores")
+                  for i in range(3)]
+    merged_three = score.merge_scores(formatted, shard_uris[::-1], str(tmp_path / "b"))
+    a = storage.read_parquet(merged_one.output_uri("scores"))
+    b = storage.read_parquet(merged_three.output_uri("scores"))
+    expected_ids = storage.read_parquet(formatted, columns=["sample_id"]).column("sample_id")
+    assert a.column("sample_id").equals(expected_ids) and b.column("sample_id").equals(expected_ids)
+    np.testing.assert_allclose(score.embeddings_matrix(a), score.embeddings_matrix(b), atol=1e-5)
+    np.testing.assert_allclose(a.column("difficulty").to_numpy(), b.column("difficulty").to_numpy(), atol=1e-5)
+    assert a.schema.field("embedding").type == pa.list_(pa.float32(), score.embeddings_matrix(a).shape[1])
+
+
+def test_merge_rejects_missing_and_duplicate_shards(tiny_model_dir, formatted, tmp_path):
+    cfg = ScoreConfig(model=str(tiny_model_dir), max_length=128, num_shards=2)
+    scorer = score.make_backend(cfg)
+    uris = [score.score_shard(formatted, str(tmp_path), i, cfg, scorer=scorer).output_uri("scores") for i in range(2)]
+    with pytest.raises(score.MergeError, match="rows"):
+        score.merge_scores(formatted, uris[:1], str(tmp_path))
+    with pytest.raises(score.MergeError):
+        score.merge_scores(formatted, [uris[0], uris[0]], str(tmp_path))
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="text_mode"):
+        ScoreConfig(text_mode="everything")
+    with pytest.raises(ValueError, match="num_shards"):
+        ScoreConfig(num_shards=0)

@@ -1,0 +1,95 @@
+"""The sort stage's invariants, and the whole in-process build on real data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from ads_core import storage
+from ads_core.build import BuildConfig, build
+from ads_core.cli import app
+from ads_core.cluster import ClusterConfig
+from ads_core.score import ScoreConfig
+from ads_core.sort import InvariantError, check_invariants, sort_rows
+
+
+def _frames(difficulties: list[float], clusters: list[int]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    n = len(difficulties)
+    ids = [1000 + 7 * i for i in range(n)]
+    formatted = pl.DataFrame({
+        "data_source": ["t"] * n,
+        "extra_info": [{"index": i, "sample_id": s, "question": f"q{i}"} for i, s in enumerate(ids)],
+        "sample_id": ids,
+    })
+    scores = pl.DataFrame({"sample_id": ids, "difficulty": difficulties, "truncated": [False] * n})
+    assignments = pl.DataFrame({"sample_id": ids, "cluster_id": clusters}, schema_overrides={"cluster_id": pl.Int32})
+    return formatted, scores, assignments
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.5, 1.0, 1.5, 2.0]), st.integers(0, 4)), min_size=1, max_size=60))
+def test_sorted_rows_meet_the_invariants(pairs):
+    formatted, scores, assignments = _frames([p[0] for p in pairs], [p[1] for p in pairs])
+    df = sort_rows(formatted, scores, assignments)
+    check_invariants(df, formatted.height)
+    # ties in difficulty are broken by sample_id, so the order is fully determined
+    keys = df.select("cluster_id", "difficulty", "sample_id").rows()
+    assert keys == sorted(keys)
+    info = df["extra_info"].struct.unnest()
+    assert (info["cluster_id"] == df["cluster_id"]).all()
+    assert (info["rank_in_cluster"] == df["rank_in_cluster"]).all()
+    assert (info["difficulty"] == df["difficulty"]).all()
+    assert info["index"].to_list() == list(range(df.height))
+    assert info["question"].null_count() == 0  # the original extra_info fields survive
+
+
+def test_broken_tables_are_refused():
+    formatted, scores, assignments = _frames([1.0, 2.0, 3.0], [0, 0, 1])
+    df = sort_rows(formatted, scores, assignments)
+    with pytest.raises(InvariantError, match="rows"):
+        check_invariants(df, 4)
+    swapped = df.with_columns(pl.Series("difficulty", [2.0, 1.0, 3.0]))
+    with pytest.raises(InvariantError, match="invariants"):
+        check_invariants(swapped, 3)
+    gap = df.with_columns(pl.Series("rank_in_cluster", [0, 2, 0]))
+    with pytest.raises(InvariantError):
+        check_invariants(gap, 3)
+    with pytest.raises(InvariantError, match="no score"):
+        sort_rows(formatted, scores.head(2), assignments)
+
+
+def test_build_on_math500_end_to_end(tmp_path: Path, data_dir: Path, tiny_model_dir: Path):
+    cfg = BuildConfig(score=ScoreConfig(max_length=256, num_shards=2), cluster=ClusterConfig(num_clusters=16))
+    result = build(str(data_dir / "math500" / "test.jsonl"), str(tmp_path), cfg)
+    final = pl.from_arrow(storage.read_parquet(result.final_uri))
+    check_invariants(final, 500)
+    assert final["cluster_id"].n_unique() == 16
+    expected = {"data_source", "prompt", "ability", "reward_model", "extra_info", "sample_id", "cluster_id",
+                "rank_in_cluster", "cluster_size", "difficulty"}
+    assert expected <= set(final.columns)
+    assert result.final.extra["policy_model"] == str(tiny_model_dir)
+    # the ground truth survives formatting, scoring, clustering and sorting
+    answers = dict(zip(final["sample_id"], final["reward_model"].struct.field("ground_truth"), strict=True))
+    formatted = pl.from_arrow(storage.read_parquet(result.formatted.output_uri("train")))
+    assert answers == dict(zip(formatted["sample_id"], formatted["reward_model"].struct.field("ground_truth"),
+                               strict=True))
+
+
+def test_ads_build_cli_with_no_arguments(tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["build", "--max-length", "256"])
+    assert result.exit_code == 0, result.output
+    final = pl.from_arrow(storage.read_parquet(str(tmp_path / "ads-out" / "final" / "train.parquet")))
+    check_invariants(final, 300)
+    assert "difficulty" in result.output and "clusters" in result.output
+
+
+def test_ads_build_bad_source_is_one_error_line(tmp_path: Path):
+    result = CliRunner().invoke(app, ["build", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert "error:" in result.output and "Traceback" not in result.output
