@@ -409,8 +409,10 @@ def convert_row(row: dict[str, Any], layout: Layout, cfg: FormatConfig) -> Conve
     if layout.kind == "chat":
         return _convert_chat(row, layout, cfg)
     assert layout.question is not None
-    question = _check_text(row.get(layout.question), layout.question, "question", cfg.max_question_chars,
-                           "missing_question")
+    value = row.get(layout.question)
+    if value is not None and not isinstance(value, str):
+        raise Reject("bad_type", f"question column {layout.question!r} holds a {type(value).__name__}, expected text")
+    question = _check_text(value, layout.question, "question", cfg.max_question_chars, "missing_question")
     if layout.body:
         body_value = row.get(layout.body)
         if body_value is not None and str(body_value).strip():
@@ -516,6 +518,11 @@ def _convert_verl(row: dict[str, Any], layout: Layout, cfg: FormatConfig) -> Con
             value = _message_text(value.get("content"))
         if value is not None and str(value).strip():
             solution = _check_text(value, layout.solution, "solution", cfg.max_solution_chars, "missing_answer")
+    extra = row.get("extra_info")
+    if solution is None and isinstance(extra, dict) and isinstance(extra.get("solution"), str) \
+            and extra["solution"].strip():  # our own output keeps the solution here; keep it on a rerun
+        solution = _check_text(extra["solution"], "extra_info.solution", "solution", cfg.max_solution_chars,
+                               "missing_answer")
     return Converted(question, solution, answer, prompt)
 
 
@@ -539,7 +546,7 @@ def _source_meta(row: dict[str, Any], layout: Layout) -> str | None:
             layout.data_source, "extra_info", "reward_model", "prompt"}
     meta = {k: v for k, v in row.items() if k not in skip and isinstance(v, (str, int, float, bool))
             and not (isinstance(v, str) and len(v) > 500)}
-    return json.dumps(meta, ensure_ascii=False, sort_keys=True) if meta else None
+    return readers.safe_text(json.dumps(meta, ensure_ascii=False, sort_keys=True)) if meta else None
 
 
 def _iter_batches(source: str, cfg: FormatConfig) -> Iterator[list[RawRow]]:
@@ -570,7 +577,7 @@ def format_dataset(
     stage_dir = storage.join(out_uri, "formatted")
     train_uri = storage.join(stage_dir, "train.parquet")
     rejects_uri = storage.join(stage_dir, "rejects.parquet")
-    source_is_local = not readers.looks_like_hub_id(source) or storage.exists(source)
+    source_is_local = storage.exists(source)  # a missing path is reported by the reader as an error: line
     source_hash = storage.tree_hash(source, readers.SUPPORTED_SUFFIXES) if source_is_local else None
 
     summary = FormatSummary()
@@ -615,7 +622,8 @@ def format_dataset(
                         continue
                     seen[sid] = (raw.source_file, raw.source_row)
                     ds_value = raw.data.get(layout.data_source) if layout.data_source else None
-                    data_source = ds_value if isinstance(ds_value, str) and ds_value.strip() else name
+                    data_source = (readers.safe_text(ds_value) if isinstance(ds_value, str) and ds_value.strip()
+                                   else name)
                     source_id = raw.data.get(layout.id_column) if layout.id_column else None
                     prompt = conv.prompt or [{"role": "user", "content": template.replace("{question}",
                                                                                         conv.question)}]
@@ -628,7 +636,7 @@ def format_dataset(
                             "index": summary.rows_out, "sample_id": sid, "question": conv.question,
                             "solution": conv.solution, "answer": conv.answer, "split": cfg.split,
                             "source_file": raw.source_file, "source_row": raw.source_row,
-                            "source_id": None if source_id is None else str(source_id),
+                            "source_id": None if source_id is None else readers.safe_text(str(source_id)),
                             "source_meta": _source_meta(raw.data, layout),
                         },
                         "sample_id": sid,

@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Any
 from ads_core import storage
 
 SUPPORTED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".parquet")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class InputError(Exception):
@@ -81,7 +83,7 @@ def safe_text(text: str | bytes) -> str:
         try:
             text = text.encode("utf-8", errors="surrogateescape")
         except UnicodeEncodeError:  # lone surrogates from JSON escapes such as "\ud800"
-            text = text.encode("utf-8", errors="surrogatepass")
+            return _SURROGATE.sub("\ufffd", text)
     return text.decode("utf-8", errors="replace")
 
 
