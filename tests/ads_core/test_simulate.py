@@ -1,0 +1,184 @@
+"""The synthetic learner, the comparison it reports, and the `ads simulate` command."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from ads_core.simulate import (
+    SAMPLER_FACTORIES,
+    SimulationConfig,
+    ability_gain,
+    format_report,
+    group_signal,
+    make_world,
+    run_simulation,
+    save_plot,
+    summary_rows,
+    train,
+)
+from ads_core.simulate_cli import register
+
+SMALL = SimulationConfig(
+    n_clusters=8,
+    mean_cluster_size=120,
+    steps=60,
+    eval_every=10,
+    seeds=(0, 1),
+    samplers=("uniform", "ads", "dots"),
+)
+
+
+class FixedRows:
+    """A sampler that always emits the same rows, to probe the learner."""
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = rows
+        self.batch_size = len(rows)
+
+    def next_batch(self) -> np.ndarray:
+        return self.rows
+
+    def update(self, idx, success) -> None:
+        pass
+
+
+def test_group_signal_is_zero_for_uniform_groups_and_peaks_at_half():
+    rho = np.arange(9) / 8
+    g = group_signal(rho)
+    assert g[0] == g[-1] == 0.0 and g.argmax() == 4
+    assert np.allclose(group_signal(rho, "std"), np.sqrt(g))
+
+
+@pytest.mark.parametrize("transfer", [0.0, 0.3, 1.0])
+def test_ability_gain_transfer(transfer):
+    cfg = replace(SMALL, transfer=transfer, learning_rate=1.0)
+    k = 4
+    only_zero = ability_gain(np.zeros(8, dtype=np.int64), np.full(8, 0.25), k, cfg)
+    if transfer == 0.0:
+        assert only_zero[0] > 0 and np.all(only_zero[1:] == 0)  # no transfer: other clusters don't move
+    elif transfer == 1.0:
+        assert np.allclose(only_zero, only_zero[0])  # one shared skill
+    else:
+        assert only_zero[0] > only_zero[1] > 0 and np.allclose(only_zero[1:], only_zero[1])
+    spread = ability_gain(np.arange(8) % k, np.full(8, 0.25), k, cfg)
+    assert np.allclose(spread, 0.25)  # an even spread lifts all equally, whatever the transfer
+    assert np.all(ability_gain(np.arange(8) % k, np.zeros(8), k, cfg) == 0)
+
+
+def test_world_ranks_follow_noisy_difficulty():
+    world = make_world(replace(SMALL, rank_noise_sd=0.0), seed=3)
+    for k in range(world.n_clusters):
+        rows = np.flatnonzero(world.cluster_of == k)
+        assert sorted(world.rank_in_cluster[rows].tolist()) == list(range(len(rows)))
+        by_rank = rows[np.argsort(world.rank_in_cluster[rows])]
+        assert np.all(np.diff(world.difficulty[by_rank]) >= 0)  # no noise: ranks sort by true difficulty
+    noisy = make_world(replace(SMALL, rank_noise_sd=1.0), seed=3)
+    corr = [
+        np.corrcoef(noisy.rank_in_cluster[m], noisy.difficulty[m])[0, 1]
+        for m in (noisy.cluster_of == k for k in range(noisy.n_clusters))
+    ]
+    assert 0.3 < np.mean(corr) < 0.99
+    assert np.array_equal(make_world(SMALL, 5).difficulty, make_world(SMALL, 5).difficulty)
+
+
+def test_learner_gains_only_from_informative_groups():
+    cfg = replace(SMALL, steps=30, eval_every=10)
+    world = make_world(cfg, 0)
+    rows = np.arange(16)
+    world.difficulty[rows] = -50.0  # always solved: zero reward variance
+    curve = train(world, FixedRows(rows), cfg, 0)
+    assert np.all(curve == curve[0])
+    world.difficulty[rows] = cfg.initial_ability  # success probability 0.5: maximal variance
+    curve = train(world, FixedRows(rows), cfg, 0)
+    assert np.all(np.diff(curve) > 0)
+
+
+def test_run_simulation_shapes_targets_and_report(tmp_path):
+    result = run_simulation(SMALL)
+    assert list(result.eval_steps) == [0, 10, 20, 30, 40, 50, 60]
+    assert set(result.curves) == {"uniform", "ads", "dots"}
+    for curve in result.curves.values():
+        assert curve.shape == (2, 7) and np.all((curve > 0) & (curve < 1))
+    for i in range(2):  # same world and starting policy for every sampler of a seed
+        assert len({round(c[i, 0], 12) for c in result.curves.values()}) == 1
+    assert np.array_equal(result.targets, result.curves["uniform"][:, -1])
+    base = result.steps_to_target["uniform"]
+    assert all(s is not None and s <= 60 for s in base)
+    for name, steps in result.steps_to_target.items():
+        for i, s in enumerate(steps):
+            curve = result.curves[name][i]
+            if s is None:
+                assert np.all(curve < result.targets[i])
+            else:
+                j = list(result.eval_steps).index(s)
+                assert curve[j] >= result.targets[i] and np.all(curve[:j] < result.targets[i])
+    assert result.ratio("uniform") == (1.0, 0)
+    rows = {r["sampler"]: r for r in summary_rows(result)}
+    assert rows["ads"]["ratio"] == pytest.approx(
+        np.mean([(s or 60) / b for s, b in zip(result.steps_to_target["ads"], base, strict=True)])
+    )
+    report = format_report(result)
+    for name in ("uniform", "ads", "dots", "ratio", "not evidence"):
+        assert name in report
+    json.dumps(result.to_dict())
+    save_plot(result, str(tmp_path / "plot.png"))
+    assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_simulation_is_deterministic():
+    cfg = replace(SMALL, samplers=("uniform", "ads-learnability"), seeds=(4,), steps=20)
+    a, b = run_simulation(cfg), run_simulation(cfg)
+    assert all(np.array_equal(a.curves[n], b.curves[n]) for n in a.curves)
+
+
+def test_every_registered_sampler_runs_with_a_fixed_batch():
+    cfg = replace(SMALL, steps=5, seeds=(0,), samplers=tuple(SAMPLER_FACTORIES))
+    world = make_world(cfg, 0)
+    for name, factory in SAMPLER_FACTORIES.items():
+        sampler = factory(world, cfg, 0)
+        for _ in range(3):
+            batch = sampler.next_batch()
+            assert len(batch) == cfg.ads.batch_size, name
+            sampler.update(batch, np.full(len(batch), 0.5))
+
+
+def test_bad_config_is_rejected():
+    with pytest.raises(ValueError, match="unknown samplers"):
+        SimulationConfig(samplers=("uniform", "magic"))
+    with pytest.raises(ValueError, match="transfer"):
+        SimulationConfig(transfer=1.5)
+
+
+def test_defaults_ads_reaches_uniform_final_accuracy_sooner():
+    """The claim in docs/sampler.md: with the defaults, 5 seeds, ADS needs fewer steps than uniform."""
+    result = run_simulation(replace(SimulationConfig(), samplers=("uniform", "ads")))
+    ratio, missed = result.ratio("ads")
+    assert missed == 0 and ratio < 1.0
+
+
+def test_cli_simulate_writes_table_json_and_png(tmp_path):
+    app = typer.Typer()
+
+    @app.callback()
+    def main() -> None:
+        """Test app."""
+
+    register(app)
+    out = tmp_path / "sim"
+    args = ["simulate", "--seeds", "2", "--steps", "30", "--eval-every", "10", "--clusters", "6"]
+    args += ["--cluster-size", "80", "--samplers", "uniform,ads-inverse", "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "Steps to reach uniform's final accuracy" in result.output and "ads-inverse" in result.output
+    assert (out / "simulation.png").exists()
+    data = json.loads((out / "simulation.json").read_text())
+    assert data["config"]["steps"] == 30 and set(data["curves"]) == {"uniform", "ads-inverse"}
+    bad = CliRunner().invoke(app, ["simulate", "--samplers", "uniform,nope", "--out", str(out)])
+    assert bad.exit_code == 2 and "unknown samplers" in bad.output
+    assert "--transfer" in CliRunner().invoke(app, ["simulate", "--help"]).output
