@@ -1,0 +1,1 @@
+"""Adapters that drive the framework-agnostic ADS sampler from RL trainers (currently verl)."""
