@@ -62,10 +62,9 @@ def simulate(
     boundary_eps: Annotated[float, typer.Option(help="ADS: keep band half-width around 0.5.")] = 0.17,
     alpha: Annotated[float, typer.Option(help="ADS: EMA weight of the new cluster distribution.")] = 0.3,
 ) -> None:
-    """Train a synthetic GRPO learner with each sampler and time each to the uniform sampler's final accuracy.
+    """Compare samplers on a synthetic GRPO learner: steps each needs to reach uniform's final accuracy.
 
-    The learner is a model (latent difficulties, per-cluster ability, variance-driven gains), not evidence
-    about real LLMs; see docs/sampler.md.
+    The learner is a model, not evidence about real LLMs (see docs/sampler.md).
     """
     from ads_core.simulate import (
         SAMPLER_FACTORIES,
