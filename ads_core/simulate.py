@@ -39,7 +39,7 @@ class SimulationConfig:
     """World, learner and run settings. Sizes mirror the reference run (K=64, ~46k rows, 128 per step)."""
 
     n_clusters: int = 64
-    mean_cluster_size: int = 720  # ~46k rows over 64 clusters, like the reference's training set
+    median_cluster_size: int = 720  # log-normal sizes: ~52k rows over 64 clusters (the reference: ~46k)
     cluster_size_sd: float = 0.5  # log-normal spread of cluster sizes (K-Means clusters are uneven)
     min_cluster_size: int = 8  # some clusters smaller than B, as K-Means can produce
     cluster_difficulty_sd: float = 1.0  # spread of cluster mean difficulty (logits)
@@ -152,7 +152,7 @@ def make_world(cfg: SimulationConfig, seed: int) -> World:
     rng = np.random.default_rng([seed, 0])
     k = cfg.n_clusters
     sizes = np.maximum(
-        cfg.min_cluster_size, np.round(cfg.mean_cluster_size * rng.lognormal(0.0, cfg.cluster_size_sd, k))
+        cfg.min_cluster_size, np.round(cfg.median_cluster_size * rng.lognormal(0.0, cfg.cluster_size_sd, k))
     ).astype(np.int64)
     means = rng.normal(0.0, cfg.cluster_difficulty_sd, k)
     cluster_of = np.repeat(np.arange(k), sizes)

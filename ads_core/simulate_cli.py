@@ -42,7 +42,7 @@ def simulate(
     plot: Annotated[bool, typer.Option(help="Write the PNG plot of accuracy versus step.")] = True,
     eval_every: Annotated[int, typer.Option(help="Steps between held-out accuracy measurements.", min=1)] = 20,
     clusters: Annotated[int, typer.Option(help="Number of clusters in the synthetic world.", min=1)] = 64,
-    cluster_size: Annotated[int, typer.Option(help="Mean problems per cluster (log-normal sizes).", min=1)] = 720,
+    cluster_size: Annotated[int, typer.Option(help="Median problems per cluster (sizes are log-normal).", min=1)] = 720,
     initial_ability: Annotated[
         float, typer.Option(help="Policy ability (logits) at step 0; -2.75 gives ~14% accuracy.")
     ] = -2.75,
@@ -92,7 +92,7 @@ def simulate(
             samplers=names,
             eval_every=eval_every,
             n_clusters=clusters,
-            mean_cluster_size=cluster_size,
+            median_cluster_size=cluster_size,
             initial_ability=initial_ability,
             learning_rate=learning_rate,
             transfer=transfer,

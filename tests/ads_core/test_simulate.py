@@ -26,7 +26,7 @@ from ads_core.simulate_cli import register
 
 SMALL = SimulationConfig(
     n_clusters=8,
-    mean_cluster_size=120,
+    median_cluster_size=120,
     steps=60,
     eval_every=10,
     seeds=(0, 1),
