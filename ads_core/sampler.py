@@ -156,12 +156,22 @@ class ADSSampler(BaseSampler):
         a, k = self.cfg.active_clusters, self.n_clusters
         q = self.sampling_probs()
         if k >= a:  # the reference's single draw without replacement
-            chosen = self._rng.choice(k, size=a, replace=False, p=q)
+            chosen = self._draw_distinct(q, a)
         else:  # fewer clusters than slots: every cluster once, then extra slots drawn from q
-            first = self._rng.choice(k, size=k, replace=False, p=q)
+            first = self._draw_distinct(q, k)
             chosen = np.concatenate([first, self._rng.choice(k, size=a - k, replace=True, p=q)])
         positions = self._win[chosen[:, None], self._cycle[chosen]]
         return self._order[self._starts[chosen][:, None] + positions].ravel()
+
+    def _draw_distinct(self, q: np.ndarray, n: int) -> np.ndarray:
+        live = int(np.count_nonzero(q))
+        if live >= n:
+            return self._rng.choice(len(q), size=n, replace=False, p=q)
+        # Fewer clusters with p > 0 than slots (alpha = 1, or p decayed below float range): numpy's draw
+        # would raise, so take every live cluster and fill the rest uniformly from the starved ones.
+        first = self._rng.choice(len(q), size=live, replace=False, p=q) if live else np.zeros(0, np.int64)
+        rest = self._rng.choice(np.flatnonzero(q == 0), size=n - live, replace=False)
+        return np.concatenate([first, rest]).astype(np.int64)
 
     def update(self, idx: Any, success: Any) -> None:
         """Feed back the mean rollout reward ``success[i]`` of row ``idx[i]`` and advance one step.

@@ -307,6 +307,8 @@ def test_matches_reference_model_where_the_reference_is_defined(scenario, steps,
     ours, ref = ADSSampler(cid, rank, cfg), ReferenceModel(cid, rank, cfg)
     rng = np.random.default_rng(seed)
     for _ in range(steps):
+        if np.count_nonzero(ours.p) < cfg.active_clusters:
+            return  # the reference's draw raises here (alpha = 1 starved clusters); ours is tested apart
         batch = ours.next_batch()
         assert batch.tolist() == ref.next_batch()
         rows = batch
@@ -451,6 +453,22 @@ def test_each_weighting_sets_the_ema_target(weighting, weight):
     s.update([], [])  # r carries over: p keeps moving towards the same target
     expected = 0.7 * expected + 0.3 * target
     assert np.allclose(s.p, expected, atol=1e-15)
+
+
+@pytest.mark.parametrize("active", [2, 4, 6])
+def test_starved_clusters_never_break_the_draw(active):
+    """alpha = 1 and success weighting: p is 0 for clusters that solved nothing; numpy's draw would raise."""
+    cid = np.repeat(np.arange(4), 10)
+    rank = np.tile(np.arange(10), 4)
+    cfg = ADSSamplerConfig(active_clusters=active, mini_cluster_size=3, alpha=1.0, reset_every=0)
+    s = ADSSampler(cid, rank, cfg)
+    s.update(np.arange(40), (cid == 2).astype(float))  # only cluster 2 has r > 0
+    assert np.count_nonzero(s.p) == 1
+    for _ in range(5):
+        before = windows(s)
+        batch = s.next_batch()
+        check_batch(s, before, batch)
+        assert 2 in s.cluster_of_rows(batch)
 
 
 def test_degenerate_weights_fall_back_to_uniform_target():
