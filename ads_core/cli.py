@@ -129,16 +129,25 @@ def build_cmd(
     question_col: Annotated[str | None, typer.Option(help="Override the detected question column.")] = None,
     solution_col: Annotated[str | None, typer.Option(help="Override the detected solution column.")] = None,
     answer_col: Annotated[str | None, typer.Option(help="Override the detected answer column.")] = None,
+    force_from: Annotated[str | None, typer.Option(
+        help="Recompute this stage and every later one: format, score, merge, cluster or sort.")] = None,
+    dask: Annotated[str | None, typer.Option(
+        help="Score shards on Dask: local, local-cuda (one worker per GPU) or a scheduler address.")] = None,
 ) -> None:
-    """Format → embed + NLL (one fused pass) → K-Means → sort: writes OUT/final/train.parquet for training."""
-    from ads_core.build import BuildConfig, build
+    """Format → embed + NLL (one fused pass) → K-Means → sort: writes OUT/final/train.parquet for training.
+
+    Runs the cached Prefect flow `ads-build`: a rerun resumes from the stages whose inputs did not change.
+    With PREFECT_API_URL set (e.g. `ads server`), the run shows in that server's UI; without it, Prefect's
+    ephemeral mode starts a temporary local server (~10-20 s) with PREFECT_HOME under the ADS cache dir.
+    """
+    from ads_core.build import BuildConfig
     from ads_core.cluster import ClusterConfig
     from ads_core.format import FormatConfig
     from ads_core.models import ModelLoadError
     from ads_core.score import ScoreConfig
 
-    try:
-        cfg = BuildConfig(
+    try:  # the same checks as before, so bad options fail before Prefect starts
+        BuildConfig(
             format=FormatConfig(name=name, question_col=question_col, solution_col=solution_col,
                                 answer_col=answer_col),
             score=ScoreConfig(model=model, max_length=max_length, text_mode=text_mode, num_shards=shards,
@@ -146,11 +155,70 @@ def build_cmd(
             cluster=ClusterConfig(num_clusters=clusters, pca_dim=pca_dim or None, backend=kmeans_backend,
                                   seed=seed),
         )
-        result = build(source or None, out, cfg, progress=progress_bar)
-    except (InputError, ModelLoadError, ValueError) as exc:
+    except (InputError, ValueError) as exc:
         raise fail(str(exc)) from None
-    print_format_summary(result.formatted.counts, result.formatted.extra.get("detected", {}), out)
-    print_build_summary(result.final.output_uri("train"))
+    from flows import prepare_prefect_env
+
+    verbose = logging.getLogger().level <= logging.DEBUG
+    api_url = prepare_prefect_env(defaults.cache_dir())
+    if not verbose:  # Prefect's INFO logs still reach its API/UI; the terminal shows warnings, and errors once
+        for handler in logging.getLogger().handlers:
+            handler.setLevel(logging.WARNING)
+            handler.addFilter(lambda r: not (r.name.startswith(("prefect.flow_runs", "prefect.task_runs"))
+                                             and r.levelno >= logging.ERROR))
+    if api_url is None:
+        console.print("[dim]no Prefect server configured: starting a temporary local one (ephemeral mode, "
+                      "~10-20 s); run `ads server` and set PREFECT_API_URL to skip this and watch in the UI[/]")
+    from prefect.exceptions import ParameterTypeError
+
+    from flows.ads_build import ads_build
+    from tasks.base import set_progress_factory
+
+    set_progress_factory(progress_bar)
+    try:
+        result = ads_build(source=source or None, dataset=name, out=out, model=model, clusters=clusters,
+                           shards=shards, max_length=max_length, token_budget=token_budget, text_mode=text_mode,
+                           scoring_backend=scoring_backend, pca_dim=pca_dim, kmeans_backend=kmeans_backend,
+                           seed=seed, question_col=question_col, solution_col=solution_col, answer_col=answer_col,
+                           dask=dask, force_from=force_from)
+    except (InputError, ModelLoadError, ValueError, ParameterTypeError) as exc:
+        raise fail(str(exc)) from None
+    finally:
+        set_progress_factory(None)
+    from ads_core import manifest as mf
+    from ads_core import storage
+
+    formatted = mf.read(storage.join(result["out"], "formatted"))
+    print_format_summary(formatted.counts, formatted.extra.get("detected", {}), out)
+    states = result["stages"]
+    console.print("stages: " + ", ".join(f"{k} [bold]{v}[/]" for k, v in states.items()), highlight=False)
+    print_build_summary(result["final_uri"])
+
+
+@app.command("server")
+def server_cmd(
+    host: Annotated[str, typer.Option(help="Interface to listen on (keep 127.0.0.1 unless you mean to expose it).")
+                    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port for the API and the UI.")] = 4200,
+) -> None:
+    """Start a local Prefect server with its UI, in the foreground (Ctrl-C stops it), to watch builds.
+
+    It uses the same PREFECT_HOME as `ads build` (default: <ADS cache dir>/prefect), so earlier local builds
+    show up too. Point builds at it with `export PREFECT_API_URL=http://HOST:PORT/api`.
+    """
+    import os
+    import sys
+
+    from flows import local_prefect_home
+
+    home = local_prefect_home(defaults.cache_dir())
+    env = {**os.environ, "PREFECT_HOME": str(home)}
+    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    console.print(f"Prefect UI: http://{host}:{port}  (PREFECT_HOME={home})\n"
+                  f"in another shell: export PREFECT_API_URL=http://{host}:{port}/api  then `ads build`, "
+                  "`prefect deploy`, `prefect worker start` report here", highlight=False, soft_wrap=True)
+    os.execve(sys.executable, [sys.executable, "-m", "prefect", "server", "start", "--host", host,
+                               "--port", str(port)], env)
 
 
 def print_build_summary(final_uri: str) -> None:
@@ -171,6 +239,131 @@ def print_build_summary(final_uri: str) -> None:
     for c, lo, hi in zip(counts, edges[:-1], edges[1:], strict=True):
         console.print(f"  {lo:7.3f} - {hi:7.3f} | {'#' * int(40 * c / width):<40} {c}", highlight=False)
     console.print(f"final artifact: {final_uri}", highlight=False)
+
+
+def _parse_assignments(items: list[str] | None, what: str) -> dict[str, object]:
+    """`KEY=VALUE` options into a dict; values are read as YAML scalars (0.5 -> float, true -> bool)."""
+    import yaml
+
+    out: dict[str, object] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise fail(f"{what} {item!r} must look like KEY=VALUE")
+        out[key.strip()] = yaml.safe_load(value) if value.strip() else None
+    return out
+
+
+@app.command("train", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def train_cmd(
+    ctx: typer.Context,
+    artifact: Annotated[str, typer.Argument(help="The final artifact: OUT/final/train.parquet (local or s3://).")],
+    model: Annotated[str | None, typer.Option(
+        help="Policy to train. Default: the model the difficulties were scored with (manifest).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved verl config and command; "
+                                          "don't train.")] = False,
+    gpus: Annotated[int, typer.Option("--gpus", help="GPUs per node.")] = 1,
+    nnodes: Annotated[int, typer.Option(help="Number of nodes.")] = 1,
+    ray_address: Annotated[str | None, typer.Option(
+        help="http://head:8265 submits a Ray job; auto or ray://head:10001 joins a running cluster.")] = None,
+    sampler: Annotated[list[str] | None, typer.Option(
+        "--sampler", "-s", help="ADS sampler setting KEY=VALUE (data.ads_sampler.*), repeatable.")] = None,
+    eval_set: Annotated[list[str] | None, typer.Option(
+        "--eval-set", help="Validation set: a name under OUT/eval or a .parquet path, repeatable. "
+                           "Default: every set in OUT/eval.")] = None,
+    no_eval: Annotated[bool, typer.Option("--no-eval", help="Train without validation sets.")] = False,
+    steps: Annotated[int | None, typer.Option(help="trainer.total_training_steps.")] = None,
+    run_dir: Annotated[str | None, typer.Option(help="Checkpoints and metrics (default ./ads-runs/<name>).")] = None,
+    name: Annotated[str | None, typer.Option(help="Experiment name (default <dataset>-ads; same name = resume).")
+                    ] = None,
+    decontaminate: Annotated[str, typer.Option(help="off, report or drop training rows that match eval questions."
+                                               )] = "report",
+) -> None:
+    """Train GRPO with the ADS sampler on verl. Extra arguments are verl Hydra overrides (key=value)."""
+    from ads_core import train as tr
+    from ads_core.integrations.verl.config import ConfigError
+
+    overrides = [a for a in ctx.args]
+    bad = [a for a in overrides if "=" not in a]
+    if bad:
+        raise fail(f"unexpected arguments {bad}; verl overrides look like key=value")
+    req = tr.TrainRequest(artifact_uri=artifact, model=model, n_gpus_per_node=gpus, nnodes=nnodes,
+                          ray_address=ray_address, sampler=_parse_assignments(sampler, "--sampler"),
+                          eval_sets=[] if no_eval else (eval_set or None), overrides=overrides, run_dir=run_dir,
+                          experiment_name=name, total_training_steps=steps, decontaminate=decontaminate)
+    try:
+        if not dry_run:
+            tr.check_launch_environment(req)
+        with console.status("checking the artifact and composing the verl config"):
+            plan = tr.plan_training(req)
+    except (tr.ArtifactError, tr.LaunchError, ConfigError, ValueError, InputError) as exc:
+        raise fail(str(exc)) from None
+    for warning in plan.warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    if dry_run:
+        import sys
+
+        sys.stdout.write(plan.config_yaml)
+        sys.stdout.write(f"\n# command:\n# {plan.command_line}\n")
+        console.print(f"dry run: {plan.artifact.rows} rows, {plan.artifact.clusters} clusters, batch "
+                      f"{plan.sampler_config.batch_size}; nothing launched", highlight=False)
+        return
+    console.print(f"launching: {escape(plan.command_line)}", highlight=False)
+    code = tr.launch(plan)
+    if code != 0:
+        raise fail(f"verl exited with status {code}; see the log above (run dir {plan.run_dir})")
+    metrics = tr.headline(tr.final_metrics(plan))
+    for key, value in sorted(metrics.items()):
+        console.print(f"  {escape(key)}: {value:g}", highlight=False)
+
+
+@app.command("eval-sets")
+def eval_sets_cmd(
+    out: Annotated[str, typer.Option("--out", "-o", help="Output root; writes OUT/eval/<name>.parquet.")
+                   ] = defaults.DEFAULT_OUT,
+    source: Annotated[list[str] | None, typer.Option(
+        "--set", help="NAME=PATH of an eval set (any format `ads format` reads), repeatable; replaces the "
+                      "default set of that name.")] = None,
+    names: Annotated[str | None, typer.Option(help="Comma-separated default sets (math500,aime24,amc23).")] = None,
+    data_dir: Annotated[str | None, typer.Option(help="Directory with math500/, aime24/, amc23/ "
+                                                 "(default: $ADS_EVAL_DATA_DIR or ../shared/data).")] = None,
+    template: Annotated[str | None, typer.Option(help="Prompt template with {question} (default: the "
+                                                 "training set's, from OUT/formatted).")] = None,
+    train: Annotated[str | None, typer.Option(help="Training artifact to check for contamination "
+                                              "(default: OUT/final/train.parquet if present).")] = None,
+    drop: Annotated[bool, typer.Option("--drop", help="Also write OUT/eval/train_decontaminated.parquet "
+                                       "without the matching rows.")] = False,
+) -> None:
+    """Write validation sets (MATH-500, AIME24, AMC23) in verl's schema and check the training set against them."""
+    from ads_core import eval_sets as ev
+    from ads_core import storage
+
+    sources = {str(k): str(v) for k, v in _parse_assignments(source, "--set").items()}
+    wanted = [n.strip() for n in names.split(",") if n.strip()] if names else None
+    try:
+        results = ev.write_eval_sets(out, sources=sources, names=wanted, data_dir=data_dir, template=template)
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    table = Table(title="eval sets", show_header=True)
+    for col in ("set", "rows", "rejected", "file"):
+        table.add_column(col)
+    for r in results.values():
+        table.add_row(r.name, str(r.rows), str(r.rejected), escape(r.uri))
+    console.print(table)
+    train_uri = train or storage.join(out, "final", "train.parquet")
+    if not storage.exists(train_uri):
+        if train:
+            raise fail(f"{train}: no such training artifact")
+        return
+    drop_to = storage.join(ev.eval_dir(out), "train_decontaminated.parquet") if drop else None
+    report = ev.decontaminate(train_uri, {r.name: r.uri for r in results.values()}, drop_to=drop_to)
+    storage.write_json(storage.join(ev.eval_dir(out), ev.REPORT_NAME), report.to_dict())
+    console.print(f"decontamination: {report.contaminated} of {report.train_rows} training rows match an eval "
+                  f"question {report.matches}", highlight=False)
+    for ex in report.examples[:5]:
+        console.print(f"  row {ex['row']} ({ex['eval_set']}): {escape(ex['question'][:100])}", highlight=False)
+    if report.output_uri:
+        console.print(f"without them: {escape(report.output_uri)}", highlight=False)
 
 
 def _register_optional_commands() -> None:
