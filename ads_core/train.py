@@ -203,6 +203,7 @@ class TrainPlan:
     artifact: ArtifactInfo
     sampler_config: ADSSamplerConfig
     model: str
+    experiment: str
     train_file: str
     val_files: list[str]
     run_dir: str
@@ -224,7 +225,7 @@ class TrainPlan:
         return {
             "artifact": a.uri, "rows": a.rows, "clusters": a.clusters,
             "cluster_sizes": f"{a.cluster_size_min} / {a.cluster_size_median:g} / {a.cluster_size_max}",
-            "model": self.model, "batch_size": self.sampler_config.batch_size,
+            "model": self.model, "experiment": self.experiment, "batch_size": self.sampler_config.batch_size,
             "steps_per_epoch": max(1, a.rows // self.sampler_config.batch_size),
             "train_file": self.train_file, "val_files": self.val_files, "run_dir": self.run_dir,
             "mode": self.mode, "warnings": self.warnings,
@@ -386,7 +387,8 @@ def plan_training(req: TrainRequest, resolve_config: bool = True) -> TrainPlan:
                    "--", "python", *entry]
     else:
         command = [sys.executable, *entry]
-    plan = TrainPlan(request=req, artifact=info, sampler_config=cfg, model=model, train_file=train_file,
+    plan = TrainPlan(request=req, artifact=info, sampler_config=cfg, model=model, experiment=experiment,
+                     train_file=train_file,
                      val_files=val_files, run_dir=str(run_dir), metrics_file=metrics_file, overrides=overrides,
                      command=command, env=env, mode=mode, warnings=warnings, decontamination=decon)
     if resolve_config:
