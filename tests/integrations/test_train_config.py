@@ -1,0 +1,168 @@
+"""`ads train`: the artifact checks, the verl config (accepted by verl's own validation), the command, and
+the fast failure without CUDA."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+pytest.importorskip("verl")
+
+from omegaconf import OmegaConf  # noqa: E402
+
+from ads_core import train as tr  # noqa: E402
+from ads_core.cli import app  # noqa: E402
+from ads_core.integrations.verl import config as vc  # noqa: E402
+
+BASE = ["data.train_files=/data/train.parquet", "actor_rollout_ref.model.path=/models/m"]
+
+
+def verl_validate(cfg) -> None:
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+
+
+def test_defaults_set_the_batch_from_the_sampler():
+    cfg = vc.resolve(BASE)
+    assert cfg.data.train_batch_size == 128 and cfg.data.dataloader_num_workers == 0
+    assert cfg.trainer.use_v1 is False and cfg.algorithm.adv_estimator == "grpo"
+    cfg = vc.resolve([*BASE, "data.ads_sampler.active_clusters=2", "data.ads_sampler.mini_cluster_size=16",
+                      "data.ads_sampler.alpha=0.5", "data.dataloader_num_workers=8"])
+    assert cfg.data.train_batch_size == 32 and cfg.data.ads_sampler.alpha == 0.5  # no `+` needed
+    assert cfg.data.dataloader_num_workers == 0  # forced
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("data.train_batch_size=256", "does not match the ADS sampler's batch"),
+    ("data.gen_batch_size=64", "gen_batch_size"),
+    ("trainer.use_v1=true", "use_v1"),
+    ("trainer.critic_warmup=2", "critic_warmup"),
+    ("actor_rollout_ref.actor.ppo_mini_batch_size=48", "must divide the ADS batch 128"),
+    ("data.ads_sampler.alpha=2.0", "alpha must be in"),
+])
+def test_config_errors_are_clear(override: str, message: str):
+    with pytest.raises(vc.ConfigError, match=re.escape(message)):
+        vc.resolve([*BASE, override])
+
+
+def test_unknown_sampler_keys_are_rejected():
+    with pytest.raises(Exception, match="ads_sampler"):
+        vc.resolve([*BASE, "data.ads_sampler.alpah=0.5"])  # Hydra refuses keys the YAML doesn't declare
+    with pytest.raises(vc.ConfigError, match="unknown data.ads_sampler keys"):
+        vc.sampler_config({"ads_sampler": {"alpah": 0.5}})
+
+
+def test_verl_validation_really_runs():
+    with pytest.raises(AssertionError, match="real_train_batch_size"):
+        vc.resolve([*BASE, "trainer.n_gpus_per_node=3"])  # 128 x 8 rollouts is not divisible by 3 GPUs
+
+
+def test_dry_run_prints_a_config_verl_accepts(final_artifact: Path, tmp_path: Path):
+    result = CliRunner().invoke(app, ["train", str(final_artifact), "--dry-run", "--run-dir", str(tmp_path / "run"),
+                                      "--gpus", "8", "-s", "mini_cluster_size=16", "trainer.save_freq=10"])
+    assert result.exit_code == 0, result.output
+    yaml_text, _, command = result.stdout.partition("\n# command:\n# ")
+    cfg = OmegaConf.create(yaml_text)
+    verl_validate(cfg)  # verl's own validation accepts what we print
+    assert cfg.data.train_files == str(final_artifact.resolve())
+    assert cfg.data.train_batch_size == 64 and cfg.data.ads_sampler.mini_cluster_size == 16
+    assert cfg.trainer.n_gpus_per_node == 8 and cfg.trainer.save_freq == 10
+    assert cfg.trainer.use_v1 is False and cfg.data.dataloader_num_workers == 0
+    # --model defaults to the policy the difficulties were scored with
+    manifest = tr.read_manifest(str(final_artifact))
+    assert cfg.actor_rollout_ref.model.path == manifest["extra"]["policy_model"]
+    assert "-m ads_core.integrations.verl.main" in command and "data.ads_sampler.mini_cluster_size=16" in command
+    assert not (tmp_path / "run").exists()  # a dry run writes nothing
+
+
+def test_without_cuda_train_fails_at_once(final_artifact: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(tr, "cuda_gpu_count", lambda: 0)
+    start = time.monotonic()
+    result = CliRunner().invoke(app, ["train", str(final_artifact)])
+    assert result.exit_code == 2
+    assert "needs CUDA GPUs" in result.output and "--dry-run" in result.output
+    assert time.monotonic() - start < 5
+
+
+def test_plan_with_eval_sets_decontamination_and_remote_staging(built_out: Path, final_artifact: Path,
+                                                                 tmp_path: Path, shared_data: Path):
+    import fsspec
+
+    from ads_core import eval_sets as ev
+
+    # an eval set that shares two questions with the training set
+    train = pq.read_table(final_artifact)
+    ev_dir = tmp_path / "evals"
+    ev_dir.mkdir()
+    pq.write_table(train.slice(0, 2), ev_dir / "leak.parquet")
+    # the artifact on a remote filesystem (fsspec memory://), with its manifest
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/bucket/out/final/train.parquet", final_artifact.read_bytes())
+    fs.pipe("/bucket/out/final/manifest.json", (final_artifact.parent / "manifest.json").read_bytes())
+    ev.write_eval_sets(str(built_out), names=["aime24"], data_dir=shared_data)
+    req = tr.TrainRequest("memory://bucket/out/final/train.parquet", run_dir=str(tmp_path / "run"),
+                          eval_sets=[str(ev_dir / "leak.parquet"), str(built_out / "eval" / "aime24.parquet")],
+                          decontaminate="drop", sampler={"active_clusters": 2, "mini_cluster_size": 8})
+    plan = tr.plan_training(req)
+    assert plan.decontamination["contaminated"] == 2 and plan.decontamination["matches"]["leak"] == 2
+    assert plan.train_file == str(tmp_path / "run" / "data" / "train.decontaminated.parquet")
+    assert pq.read_metadata(plan.train_file).num_rows == train.num_rows - 2
+    assert (tmp_path / "run" / "data" / "train.parquet").exists()  # staged from memory://
+    assert any("match eval questions" in w for w in plan.warnings)
+    cfg = OmegaConf.create(plan.config_yaml)
+    assert list(cfg.data.val_files) == plan.val_files and len(plan.val_files) == 2
+    assert cfg.data.train_batch_size == 16 and cfg.trainer.test_freq == 25
+    assert plan.model == tr.read_manifest(str(final_artifact))["extra"]["policy_model"]
+
+
+def test_ray_job_submission_command(final_artifact: Path, tmp_path: Path):
+    req = tr.TrainRequest(str(final_artifact), eval_sets=[], run_dir=str(tmp_path), nnodes=2, n_gpus_per_node=8,
+                          ray_address="http://head:8265", model="Qwen/Qwen2.5-Math-1.5B")
+    plan = tr.plan_training(req, resolve_config=False)
+    assert plan.mode == "ray-job"
+    assert plan.command[1:5] == ["job", "submit", "--address", "http://head:8265"]
+    assert plan.command[plan.command.index("--") + 1:][:3] == ["python", "-m", tr.ENTRY_MODULE]
+    assert "trainer.nnodes=2" in plan.command and "trainer.val_before_train=false" in plan.command
+    tr.check_launch_environment(req)  # no local CUDA needed to submit to a cluster
+    cluster = tr.plan_training(tr.TrainRequest(str(final_artifact), eval_sets=[], run_dir=str(tmp_path),
+                                               ray_address="auto"), resolve_config=False)
+    assert cluster.mode == "cluster" and "ray_kwargs.ray_init.address=auto" in cluster.overrides
+
+
+def test_broken_artifacts_are_refused_with_the_reason(final_artifact: Path, tmp_path: Path):
+    table = pq.read_table(final_artifact)
+    no_cluster = tmp_path / "no_cluster" / "train.parquet"
+    no_cluster.parent.mkdir()
+    pq.write_table(table.drop(["cluster_id", "rank_in_cluster"]), no_cluster)
+    with pytest.raises(tr.ArtifactError, match=r"missing column 'cluster_id'[\s\S]*missing column 'rank_in_cluster'"):
+        tr.validate_artifact(str(no_cluster))
+    info = table.column("extra_info").combine_chunks()
+    keep = [info.type.field(i).name for i in range(info.type.num_fields) if info.type.field(i).name != "sample_id"]
+    stripped = pa.StructArray.from_arrays([info.field(k) for k in keep], names=keep)
+    no_inner = tmp_path / "no_inner.parquet"
+    pq.write_table(table.set_column(table.schema.get_field_index("extra_info"), "extra_info", stripped), no_inner)
+    with pytest.raises(tr.ArtifactError, match=r"extra_info lacks \['sample_id'\]"):
+        tr.validate_artifact(str(no_inner))
+    dup = tmp_path / "dup.parquet"
+    pq.write_table(pa.concat_tables([table, table.slice(0, 1)]), dup)
+    with pytest.raises(tr.ArtifactError, match="sample_id is not unique"):
+        tr.validate_artifact(str(dup))
+    nulls = tmp_path / "nulls.parquet"
+    cid = table.column("cluster_id")
+    masked = pc.if_else(pa.array([i == 3 for i in range(table.num_rows)]), pa.scalar(None, cid.type), cid)
+    pq.write_table(table.set_column(table.schema.get_field_index("cluster_id"), "cluster_id", masked), nulls)
+    with pytest.raises(tr.ArtifactError, match="'cluster_id' has 1 null"):
+        tr.validate_artifact(str(nulls))
+    result = CliRunner().invoke(app, ["train", str(no_cluster), "--dry-run"])
+    assert result.exit_code == 2 and "missing column 'cluster_id'" in result.output
+    with pytest.raises(tr.ArtifactError, match="no such file"):
+        tr.validate_artifact(str(tmp_path / "nope.parquet"))
