@@ -1,0 +1,95 @@
+"""Eval sets in verl's schema from ../shared/data, and the decontamination check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from ads_core import eval_sets as ev
+from ads_core.cli import app
+from ads_core.format import OUTPUT_SCHEMA, TEMPLATES, FormatConfig, format_dataset, normalize_question
+from ads_core.readers import InputError
+from ads_core.reward import compute_score
+
+
+def test_writes_the_three_sets_in_verl_schema(tmp_path: Path, shared_data: Path):
+    results = ev.write_eval_sets(str(tmp_path), data_dir=shared_data)
+    assert {k: v.rows for k, v in results.items()} == {"math500": 500, "aime24": 30, "amc23": 40}
+    for name in results:
+        table = pq.read_table(tmp_path / "eval" / f"{name}.parquet")
+        assert table.schema.equals(OUTPUT_SCHEMA, check_metadata=False)
+        assert set(table.column("data_source").to_pylist()) == {name}  # verl groups val metrics by it
+        row = table.slice(0, 1).to_pylist()[0]
+        assert row["prompt"][0]["role"] == "user" and row["prompt"][0]["content"].endswith("<think>")
+        assert row["extra_info"]["split"] == "test"
+        # the reward accepts each set's own ground truth
+        assert compute_score(name, f"\\boxed{{{row['reward_model']['ground_truth']}}}",
+                             row["reward_model"]["ground_truth"])["acc"] == 1.0
+    amc = pq.read_table(tmp_path / "eval" / "amc23.parquet").slice(0, 1).to_pylist()[0]
+    assert amc["reward_model"]["ground_truth"] == "27"  # 27.0 in the file
+    manifest = json.loads((tmp_path / "eval" / "manifest.json").read_text())
+    assert manifest["template_string"] == TEMPLATES["ads_think"] and set(manifest["sets"]) == set(results)
+    assert ev.existing_eval_sets(str(tmp_path)) == {k: str(tmp_path / "eval" / f"{k}.parquet") for k in
+                                                    sorted(results)}
+
+
+def test_uses_the_training_template_and_user_paths(tmp_path: Path, shared_data: Path):
+    format_dataset(str(shared_data / "gsm8k" / "test.jsonl"), str(tmp_path), FormatConfig(template="boxed"))
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text(json.dumps({"problem": "What is 1+1?", "answer": "2"}) + "\n")
+    results = ev.write_eval_sets(str(tmp_path), sources={"tiny": str(mine)}, names=["aime24"],
+                                 data_dir=shared_data)
+    assert set(results) == {"tiny", "aime24"}
+    row = pq.read_table(results["tiny"].uri).to_pylist()[0]
+    assert row["prompt"][0]["content"] == TEMPLATES["boxed"].replace("{question}", "What is 1+1?")
+
+
+def test_bad_requests_are_input_errors(tmp_path: Path, shared_data: Path):
+    with pytest.raises(InputError, match="unknown eval set"):
+        ev.write_eval_sets(str(tmp_path), names=["gpqa"], data_dir=shared_data)
+    with pytest.raises(InputError, match="not found"):
+        ev.write_eval_sets(str(tmp_path), names=["math500"], data_dir=tmp_path)
+    with pytest.raises(InputError, match="lowercase"):
+        ev.write_eval_sets(str(tmp_path), sources={"Bad Name": "x.jsonl"})
+
+
+def test_decontamination_reports_and_drops_matching_rows(tmp_path: Path, shared_data: Path):
+    ev.write_eval_sets(str(tmp_path), names=["math500", "amc23"], data_dir=shared_data)
+    math = [json.loads(line) for line in (shared_data / "math500" / "test.jsonl").read_text().splitlines()][:3]
+    rows = [{"problem": "  " + math[0]["problem"].upper() + " ", "answer": math[0]["answer"]},  # case/space only
+            {"problem": math[1]["problem"], "answer": "x"},
+            {"problem": "A fresh question about 17 apples?", "answer": "17"}]
+    src = tmp_path / "train.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    train = tmp_path / "train_out"
+    format_dataset(str(src), str(train), FormatConfig(name="mine"))
+    train_uri = str(train / "formatted" / "train.parquet")
+    assert normalize_question(rows[0]["problem"]) == normalize_question(math[0]["problem"])
+
+    report = ev.decontaminate(train_uri, ev.existing_eval_sets(str(tmp_path)))
+    assert report.matches == {"amc23": 0, "math500": 2} and report.rows == [0, 1] and report.output_uri is None
+    clean = tmp_path / "clean.parquet"
+    report = ev.decontaminate(train_uri, ev.existing_eval_sets(str(tmp_path)), drop_to=str(clean))
+    kept = pq.read_table(clean)
+    assert kept.num_rows == 1 and kept.column("extra_info").to_pylist()[0]["question"].startswith("A fresh")
+
+
+def test_eval_sets_cli_with_decontamination(tmp_path: Path, shared_data: Path):
+    final = tmp_path / "final"
+    final.mkdir()
+    aime = [json.loads(line) for line in (shared_data / "aime24" / "test.jsonl").read_text().splitlines()]
+    train = pa.table({"extra_info": [{"question": aime[0]["problem"]}, {"question": "unrelated"}]})
+    pq.write_table(train, final / "train.parquet")
+    result = CliRunner().invoke(app, ["eval-sets", "--out", str(tmp_path), "--names", "aime24,amc23",
+                                      "--data-dir", str(shared_data), "--drop"])
+    assert result.exit_code == 0, result.output
+    assert "1 of 2 training rows match" in result.output
+    report = json.loads((tmp_path / "eval" / ev.REPORT_NAME).read_text())
+    assert report["matches"] == {"aime24": 1, "amc23": 0}
+    assert pq.read_metadata(tmp_path / "eval" / "train_decontaminated.parquet").num_rows == 1
+    assert set(ev.existing_eval_sets(str(tmp_path))) == {"aime24", "amc23"}  # the cleaned copy isn't an eval set
