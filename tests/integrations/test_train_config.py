@@ -166,3 +166,35 @@ def test_broken_artifacts_are_refused_with_the_reason(final_artifact: Path, tmp_
     assert result.exit_code == 2 and "missing column 'cluster_id'" in result.output
     with pytest.raises(tr.ArtifactError, match="no such file"):
         tr.validate_artifact(str(tmp_path / "nope.parquet"))
+
+
+def run_entry_point(*overrides: str, cwd: Path, timeout: int) -> tuple[int, str]:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", vc.ENTRY_MODULE, *overrides, f"hydra.run.dir={cwd / 'hydra'}"],
+                          cwd=cwd, capture_output=True, text=True, timeout=timeout, start_new_session=True)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_entry_point_rejects_a_mismatched_batch_before_starting_ray(tmp_path: Path):
+    code, output = run_entry_point(*BASE, "data.train_batch_size=7", cwd=tmp_path, timeout=120)
+    assert code == 2 and "does not match the ADS sampler's batch" in output
+    assert "ray init" not in output
+
+
+@pytest.mark.slow
+def test_entry_point_runs_our_task_runner_in_ray_up_to_the_gpu_workers(final_artifact: Path, policy_model: str,
+                                                                       tmp_path: Path):
+    """The real launch path on CPU: Ray starts, ADSTaskRunner builds the tokenizer, verl's RLHFDataset (with
+    overlong-prompt filtering), our sampler and our trainer; only the GPU worker pool is then missing."""
+    code, output = run_entry_point(
+        f"data.train_files={final_artifact}", f"actor_rollout_ref.model.path={policy_model}",
+        "data.ads_sampler.active_clusters=2", "data.ads_sampler.mini_cluster_size=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4", "trainer.val_before_train=false", "trainer.test_freq=-1",
+        "ray_kwargs.ray_init.num_cpus=2", f"trainer.default_local_dir={tmp_path / 'ckpt'}",
+        cwd=tmp_path, timeout=400)
+    assert code != 0
+    assert re.search(r"\[ads\] sampler: 300 rows, \d+ clusters, batch 8, 37 steps per epoch", output)
+    assert "Size of train dataloader: 37" in output  # printed by verl inside ADSRayPPOTrainer.__init__
+    assert "Total available GPUs 0 is less than total desired GPUs 1" in output
