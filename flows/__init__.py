@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -47,3 +49,15 @@ def prepare_prefect_env(cache_dir: Path) -> str | None:
         return url
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")  # slow, shared CI boxes
     return None
+
+
+@contextmanager
+def local_prefect_env(cache_dir: Path) -> Iterator[str | None]:
+    """`prepare_prefect_env` for the duration of a block; the environment is restored afterwards."""
+    saved = dict(os.environ)
+    try:
+        yield prepare_prefect_env(cache_dir)
+    finally:
+        for key in set(os.environ) - set(saved):
+            del os.environ[key]
+        os.environ.update(saved)

@@ -103,14 +103,14 @@ def source_digest(source: str) -> str:
 def content_key(ctx: TaskRunContext, params: dict[str, Any]) -> str:
     """Cache key from input *content*, config, output root and ads_core code version (see module doc).
 
-    Parameter conventions: `source` is a dataset (tree-hashed); `*_uri` / `*_uris` are artifacts
+    Parameter conventions: `source` is a dataset (its path and tree hash); `*_uri` / `*_uris` are artifacts
     (content digests); everything else (config dicts, `out`, indices) is keyed by value.
     """
     name = ctx.task.name
     payload: dict[str, Any] = {"task": name, "ads_code": _CODE_VERSIONS.get(name)}
     for key, value in sorted(params.items()):
-        if key == "source":
-            payload[key] = source_digest(value)
+        if key == "source":  # the path too: rows record it (extra_info.source_file)
+            payload[key] = [value, source_digest(value)]
         elif key.endswith("_uri"):
             payload[key] = artifact_digest(value)
         elif key.endswith("_uris"):

@@ -29,7 +29,9 @@ QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
 
 def browsable(uri: str) -> str:
     """A link the UI can show: file:// for local paths, the URI itself for object stores."""
-    return Path(storage.local_path(uri)).resolve().as_uri() if storage.is_local(uri) else uri
+    if "://" in uri and not uri.startswith("file://"):
+        return uri
+    return Path(storage.local_path(uri)).resolve().as_uri()
 
 
 def _md(text: str | None, limit: int = 220) -> str:
