@@ -1,0 +1,305 @@
+"""Fixtures for the Prefect flow tests: one real `prefect server` per session, a moto S3 server per module,
+a small real dataset, and helpers. Every process a fixture starts is stopped by its PID in a finalizer and
+checked to be gone, even when a test fails."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PREFECT = str(Path(sys.executable).with_name("prefect"))
+SAMPLE_ROWS = 60
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_http(url: str, timeout: float, proc: subprocess.Popen[Any] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process {proc.pid} exited with {proc.returncode} before {url} answered")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status < 500:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise TimeoutError(f"{url} did not answer within {timeout} s")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 20.0) -> None:
+    """SIGTERM the process group led by PID (started with start_new_session), then SIGKILL; assert it is gone."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(10)
+    try:  # stray children of the group (e.g. flow-run subprocesses of a worker)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    assert proc.poll() is not None and not pid_alive(proc.pid), f"process {proc.pid} is still running"
+
+
+def start_process(args: list[str], log: Path, env: dict[str, str], cwd: Path = REPO) -> subprocess.Popen[Any]:
+    """Popen in its own session (so SIGTERM reaches it and its children), output to a log file."""
+    with open(log, "ab") as fh:
+        return subprocess.Popen(args, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# environment
+
+
+@pytest.fixture(scope="session")
+def ads_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Session-wide settings for the ADS code under test: one model cache (the tiny model builds once),
+    a private lock dir, fast retries. Restored afterwards."""
+    root = tmp_path_factory.mktemp("ads-env")
+    values = {
+        "ADS_CACHE_DIR": os.environ.get("ADS_CACHE_DIR") or str(root / "cache"),
+        "ADS_LOCK_DIR": str(root / "locks"),
+        "ADS_RETRY_BASE_DELAY": "0.05",
+        "HF_HUB_OFFLINE": "1",
+        "DO_NOT_TRACK": "1",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    }
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield values
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def tiny_model(ads_env: dict[str, str]) -> str:
+    from ads_core.models import resolve_model
+
+    return resolve_model("default")
+
+
+@pytest.fixture(scope="session")
+def sample_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small real dataset: the first 60 GSM8K problems of the bundled sample."""
+    from ads_core import defaults
+
+    path = tmp_path_factory.mktemp("data") / "gsm8k60.jsonl"
+    lines = Path(defaults.sample_path()).read_text().splitlines()[:SAMPLE_ROWS]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Prefect server
+
+
+@dataclass
+class PrefectServer:
+    url: str  # http://127.0.0.1:PORT/api
+    home: Path
+    results: Path  # result storage (cache records) shared by in-process and subprocess builds
+    proc: subprocess.Popen[Any]
+    log: Path
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """Environment for CLI commands and subprocess builds that talk to this server."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+        env.update(PREFECT_API_URL=self.url, PREFECT_HOME=str(self.home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+                   PREFECT_RESULTS_LOCAL_STORAGE_PATH=str(self.results), DO_NOT_TRACK="1")
+        env.update(extra)
+        return env
+
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory, ads_env: dict[str, str]) -> Iterator[PrefectServer]:
+    """`prefect server start` on 127.0.0.1 and a free port, with its own PREFECT_HOME; stopped by PID."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = free_port()
+    server = PrefectServer(url=f"http://127.0.0.1:{port}/api", home=home, results=home / "results",
+                           proc=None, log=home / "server.log")  # type: ignore[arg-type]
+    env = server.env()
+    env.pop("PREFECT_API_URL")  # the server itself needs none
+    server.proc = start_process([PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                                server.log, env)
+    try:
+        wait_http(f"{server.url}/health", 180, server.proc)
+        yield server
+    finally:
+        stop_process(server.proc)
+
+
+@pytest.fixture(scope="session")
+def prefect_api(prefect_server: PrefectServer) -> Iterator[PrefectServer]:
+    """In-process flows report to the session server and keep their cache records in its results dir."""
+    from prefect.logging.handlers import APILogWorker
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_RESULTS_LOCAL_STORAGE_PATH,
+        temporary_settings,
+    )
+
+    with temporary_settings({PREFECT_API_URL: prefect_server.url,
+                             PREFECT_RESULTS_LOCAL_STORAGE_PATH: prefect_server.results}):
+        try:
+            yield prefect_server
+        finally:
+            APILogWorker.drain_all(timeout=5)  # ship pending run logs while the server still answers
+
+
+# ---------------------------------------------------------------------------------------------
+# moto S3
+
+
+@dataclass
+class MotoS3:
+    endpoint: str
+    proc: subprocess.Popen[Any]
+    key_id: str = "AKIAADSTESTKEY0001"
+    secret: str = "ads-test-secret-Zq81uXv3"
+
+
+@pytest.fixture(scope="module")
+def moto_s3(tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: pytest.MonkeyPatch) -> Iterator[MotoS3]:
+    """moto's standalone S3 server on 127.0.0.1 (test-only dependency), credentials in the environment."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    proc = start_process([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
+                         log, env)
+    s3 = MotoS3(endpoint=f"http://127.0.0.1:{port}", proc=proc)
+    try:
+        wait_http(s3.endpoint, 60, proc)
+        for key, value in {"ADS_S3_ENDPOINT_URL": s3.endpoint, "AWS_ACCESS_KEY_ID": s3.key_id,
+                           "AWS_SECRET_ACCESS_KEY": s3.secret, "AWS_DEFAULT_REGION": "us-east-1"}.items():
+            monkeypatch_module.setenv(key, value)
+        yield s3
+    finally:
+        stop_process(proc)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
+    mp = pytest.MonkeyPatch()
+    try:
+        yield mp
+    finally:
+        mp.undo()
+
+
+# ---------------------------------------------------------------------------------------------
+# builds and assertions
+
+K = 4
+SHARDS = 2
+STAGE_KEYS = ["format", "score-shard-0", "score-shard-1", "merge", "cluster", "sort", "plot"]
+
+
+def run_build(source: Path | str, out: Path | str, **params: Any) -> tuple[Any, dict[str, Any] | None]:
+    """The flow in-process on the small settings every test uses; returns (state, result or None)."""
+    from flows.ads_build import ads_build
+
+    params = {"dataset": "gsm8k60", "clusters": K, "shards": SHARDS, "max_length": 256, **params}
+    state = ads_build(source=str(source), out=str(out), return_state=True, **params)
+    return state, (state.result() if state.is_completed() else None)
+
+
+def read_final(uri: str) -> Any:
+    import polars as pl
+
+    from ads_core import storage
+
+    return pl.from_arrow(storage.read_parquet(uri))
+
+
+def assert_same_rows(a: Any, b: Any) -> None:
+    """Row for row equal; extra_info.source_file (where the rows were read from) may differ."""
+    assert a.columns == b.columns
+
+    def rows(df: Any) -> list[dict[str, Any]]:
+        out = df.to_dicts()
+        for row in out:
+            row["extra_info"].pop("source_file")
+        return out
+
+    assert rows(a) == rows(b)
+
+
+def task_runs(flow_run_id: Any) -> list[Any]:
+    """Task runs of a flow run, oldest first (name, state, run_count)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    from prefect.client.schemas.sorting import TaskRunSort
+
+    with get_client(sync_client=True) as client:
+        return client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+                                     sort=TaskRunSort.EXPECTED_START_TIME_ASC)
+
+
+def artifacts_of(flow_run_id: Any) -> list[Any]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    with get_client(sync_client=True) as client:
+        return client.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(
+            any_=[flow_run_id])))
+
+
+@pytest.fixture(scope="session")
+def clean_build(prefect_api: PrefectServer, sample_source: Path, tiny_model: str,
+                tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A cold build of the 60-row sample; other tests compare their final artifacts with this one."""
+    out = tmp_path_factory.mktemp("clean") / "out"
+    state, result = run_build(sample_source, out)
+    assert state.is_completed(), state.message
+    assert result is not None
+    result["flow_run_id"] = state.state_details.flow_run_id
+    return result
+
+
+@pytest.fixture(scope="session")
+def helpers() -> Any:
+    """The helper functions above, for test modules (with --import-mode=importlib they cannot import conftest)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(repo=REPO, prefect=PREFECT, free_port=free_port, wait_http=wait_http, pid_alive=pid_alive,
+                           start_process=start_process, stop_process=stop_process, run_build=run_build,
+                           read_final=read_final, assert_same_rows=assert_same_rows, task_runs=task_runs,
+                           artifacts_of=artifacts_of, K=K, SHARDS=SHARDS, STAGE_KEYS=STAGE_KEYS)

@@ -1,0 +1,204 @@
+"""The `ads-build` flow against a real Prefect server: artifacts and UI, resume after a failure, changed and
+reverted sources, force_from, vanished artifacts, bad input, concurrent builds, Dask, and `ads build`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ads_core.sort import check_invariants
+
+
+@pytest.fixture(scope="module")
+def h(helpers: Any) -> Any:
+    """conftest's helpers: run_build, read_final, assert_same_rows, task_runs, process control, K, SHARDS."""
+    return helpers
+
+
+def test_cold_build_meets_invariants_and_publishes_ui_artifacts(h: Any, clean_build: dict[str, Any]):
+    assert list(clean_build["stages"]) == h.STAGE_KEYS
+    assert set(clean_build["stages"].values()) == {"Completed"}
+    final = h.read_final(clean_build["final_uri"])
+    check_invariants(final, 60)
+    assert final["cluster_id"].n_unique() == h.K
+    out = Path(clean_build["out"])
+    for rel in ("formatted/train.parquet", "scores/shards/shard-00000-of-00002/scores.parquet",
+                "scores/shards/shard-00001-of-00002/manifest.json", "scores/scores.parquet",
+                "clusters/assignments.parquet", "final/train.parquet", "final/manifest.json"):
+        assert (out / rel).is_file(), rel
+    png = out / "report" / "build_report.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    arts = {a.key: a for a in h.artifacts_of(clean_build["flow_run_id"])}
+    assert {"ads-gsm8k60-format-counts", "ads-gsm8k60-cluster-sizes", "ads-gsm8k60-difficulty-quantiles",
+            "ads-gsm8k60-cluster-examples", "ads-gsm8k60-final", "ads-gsm8k60-report-plot",
+            "ads-gsm8k60-score-progress", "ads-gsm8k60-summary"} <= set(arts)
+    assert arts["ads-gsm8k60-format-counts"].type == "table"
+    sizes = json.loads(arts["ads-gsm8k60-cluster-sizes"].data)
+    assert sum(row["size"] for row in sizes) == 60 and len(sizes) == h.K
+    quantiles = json.loads(arts["ads-gsm8k60-difficulty-quantiles"].data)
+    assert [row["cluster_id"] for row in quantiles] == list(range(h.K))
+    assert all(row["q00"] <= row["q50"] <= row["q100"] for row in quantiles)
+    assert arts["ads-gsm8k60-cluster-examples"].type == "markdown"
+    assert "## cluster 0" in arts["ads-gsm8k60-cluster-examples"].data
+    assert arts["ads-gsm8k60-score-progress"].type == "progress"
+    assert float(arts["ads-gsm8k60-score-progress"].data) == 100.0
+    assert Path(clean_build["final_uri"]).as_uri() in arts["ads-gsm8k60-final"].data
+    assert png.as_uri() in arts["ads-gsm8k60-report-plot"].data
+
+
+def test_rerun_is_all_cached(h: Any, clean_build: dict[str, Any], sample_source: Path):
+    state, result = h.run_build(sample_source, clean_build["out"])
+    assert set(result["stages"].values()) == {"Cached"}
+    assert result["final_uri"] == clean_build["final_uri"]
+
+
+def test_resume_after_a_failure_in_the_last_stage(h: Any, sample_source: Path, clean_build: dict[str, Any],
+                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    out = tmp_path / "out"
+    monkeypatch.setenv("ADS_TEST_FAIL_STAGE", "sort")
+    state, _ = h.run_build(sample_source, out)
+    assert state.is_failed()
+    runs = {r.name: r for r in h.task_runs(state.state_details.flow_run_id)}
+    assert runs["sort"].state.is_failed() and runs["sort"].run_count == 1  # an injected fault is not retried
+    assert "injected failure" in runs["sort"].state.message
+    assert not (out / "final" / "train.parquet").exists()
+
+    monkeypatch.delenv("ADS_TEST_FAIL_STAGE")
+    state, result = h.run_build(sample_source, out)
+    assert state.is_completed()
+    stages = result["stages"]
+    assert {stages[k] for k in ["format", "score-shard-0", "score-shard-1", "merge", "cluster"]} == {"Cached"}
+    assert stages["sort"] == "Completed"
+    h.assert_same_rows(h.read_final(result["final_uri"]), h.read_final(clean_build["final_uri"]))
+
+
+def test_changed_source_recomputes_from_format_and_reverting_it_is_never_stale(
+        h: Any, sample_source: Path, clean_build: dict[str, Any], tmp_path: Path):
+    source = tmp_path / "data.jsonl"
+    shutil.copy(sample_source, source)
+    out = tmp_path / "out"
+    _, first = h.run_build(source, out)
+    h.assert_same_rows(h.read_final(first["final_uri"]), h.read_final(clean_build["final_uri"]))
+
+    lines = source.read_text().splitlines()
+    source.write_text("\n".join(lines[:-1]) + "\n")  # one problem fewer
+    _, changed = h.run_build(source, out)
+    assert set(changed["stages"].values()) == {"Completed"}
+    assert h.read_final(changed["final_uri"]).height == 59
+
+    source.write_text("\n".join(lines) + "\n")  # back to the original: records exist, but disk holds 59 rows
+    _, reverted = h.run_build(source, out)
+    assert reverted["stages"]["format"] == "Completed"
+    h.assert_same_rows(h.read_final(reverted["final_uri"]), h.read_final(clean_build["final_uri"]))
+
+
+def test_force_from_cluster_recomputes_cluster_and_sort_only(h: Any, sample_source: Path, clean_build: dict[str, Any]):
+    _, result = h.run_build(sample_source, clean_build["out"], force_from="cluster")
+    stages = result["stages"]
+    assert {stages[k] for k in ["format", "score-shard-0", "score-shard-1", "merge"]} == {"Cached"}
+    assert stages["cluster"] == "Completed" and stages["sort"] == "Completed"
+    h.assert_same_rows(h.read_final(result["final_uri"]), h.read_final(clean_build["final_uri"]))
+
+
+def test_a_vanished_artifact_is_recomputed_not_trusted(h: Any, sample_source: Path, clean_build: dict[str, Any],
+                                                       tmp_path: Path):
+    out = tmp_path / "out"
+    shutil.copytree(clean_build["out"], out)
+    _, warm = h.run_build(sample_source, out)  # a new OUT: computed once, then cached
+    (out / "clusters" / "assignments.parquet").unlink()
+    (out / "scores" / "shards" / "shard-00001-of-00002" / "scores.parquet").write_bytes(b"not parquet")
+    _, result = h.run_build(sample_source, out)
+    stages = result["stages"]
+    assert stages["format"] == "Cached" and stages["score-shard-0"] == "Cached"
+    assert stages["score-shard-1"] == "Completed" and stages["cluster"] == "Completed"
+    assert stages["merge"] == "Cached" and stages["sort"] == "Cached"  # same content again: keys match
+    h.assert_same_rows(h.read_final(result["final_uri"]), h.read_final(clean_build["final_uri"]))
+
+
+def test_bad_input_fails_fast_with_its_message_and_no_retry(h: Any, prefect_api, tmp_path: Path):
+    from ads_core.readers import InputError
+
+    source = tmp_path / "bad.jsonl"
+    source.write_text('{"foo": 1}\n{"foo": 2}\n')
+    t0 = time.monotonic()
+    state, _ = h.run_build(source, tmp_path / "out")
+    assert state.is_failed()
+    with pytest.raises(InputError, match="no question column"):
+        state.result()
+    runs = {r.name: r for r in h.task_runs(state.state_details.flow_run_id)}
+    assert runs["format"].run_count == 1
+    assert time.monotonic() - t0 < 30
+
+
+@pytest.mark.slow
+def test_two_concurrent_builds_do_the_work_once(h: Any, prefect_api: Any, sample_source: Path, tiny_model: str,
+                                                tmp_path: Path):
+    """Two processes build the same dataset into the same OUT at once: one computes each stage, the other
+    waits on the stage's lock and reads it as Cached; the artifact is intact."""
+    out = tmp_path / "out"
+    script = (
+        "import json, sys\n"
+        "from flows.ads_build import ads_build\n"
+        f"r = ads_build(source={str(sample_source)!r}, out={str(out)!r}, dataset='gsm8k60', clusters={h.K}, "
+        f"shards={h.SHARDS}, max_length=256)\n"
+        "print('RESULT ' + json.dumps(r['stages']))\n"
+    )
+    env = prefect_api.env(ADS_LOCK_DIR=os.environ["ADS_LOCK_DIR"], PREFECT_LOGGING_LEVEL="WARNING",
+                          PREFECT_RESULTS_LOCAL_STORAGE_PATH=str(tmp_path / "results"))
+    procs = [h.start_process([sys.executable, "-c", script], tmp_path / f"build{i}.log", env) for i in range(2)]
+    try:
+        for proc in procs:
+            proc.wait(300)
+    finally:
+        for proc in procs:
+            h.stop_process(proc)
+    stages = []
+    for i in range(2):
+        log = (tmp_path / f"build{i}.log").read_text()
+        lines = [line for line in log.splitlines() if line.startswith("RESULT ")]
+        assert lines, log[-3000:]
+        stages.append(json.loads(lines[-1][len("RESULT "):]))
+    for key in h.STAGE_KEYS:
+        assert sorted([stages[0][key], stages[1][key]]) == ["Cached", "Completed"], (key, stages)
+    final = h.read_final(str(out / "final" / "train.parquet"))
+    check_invariants(final, 60)
+    assert not list(Path(os.environ["ADS_LOCK_DIR"]).glob("*.lock"))  # every lock released
+
+
+@pytest.mark.slow
+def test_shard_map_on_a_local_dask_cluster(h: Any, sample_source: Path, clean_build: dict[str, Any], tmp_path: Path):
+    state, result = h.run_build(sample_source, tmp_path / "out", dask="local", dask_workers=2)
+    assert state.is_completed(), state.message
+    assert result["stages"]["score-shard-0"] == "Completed" and result["stages"]["score-shard-1"] == "Completed"
+    h.assert_same_rows(h.read_final(result["final_uri"]), h.read_final(clean_build["final_uri"]))
+    runs = [r for r in h.task_runs(state.state_details.flow_run_id) if r.name.startswith("score-shard")]
+    assert len(runs) == h.SHARDS and all(r.state.is_completed() for r in runs)  # recorded from the Dask workers
+
+
+@pytest.mark.slow
+def test_ads_build_cli_runs_the_flow_with_no_prefect_setup(h: Any, sample_source: Path, clean_build: dict[str, Any],
+                                                          tmp_path: Path, ads_env: dict[str, str]):
+    """`ads build` with no PREFECT_API_URL: ephemeral mode, PREFECT_HOME under the ADS cache dir."""
+    cache = tmp_path / "cache"
+    shutil.copytree(Path(ads_env["ADS_CACHE_DIR"]) / "models", cache / "models")  # reuse the tiny model
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(ADS_CACHE_DIR=str(cache), HOME=str(tmp_path / "home"))
+    out = tmp_path / "out"
+    cmd = [str(Path(sys.executable).with_name("ads")), "build", str(sample_source), "--out", str(out), "-k", str(h.K),
+           "--shards", str(h.SHARDS), "--max-length", "256", "--name", "gsm8k60"]
+    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ephemeral mode" in proc.stderr and "stages: format Completed" in proc.stderr
+    assert "final artifact:" in proc.stderr and "Traceback" not in proc.stderr
+    assert (cache / "prefect" / "prefect.db").is_file() and not (tmp_path / "home" / ".prefect").exists()
+    h.assert_same_rows(h.read_final(str(out / "final" / "train.parquet")), h.read_final(clean_build["final_uri"]))

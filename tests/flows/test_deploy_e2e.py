@@ -1,0 +1,86 @@
+"""End to end, the way users run it: a real `prefect server` (session fixture, own PREFECT_HOME, free port on
+127.0.0.1), the process work pool, `prefect deploy` from deployments/prefect.yaml, a worker, and
+`prefect deployment run ads-build/myds` with no --param (the bundled GSM8K sample, the default model)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ads_core.sort import check_invariants
+
+
+def prefect_cli(h: Any, server: Any, *args: str, timeout: float = 120, **env: str) -> str:
+    proc = subprocess.run([h.prefect, *args], cwd=h.repo, env=server.env(**env), capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, f"prefect {' '.join(args)}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_deployment_run_builds_publishes_and_starts_training(helpers: Any, prefect_api: Any, ads_env: dict,
+                                                              tiny_model: str, tmp_path: Path):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+
+    h, server = helpers, prefect_api  # the session's real server; in-process clients talk to it too
+    out_root = tmp_path / "ads-out"
+    prefect_cli(h, server, "work-pool", "create", "ads-process", "--type", "process")
+    deployed = prefect_cli(h, server, "--no-prompt", "deploy", "--prefect-file", "deployments/prefect.yaml", "--all")
+    assert "ads-build/myds" in deployed and "ads-train/myds" in deployed
+
+    # The worker serves the build queue only, so the ads-train run it triggers stays Scheduled for inspection.
+    worker_env = server.env(ADS_OUT_DIR=str(out_root), PREFECT_WORKER_QUERY_SECONDS="1",
+                            ADS_CACHE_DIR=ads_env["ADS_CACHE_DIR"], ADS_LOCK_DIR=ads_env["ADS_LOCK_DIR"])
+    worker = h.start_process([h.prefect, "worker", "start", "--pool", "ads-process", "--work-queue", "build"],
+                             tmp_path / "worker.log", worker_env)
+    try:
+        created = prefect_cli(h, server, "deployment", "run", "ads-build/myds")
+        flow_run_id = re.search(r"UUID: ([0-9a-f-]{36})", created).group(1)
+        with get_client(sync_client=True) as client:
+            deadline = time.monotonic() + 300
+            while True:
+                run = client.read_flow_run(flow_run_id)
+                if run.state.is_final() or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
+    finally:
+        h.stop_process(worker)
+    log = (tmp_path / "worker.log").read_text()
+    assert run.state.is_completed(), f"{run.state}\n{log[-4000:]}"
+    assert run.name.startswith("build-myds-")
+
+    # 1. the final artifact meets the sort invariants
+    final_uri = str(out_root / "myds" / "final" / "train.parquet")
+    check_invariants(h.read_final(final_uri), 300)
+
+    # 2. the run shows table, markdown, link and progress artifacts
+    arts = {a.key: a for a in h.artifacts_of(run.id)}
+    types = {a.type for a in arts.values()}
+    assert {"table", "markdown", "progress"} <= types
+    assert {"ads-myds-format-counts", "ads-myds-cluster-sizes", "ads-myds-difficulty-quantiles"} <= set(arts)
+    assert json.loads(arts["ads-myds-format-counts"].data)[0] == {"what": "read", "rows": 300, "example": ""}
+    assert arts["ads-myds-cluster-examples"].type == "markdown"
+    assert Path(final_uri).as_uri() in arts["ads-myds-final"].data  # the link artifact (stored as markdown)
+    assert float(arts["ads-myds-score-progress"].data) == 100.0
+
+    # 3. an ads-train/myds run was started with the artifact's URI, as a child of the build
+    with get_client(sync_client=True) as client:
+        trains = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["ads-train"])))
+        deployment = client.read_deployment_by_name("ads-train/myds")
+        build_deployment = client.read_deployment_by_name("ads-build/myds")
+        parent = client.read_task_run(trains[0].parent_task_run_id) if trains else None
+    assert len(trains) == 1, trains
+    assert trains[0].deployment_id == deployment.id
+    assert trains[0].parameters["artifact_uri"] == final_uri
+    assert parent is not None and parent.flow_run_id == run.id
+    assert [s.active for s in build_deployment.schedules] == [False]  # the nightly refresh is off by default
+
+    # 4. the worker is stopped (by PID, above); the server and moto fixtures stop theirs the same way
+    assert not h.pid_alive(worker.pid)
