@@ -157,34 +157,41 @@ def build_cmd(
         )
     except (InputError, ValueError) as exc:
         raise fail(str(exc)) from None
-    from flows import prepare_prefect_env
+    from flows import local_prefect_env
 
-    verbose = logging.getLogger().level <= logging.DEBUG
-    api_url = prepare_prefect_env(defaults.cache_dir())
-    if not verbose:  # Prefect's INFO logs still reach its API/UI; the terminal shows warnings, and errors once
-        for handler in logging.getLogger().handlers:
-            handler.setLevel(logging.WARNING)
-            handler.addFilter(lambda r: not (r.name.startswith(("prefect.flow_runs", "prefect.task_runs"))
-                                             and r.levelno >= logging.ERROR))
-    if api_url is None:
-        console.print("[dim]no Prefect server configured: starting a temporary local one (ephemeral mode, "
-                      "~10-20 s); run `ads server` and set PREFECT_API_URL to skip this and watch in the UI[/]")
-    from prefect.exceptions import ParameterTypeError
+    def hide_run_errors(record: logging.LogRecord) -> bool:  # printed once, as the `error:` line
+        return not (record.name.startswith(("prefect.flow_runs", "prefect.task_runs"))
+                    and record.levelno >= logging.ERROR)
 
-    from flows.ads_build import ads_build
-    from tasks.base import set_progress_factory
+    # Prefect's INFO logs still reach its API/UI; the terminal shows warnings (all of it with -v).
+    quiet = [] if logging.getLogger().level <= logging.DEBUG else list(logging.getLogger().handlers)
+    levels = [h.level for h in quiet]
+    for handler in quiet:
+        handler.setLevel(max(handler.level, logging.WARNING))
+        handler.addFilter(hide_run_errors)
+    with local_prefect_env(defaults.cache_dir()) as api_url:
+        if api_url is None:
+            console.print("[dim]no Prefect server configured: starting a temporary local one (ephemeral mode, "
+                          "~10-20 s); run `ads server` and set PREFECT_API_URL to skip this and watch in the UI[/]")
+        from prefect.exceptions import ParameterTypeError
 
-    set_progress_factory(progress_bar)
-    try:
-        result = ads_build(source=source or None, dataset=name, out=out, model=model, clusters=clusters,
-                           shards=shards, max_length=max_length, token_budget=token_budget, text_mode=text_mode,
-                           scoring_backend=scoring_backend, pca_dim=pca_dim, kmeans_backend=kmeans_backend,
-                           seed=seed, question_col=question_col, solution_col=solution_col, answer_col=answer_col,
-                           dask=dask, force_from=force_from)
-    except (InputError, ModelLoadError, ValueError, ParameterTypeError) as exc:
-        raise fail(str(exc)) from None
-    finally:
-        set_progress_factory(None)
+        from flows.ads_build import ads_build
+        from tasks.base import set_progress_factory
+
+        set_progress_factory(progress_bar)
+        try:
+            result = ads_build(source=source or None, dataset=name, out=out, model=model, clusters=clusters,
+                               shards=shards, max_length=max_length, token_budget=token_budget, text_mode=text_mode,
+                               scoring_backend=scoring_backend, pca_dim=pca_dim, kmeans_backend=kmeans_backend,
+                               seed=seed, question_col=question_col, solution_col=solution_col,
+                               answer_col=answer_col, dask=dask, force_from=force_from)
+        except (InputError, ModelLoadError, ValueError, ParameterTypeError) as exc:
+            raise fail(str(exc)) from None
+        finally:
+            set_progress_factory(None)
+            for handler, level in zip(quiet, levels, strict=True):
+                handler.setLevel(level)
+                handler.removeFilter(hide_run_errors)
     from ads_core import manifest as mf
     from ads_core import storage
 
