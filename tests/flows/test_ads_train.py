@@ -14,14 +14,12 @@ pytest.importorskip("verl")
 
 
 @pytest.fixture(scope="module")
-def prefect_api(tmp_path_factory: pytest.TempPathFactory):
-    """A temporary Prefect API (unless a session-wide harness already provides one)."""
-    from prefect.settings import PREFECT_API_URL, PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+def train_prefect(tmp_path_factory: pytest.TempPathFactory):
+    """This module's own temporary Prefect API, also when a session-wide server is up: the ads-train runs made
+    here must not show up in other tests' queries."""
+    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
     from prefect.testing.utilities import prefect_test_harness
 
-    if PREFECT_API_URL.value():
-        yield
-        return
     storage = tmp_path_factory.mktemp("prefect-results")
     with temporary_settings({PREFECT_RESULTS_LOCAL_STORAGE_PATH: storage}):
         with prefect_test_harness(server_startup_timeout=120):
@@ -39,7 +37,7 @@ def artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return Path(build(None, str(out), BuildConfig()).final_uri)
 
 
-def test_dry_run_completes_and_shows_the_resolved_config(prefect_api, artifact: Path, tmp_path: Path):
+def test_dry_run_completes_and_shows_the_resolved_config(train_prefect, artifact: Path, tmp_path: Path):
     from omegaconf import OmegaConf
     from prefect.artifacts import Artifact
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -65,7 +63,7 @@ def test_dry_run_completes_and_shows_the_resolved_config(prefect_api, artifact: 
     assert not (tmp_path / "run").exists()
 
 
-def test_without_cuda_a_real_run_fails_at_once(prefect_api, artifact: Path, monkeypatch: pytest.MonkeyPatch):
+def test_without_cuda_a_real_run_fails_at_once(train_prefect, artifact: Path, monkeypatch: pytest.MonkeyPatch):
     import ray
 
     from ads_core import train as tr
@@ -80,7 +78,7 @@ def test_without_cuda_a_real_run_fails_at_once(prefect_api, artifact: Path, monk
     assert not ray.is_initialized()
 
 
-def test_a_broken_artifact_fails_with_the_reason(prefect_api, artifact: Path, tmp_path: Path):
+def test_a_broken_artifact_fails_with_the_reason(train_prefect, artifact: Path, tmp_path: Path):
     from flows.ads_train import ads_train
 
     broken = tmp_path / "final" / "train.parquet"
