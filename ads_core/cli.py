@@ -189,6 +189,10 @@ def build_cmd(
             raise fail(str(exc)) from None
         finally:
             set_progress_factory(None)
+            if api_url is None:  # stop the temporary server now, not at interpreter exit
+                from prefect.server.api.server import SubprocessASGIServer
+
+                SubprocessASGIServer().stop()
             for handler, level in zip(quiet, levels, strict=True):
                 handler.setLevel(level)
                 handler.removeFilter(hide_run_errors)
@@ -302,7 +306,7 @@ def train_cmd(
         if not dry_run:
             tr.check_launch_environment(req)
         with console.status("checking the artifact and composing the verl config"):
-            plan = tr.plan_training(req)
+            plan = tr.plan_training(req, materialize=not dry_run)
     except (tr.ArtifactError, tr.LaunchError, ConfigError, ValueError, InputError) as exc:
         raise fail(str(exc)) from None
     for warning in plan.warnings:

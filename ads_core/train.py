@@ -300,8 +300,17 @@ def _resolve_eval(req: TrainRequest, info: ArtifactInfo) -> dict[str, str]:
     return out
 
 
-def plan_training(req: TrainRequest, resolve_config: bool = True) -> TrainPlan:
-    """Validate everything and build the verl overrides and launch command (no GPU needed)."""
+def _looks_like_path(model: str) -> bool:
+    """A local path rather than a hub id (``org/name``)."""
+    return model.startswith(("/", "./", "../", "~", "file://"))
+
+
+def plan_training(req: TrainRequest, resolve_config: bool = True, materialize: bool = True) -> TrainPlan:
+    """Validate everything and build the verl overrides and launch command (no GPU needed).
+
+    ``materialize=False`` (dry runs) writes nothing: remote inputs are not staged and a ``drop``
+    decontamination only reports; the plan shows the paths a real run would use.
+    """
     if req.decontaminate not in DECONTAMINATE_MODES:
         raise ValueError(f"decontaminate must be one of {DECONTAMINATE_MODES}, got {req.decontaminate!r}")
     for name in ("n_gpus_per_node", "nnodes"):
@@ -313,6 +322,9 @@ def plan_training(req: TrainRequest, resolve_config: bool = True) -> TrainPlan:
     if not model:
         raise ArtifactError(f"no model given and {_parent(req.artifact_uri)}/manifest.json records no "
                             f"extra.policy_model; pass --model")
+    if _looks_like_path(model) and not os.path.exists(os.path.expanduser(model.removeprefix("file://"))):
+        raise ArtifactError(f"model {model!r} does not exist on this machine; pass --model (a local directory "
+                            f"or a hub id)")
     mode = _launch_mode(req.ray_address)
     experiment = _slug(req.experiment_name or f"{info.dataset or 'dataset'}-ads")
     run_dir = Path(req.run_dir or os.path.join("ads-runs", experiment)).expanduser().resolve()
@@ -336,6 +348,8 @@ def plan_training(req: TrainRequest, resolve_config: bool = True) -> TrainPlan:
         if mode == "ray-job":
             warnings.append(f"{uri} is passed to the cluster as is (needs s3fs and credentials on the nodes)")
             return uri
+        if not materialize:
+            return str(run_dir / "data" / name)
         return _stage(uri, run_dir / "data" / name)
 
     evals = _resolve_eval(req, info)
@@ -343,11 +357,12 @@ def plan_training(req: TrainRequest, resolve_config: bool = True) -> TrainPlan:
     val_files = [local(uri, f"{name}.parquet") for name, uri in evals.items()]
     decon = None
     if evals and req.decontaminate != "off":
-        drop_to = str(run_dir / "data" / "train.decontaminated.parquet") if req.decontaminate == "drop" else None
-        report = ev.decontaminate(train_file, evals, drop_to=drop_to)
+        drop = req.decontaminate == "drop"
+        drop_to = str(run_dir / "data" / "train.decontaminated.parquet") if drop else None
+        report = ev.decontaminate(req.artifact_uri, evals, drop_to=drop_to if materialize else None)
         decon = report.to_dict()
         if report.contaminated:
-            verb = "dropped" if drop_to else "kept (pass decontaminate=drop to remove them)"
+            verb = "dropped" if drop else "kept (pass decontaminate=drop to remove them)"
             warnings.append(f"{report.contaminated} training rows match eval questions {report.matches}: {verb}")
         if drop_to:
             train_file = drop_to
@@ -453,8 +468,9 @@ def check_launch_environment(req: TrainRequest) -> None:
         if not (shutil.which("ray") or Path(sys.executable).with_name("ray").exists()):
             raise LaunchError("`ray` CLI not found: install ray to submit jobs")
         return
-    if _launch_mode(req.ray_address) == "local":
-        check_cuda(int(req.n_gpus_per_node))
+    if _launch_mode(req.ray_address) != "local":
+        return  # the driver joins a cluster: GPUs and the rollout engine are the cluster's
+    check_cuda(int(req.n_gpus_per_node))
     engine = "vllm"
     for item in req.overrides:
         if item.lstrip("+").startswith("actor_rollout_ref.rollout.name="):

@@ -50,8 +50,8 @@ def config_markdown(plan: tr.TrainPlan, dry_run: bool) -> str:
 
 
 @task(name="plan-training", cache_policy=NO_CACHE, retries=0)
-def plan_training(req: tr.TrainRequest) -> tr.TrainPlan:
-    return tr.plan_training(req)
+def plan_training(req: tr.TrainRequest, dry_run: bool) -> tr.TrainPlan:
+    return tr.plan_training(req, materialize=not dry_run)
 
 
 @task(name="run-verl", cache_policy=NO_CACHE, retries=0)
@@ -117,7 +117,7 @@ def ads_train(
     )
     if not dry_run:
         tr.check_launch_environment(req)  # no CUDA here -> fail now, not deep inside Ray
-    plan = plan_training(req)
+    plan = plan_training(req, dry_run)
     experiment = plan.experiment
     for warning in plan.warnings:
         logger.warning(warning)

@@ -198,3 +198,24 @@ def test_entry_point_runs_our_task_runner_in_ray_up_to_the_gpu_workers(final_art
     assert re.search(r"\[ads\] sampler: 300 rows, \d+ clusters, batch 8, 37 steps per epoch", output)
     assert "Size of train dataloader: 37" in output  # printed by verl inside ADSRayPPOTrainer.__init__
     assert "Total available GPUs 0 is less than total desired GPUs 1" in output
+
+
+def test_a_dry_run_plan_writes_nothing_and_missing_models_are_caught(final_artifact: Path, tmp_path: Path):
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/dry/out/final/train.parquet", final_artifact.read_bytes())
+    fs.pipe("/dry/out/final/manifest.json", (final_artifact.parent / "manifest.json").read_bytes())
+    leak = tmp_path / "leak.parquet"
+    pq.write_table(pq.read_table(final_artifact).slice(0, 1), leak)
+    req = tr.TrainRequest("memory://dry/out/final/train.parquet", run_dir=str(tmp_path / "run"),
+                          eval_sets=[str(leak)], decontaminate="drop")
+    plan = tr.plan_training(req, resolve_config=False, materialize=False)
+    assert plan.decontamination["contaminated"] == 1
+    assert plan.train_file == str(tmp_path / "run" / "data" / "train.decontaminated.parquet")
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(tr.ArtifactError, match="does not exist on this machine"):
+        tr.plan_training(tr.TrainRequest(str(final_artifact), model=str(tmp_path / "no-model"), eval_sets=[]),
+                         resolve_config=False)
+    # joining a cluster needs no local GPU or rollout engine
+    tr.check_launch_environment(tr.TrainRequest(str(final_artifact), ray_address="auto"))
