@@ -189,10 +189,6 @@ def build_cmd(
             raise fail(str(exc)) from None
         finally:
             set_progress_factory(None)
-            if api_url is None:  # stop the temporary server now, not at interpreter exit
-                from prefect.server.api.server import SubprocessASGIServer
-
-                SubprocessASGIServer().stop()
             for handler, level in zip(quiet, levels, strict=True):
                 handler.setLevel(level)
                 handler.removeFilter(hide_run_errors)
