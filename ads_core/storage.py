@@ -41,16 +41,33 @@ def storage_options(uri: str) -> dict[str, Any]:
         region = os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION")
         if region:
             opts["client_kwargs"] = {"region_name": region}
-        # Never reuse a cached filesystem across endpoint changes (tests start several servers).
+        # fsspec's own instance cache ignores credentials taken from the environment; ours keys on them.
         opts["skip_instance_cache"] = True
         return opts
     return {}
 
 
+_S3_CLIENTS: dict[tuple[str, ...], fsspec.AbstractFileSystem] = {}
+
+
+def _s3_cache_key(opts: dict[str, Any]) -> tuple[str, ...]:
+    """One S3 client per process, endpoint, region and credential set (the secret only enters as a hash)."""
+    secret = os.environ.get("AWS_SECRET_ACCESS_KEY", "") + os.environ.get("AWS_SESSION_TOKEN", "")
+    return (str(os.getpid()), str(opts.get("endpoint_url")), str(opts.get("client_kwargs")),
+            os.environ.get("AWS_ACCESS_KEY_ID", ""),
+            os.environ.get("AWS_PROFILE", ""), hashlib.sha256(secret.encode()).hexdigest())
+
+
 def get_fs(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
-    """Filesystem and path inside it for any supported URI."""
-    fs, path = fsspec.core.url_to_fs(uri, **storage_options(uri))
-    return fs, path
+    """Filesystem and path inside it for any supported URI; S3 clients are reused (each costs ~0.3 s)."""
+    opts = storage_options(uri)
+    if not opts:
+        return fsspec.core.url_to_fs(uri)
+    key = _s3_cache_key(opts)
+    fs = _S3_CLIENTS.get(key)
+    if fs is None:
+        fs = _S3_CLIENTS[key] = fsspec.filesystem("s3", **opts)
+    return fs, fs._strip_protocol(uri)
 
 
 def is_local(uri: str) -> bool:
