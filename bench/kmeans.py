@@ -1,0 +1,204 @@
+"""Our cluster stage (L2 -> PCA 128 -> K-Means) against the reference's way, on clustered synthetic embeddings.
+
+    .venv/bin/python bench/kmeans.py [--n 200000] [--dim 1536] [--k 64] [--seed 0]
+
+(a) ours: `ads_core.cluster.cluster_embeddings(x, ClusterConfig(num_clusters=K))` with its defaults
+    (auto backend: faiss on CPU), timed as a whole: finite check + normalisation, PCA, K-Means, labels.
+(b) reference (ads_spec phase 2b): NaN/inf check, row-wise L2 normalisation (norm clamped to >= 1e-12),
+    `PCA(min(128, d, n-1), svd_solver="randomized", random_state=42).fit_transform`, then
+    `KMeans(K, random_state=42, n_init="auto").fit` (greedy k-means++ on all points, Lloyd, tol 1e-4).
+Both run back to back in this process on the same matrix.
+
+Quality, with one shared routine (`partition_inertia`: sum of squared distances of points to the mean of
+their cluster, chunked, float64): the inertia of both labelings in the *reference's* PCA space (and in
+ours), the adjusted Rand index between the two labelings and of each against the generating blobs.
+
+Data generator (`make_blobs`, chunked: no N x d temporaries besides the matrix itself): K Gaussian blobs
+in d dims arranged as K/4 "topics" of 4 sub-clusters each, plus an offset shared by all points (LM
+embeddings have a large common mean, which the L2 normalisation and PCA centring must cope with):
+    topic centre  T_g ~ N(0, 0.30^2 I),  sub-centre  c = T_g + N(0, 0.06^2 I),  shared offset ~ N(0, 0.5^2 I),
+    point = offset + c + sigma_k * N(0, I),  sigma_k ~ U(0.7, 1.3),
+    sizes ~ lognormal(0, 0.8) weights (smallest to largest about 1:30), rows shuffled.
+Sub-clusters of a topic are ~3 noise sd apart along the line joining them, so neighbours overlap a little;
+topics are far apart. K-Means has real local optima here (two centres in one sub-cluster, one centre on
+two), so the init matters, as on real embeddings. The last line is the speed-up (reference / ours).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+CHUNK = 8192
+TOPIC_RADIUS = 16.0  # in noise sd units: topic centres ~23 sd apart
+SUB_OFFSET = (6.0, 12.0)  # a sub-cluster's distance from its topic centre, uniform in this range
+SHARED_OFFSET = 20.0  # one offset common to all rows
+NOISE_SD = (0.7, 1.3)  # per-blob isotropic noise sd
+
+
+def make_blobs(n: int, d: int, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Clustered float32 rows and their true blob ids; see the module docstring. Written in row chunks."""
+    rng = np.random.default_rng(seed)
+    weights = rng.lognormal(0.0, 0.8, k)
+    sizes = np.maximum(np.floor(weights / weights.sum() * n).astype(np.int64), 1)
+    sizes[np.argmax(sizes)] += n - sizes.sum()
+    groups = max(1, k // 4)
+    topics = _random_directions(rng, groups, d) * TOPIC_RADIUS
+    offsets = _random_directions(rng, k, d) * rng.uniform(*SUB_OFFSET, k)[:, None]
+    centres = (topics[np.arange(k) % groups] + offsets + _random_directions(rng, 1, d) * SHARED_OFFSET)
+    centres = centres.astype(np.float32)
+    sigma = rng.uniform(*NOISE_SD, k).astype(np.float32)
+    labels = rng.permutation(np.repeat(np.arange(k, dtype=np.int32), sizes))
+    x = np.empty((n, d), dtype=np.float32)
+    for s in range(0, n, CHUNK):
+        lab = labels[s:s + CHUNK]
+        block = rng.standard_normal((len(lab), d), dtype=np.float32)
+        block *= sigma[lab, None]
+        block += centres[lab]
+        x[s:s + CHUNK] = block
+    return x, labels
+
+
+def _random_directions(rng: np.random.Generator, m: int, d: int) -> np.ndarray:
+    v = rng.standard_normal((m, d))
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def partition_inertia(features: np.ndarray, labels: np.ndarray, k: int) -> float:
+    """Sum over points of the squared distance to the mean of its cluster (the K-Means objective)."""
+    d = features.shape[1]
+    sums = np.zeros((k, d))
+    sq = 0.0
+    for s in range(0, len(features), 65536):
+        block = features[s:s + 65536].astype(np.float64)
+        np.add.at(sums, labels[s:s + 65536], block)
+        sq += float(np.einsum("ij,ij->", block, block))
+    counts = np.bincount(labels, minlength=k).astype(np.float64)
+    filled = counts > 0
+    return sq - float((np.einsum("ij,ij->i", sums[filled], sums[filled]) / counts[filled]).sum())
+
+
+def captured_variance(features: np.ndarray) -> float:
+    return float(features.astype(np.float64).var(axis=0).sum())
+
+
+class Peak:
+    """Wall time and the peak RSS growth over a phase (VmHWM reset via /proc/self/clear_refs when allowed)."""
+
+    def __enter__(self) -> Peak:
+        self.base = _status("VmRSS")
+        try:
+            with open("/proc/self/clear_refs", "w") as fh:
+                fh.write("5")
+            self.reset = True
+        except OSError:
+            self.reset = False
+        self.t0 = time.perf_counter()
+        self.other0, self.own0 = _busy_cpu(), _own_cpu()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self.t0
+        busy, own = _busy_cpu() - self.other0, _own_cpu() - self.own0
+        self.other_cores = max(0.0, busy - own) / self.seconds
+        self.peak_gb = (_status("VmHWM") - self.base) / 2**20 if self.reset else float("nan")
+
+
+def _status(key: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])  # kB
+    return 0
+
+
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def _busy_cpu() -> float:
+    with open("/proc/stat") as fh:
+        fields = [int(v) for v in fh.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def reference(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, float]:
+    from sklearn.cluster import KMeans
+    from sklearn.decomposition import PCA
+
+    if not np.isfinite(x).all():
+        raise ValueError("NaN/Inf in embeddings")
+    xn = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    dim = min(128, x.shape[1], x.shape[0] - 1)
+    feats = PCA(n_components=dim, svd_solver="randomized", random_state=42).fit_transform(xn).astype(np.float32)
+    del xn
+    km = KMeans(n_clusters=k, random_state=42, n_init="auto").fit(feats)
+    return feats, km.labels_.astype(np.int32), float(km.inertia_)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=200_000)
+    ap.add_argument("--dim", type=int, default=1536)
+    ap.add_argument("--k", type=int, default=64)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    from sklearn.metrics import adjusted_rand_score
+
+    from ads_core.cluster import ClusterConfig, available_backends, cluster_embeddings
+
+    print(f"load (uptime): {' '.join(f'{v:.2f}' for v in os.getloadavg())}; cores {os.cpu_count()}; "
+          f"backends {available_backends()}")
+    t0 = time.perf_counter()
+    x, truth = make_blobs(args.n, args.dim, args.k, args.seed)
+    sizes = np.bincount(truth)
+    print(f"data: {args.n} x {args.dim} float32 ({x.nbytes / 2**30:.2f} GiB), {args.k} blobs of {sizes.min()}.."
+          f"{sizes.max()} rows, generated in {time.perf_counter() - t0:.1f} s")
+
+    cfg = ClusterConfig(num_clusters=args.k)
+    logging.basicConfig(format="  %(name)s: %(message)s")
+    logging.getLogger("ads.cluster").setLevel(logging.DEBUG)  # prints the stage's phase timings
+    with Peak() as p_ours:
+        ours = cluster_embeddings(x, cfg)
+    print(f"ours      : {p_ours.seconds:7.2f} s  (backend {ours.backend}, {ours.iterations} Lloyd iterations on all "
+          f"points, PCA variance kept {ours.pca_variance:.3f}; peak +{p_ours.peak_gb:.2f} GiB; "
+          f"other CPU {p_ours.other_cores:.2f} cores)")
+    with Peak() as p_ref:
+        ref_feats, ref_labels, ref_inertia_own = reference(x, args.k)
+    print(f"reference : {p_ref.seconds:7.2f} s  (sklearn randomized PCA + KMeans(n_init='auto'); "
+          f"peak +{p_ref.peak_gb:.2f} GiB; other CPU {p_ref.other_cores:.2f} cores)")
+
+    k = args.k
+    in_ref = (partition_inertia(ref_feats, ours.labels, k), partition_inertia(ref_feats, ref_labels, k))
+    in_ours = (partition_inertia(ours.features, ours.labels, k), partition_inertia(ours.features, ref_labels, k))
+    rel = in_ref[0] / in_ref[1] - 1
+    print(f"inertia in the reference's PCA space: ours {in_ref[0]:.2f}, reference {in_ref[1]:.2f} "
+          f"({rel:+.3%}); in our PCA space: ours {in_ours[0]:.2f}, reference {in_ours[1]:.2f} "
+          f"({in_ours[0] / in_ours[1] - 1:+.3%})")
+    print(f"PCA variance captured (all rows): ours {captured_variance(ours.features):.5f}, "
+          f"reference {captured_variance(ref_feats):.5f}; stage-reported inertia: ours {ours.inertia:.2f}, "
+          f"sklearn {ref_inertia_own:.2f}")
+    print(f"ARI ours vs reference {adjusted_rand_score(ref_labels, ours.labels):.4f}; vs true blobs: ours "
+          f"{adjusted_rand_score(truth, ours.labels):.4f}, reference {adjusted_rand_score(truth, ref_labels):.4f}")
+    speedup = p_ref.seconds / p_ours.seconds
+    ok = speedup >= 3 and rel <= 0.01
+    print(f"targets: speed-up >= 3x {'ok' if speedup >= 3 else 'MISSED'}, inertia within 1% "
+          f"{'ok' if rel <= 0.01 else 'MISSED'}{'' if ok else ' (see above)'}")
+    print(f"speed-up (reference / ours): {speedup:.2f}x")
+    print(f"{speedup:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
