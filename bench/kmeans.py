@@ -186,7 +186,7 @@ def main() -> int:
     print(f"inertia in the reference's PCA space: ours {in_ref[0]:.2f}, reference {in_ref[1]:.2f} "
           f"({rel:+.3%}); in our PCA space: ours {in_ours[0]:.2f}, reference {in_ours[1]:.2f} "
           f"({in_ours[0] / in_ours[1] - 1:+.3%})")
-    print(f"PCA variance captured (all rows): ours {captured_variance(ours.features):.5f}, "
+    print(f"variance held by the PCA features (sum over components): ours {captured_variance(ours.features):.5f}, "
           f"reference {captured_variance(ref_feats):.5f}; stage-reported inertia: ours {ours.inertia:.2f}, "
           f"sklearn {ref_inertia_own:.2f}")
     print(f"ARI ours vs reference {adjusted_rand_score(ref_labels, ours.labels):.4f}; vs true blobs: ours "
