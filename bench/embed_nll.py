@@ -42,6 +42,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
+from cpu_load import busy_cpu as _busy_cpu  # noqa: E402
+from cpu_load import own_cpu as _own_cpu  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DATASETS = ("math500", "gsm8k")
@@ -60,17 +62,6 @@ class CpuMeter:
         own, busy = _own_cpu() - self.own0, _busy_cpu() - self.busy0
         self.other_cores = max(0.0, busy - own) / self.seconds if self.seconds > 0 else 0.0
 
-
-def _own_cpu() -> float:
-    t = os.times()
-    return t.user + t.system
-
-
-def _busy_cpu() -> float:
-    with open("/proc/stat") as fh:
-        fields = [int(v) for v in fh.readline().split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def load_rows(rows_per_set: int, workdir: Path) -> list[dict]:

@@ -36,6 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
+from cpu_load import busy_cpu as _busy_cpu  # noqa: E402
+from cpu_load import own_cpu as _own_cpu  # noqa: E402
 
 CHUNK = 8192
 TOPIC_RADIUS = 16.0  # in noise sd units: topic centres ~23 sd apart
@@ -119,17 +121,6 @@ def _status(key: str) -> int:
                 return int(line.split()[1])  # kB
     return 0
 
-
-def _own_cpu() -> float:
-    t = os.times()
-    return t.user + t.system
-
-
-def _busy_cpu() -> float:
-    with open("/proc/stat") as fh:
-        fields = [int(v) for v in fh.readline().split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def reference(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, float]:
