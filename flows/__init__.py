@@ -44,6 +44,9 @@ def prepare_prefect_env(cache_dir: Path) -> str | None:
     if "PREFECT_HOME" not in os.environ and not (url and "PREFECT_API_URL" not in os.environ):
         # A profile that points at a server lives under the user's PREFECT_HOME: keep that home.
         os.environ["PREFECT_HOME"] = str(local_prefect_home(cache_dir))
+    if os.environ.get("PREFECT_HOME"):
+        # Prefect creates its home without parents; on a fresh machine the ADS cache dir may not exist yet.
+        Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     if url:
         return url

@@ -22,6 +22,8 @@ def test_no_server_means_ephemeral_mode_with_home_under_the_cache(clean_env: Pat
     with local_prefect_env(clean_env / "cache") as url:
         assert url is None
         assert os.environ["PREFECT_HOME"] == str(clean_env / "cache" / "prefect")
+        # a fresh machine has no cache dir yet; Prefect would fail to create its home without parents
+        assert (clean_env / "cache" / "prefect").is_dir()
         assert int(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]) >= 60
     assert "PREFECT_HOME" not in os.environ  # restored
 
@@ -31,6 +33,8 @@ def test_an_api_url_in_the_environment_is_used(clean_env: Path, monkeypatch: pyt
     with local_prefect_env(clean_env / "cache") as url:
         assert url == "http://127.0.0.1:4200/api"
         assert os.environ["PREFECT_HOME"] == str(clean_env / "cache" / "prefect")
+        # a fresh machine has no cache dir yet; Prefect would fail to create its home without parents
+        assert (clean_env / "cache" / "prefect").is_dir()
 
 
 def test_an_api_url_in_the_active_profile_is_used_with_its_home(clean_env: Path, monkeypatch: pytest.MonkeyPatch):
