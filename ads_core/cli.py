@@ -157,6 +157,8 @@ def build_cmd(
         )
     except (InputError, ValueError) as exc:
         raise fail(str(exc)) from None
+    if source and _looks_like_path(source) and not _exists(source):  # fail before Prefect's start-up cost
+        raise fail(f"{source}: no such file or directory")
     from flows import local_prefect_env
 
     def hide_run_errors(record: logging.LogRecord) -> bool:  # printed once, as the `error:` line
@@ -200,6 +202,22 @@ def build_cmd(
     states = result["stages"]
     console.print("stages: " + ", ".join(f"{k} [bold]{v}[/]" for k, v in states.items()), highlight=False)
     print_build_summary(result["final_uri"])
+
+
+def _looks_like_path(source: str) -> bool:
+    """A URI, an absolute/relative path or a data file name; `owner/name` alone may be a hub id."""
+    from ads_core.readers import SUPPORTED_SUFFIXES, looks_like_hub_id
+
+    return not looks_like_hub_id(source) or source.lower().endswith(SUPPORTED_SUFFIXES)
+
+
+def _exists(uri: str) -> bool:
+    from ads_core import storage
+
+    try:
+        return storage.exists(uri)
+    except Exception:  # noqa: BLE001 - unreachable storage is reported by the flow with its own message
+        return True
 
 
 @app.command("server")
