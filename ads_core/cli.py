@@ -96,7 +96,9 @@ def print_format_summary(counts: dict, detected: dict, out: str) -> None:
 @app.command("make-tiny-model")
 def make_tiny_model_cmd(
     directory: Annotated[Path, typer.Argument(help="Where to save the model (save_pretrained layout).")],
-    preset: Annotated[str, typer.Option(help="tiny (~0.75M params, tests/demo) or bench (~40M params).")] = "tiny",
+    preset: Annotated[str, typer.Option(
+        help="tiny (~0.75M params, warmed up on the bundled sample; tests and demo) or bench (~47M params).")
+    ] = "tiny",
 ) -> None:
     """Build a small Qwen2-style causal LM + locally trained tokenizer, deterministically, with no download."""
     from ads_core.models import TINY_PRESETS, make_tiny_model
