@@ -84,3 +84,30 @@ def test_deployment_run_builds_publishes_and_starts_training(helpers: Any, prefe
 
     # 4. the worker is stopped (by PID, above); the server and moto fixtures stop theirs the same way
     assert not h.pid_alive(worker.pid)
+
+    # 5. `prefect deployment run ads-train/myds` with dry_run completes and shows the resolved config.
+    #    The triggered run (no dry_run: it would fail at once on this GPU-less machine) is removed first.
+    with get_client(sync_client=True) as client:
+        client.delete_flow_run(trains[0].id)
+    train_worker = h.start_process([h.prefect, "worker", "start", "--pool", "ads-process", "--work-queue", "train"],
+                                   tmp_path / "train-worker.log", worker_env)
+    try:
+        created = prefect_cli(h, server, "deployment", "run", "ads-train/myds", "--param", f"artifact_uri={final_uri}",
+                              "--param", "dry_run=true")
+        train_run_id = re.search(r"UUID: ([0-9a-f-]{36})", created).group(1)
+        with get_client(sync_client=True) as client:
+            deadline = time.monotonic() + 240
+            while True:
+                train_run = client.read_flow_run(train_run_id)
+                if train_run.state.is_final() or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
+    finally:
+        h.stop_process(train_worker)
+    train_log = (tmp_path / "train-worker.log").read_text()
+    assert train_run.state.is_completed(), f"{train_run.state}\n{train_log[-4000:]}"
+    config_arts = [a for a in h.artifacts_of(train_run.id) if a.type == "markdown" and a.key.endswith("-config")]
+    assert config_arts, [a.key for a in h.artifacts_of(train_run.id)]
+    assert "dry run" in config_arts[0].data and "train_batch_size" in config_arts[0].data
+    assert final_uri in config_arts[0].data
+    assert not h.pid_alive(train_worker.pid)
