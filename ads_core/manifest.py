@@ -69,8 +69,27 @@ def output_entry(uri: str, rows: int | None = None) -> dict[str, Any]:
     return entry
 
 
+def stage_dir_of(uri: str) -> str:
+    """A stage's main outputs sit beside its manifest.json."""
+    return uri.rstrip("/").rsplit("/", 1)[0]
+
+
+def artifact_hash(uri: str) -> str:
+    """sha256 of an artifact: from the manifest beside it when it lists this file, else hashed.
+
+    Every stage records its outputs' hashes, so later stages and cache keys need not read them again.
+    """
+    try:
+        for entry in read(stage_dir_of(uri)).outputs.values():
+            if entry.get("uri") == uri and entry.get("sha256"):
+                return str(entry["sha256"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return storage.tree_hash(uri)
+
+
 def input_entry(uri: str, sha256: str | None = None) -> dict[str, Any]:
-    return {"uri": uri, "sha256": sha256 or storage.tree_hash(uri)}
+    return {"uri": uri, "sha256": sha256 or artifact_hash(uri)}
 
 
 def write(stage_dir: str, manifest: Manifest) -> str:

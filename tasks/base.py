@@ -66,9 +66,7 @@ def outputs_digest(manifest: mf.Manifest) -> str:
     return "sha256:" + hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()
 
 
-def stage_dir_of(uri: str) -> str:
-    """Main outputs sit beside their stage's manifest.json."""
-    return uri.rstrip("/").rsplit("/", 1)[0]
+stage_dir_of = mf.stage_dir_of
 
 
 def stage_output(manifest: mf.Manifest, main: str) -> StageOutput:
@@ -81,16 +79,7 @@ def intact(output: StageOutput) -> bool:
     return current is not None and outputs_digest(current) == output["digest"]
 
 
-def artifact_digest(uri: str) -> str:
-    """sha256 of an artifact: from the manifest beside it when it lists this file, else hashed."""
-    try:
-        manifest = mf.read(stage_dir_of(uri))
-        for entry in manifest.outputs.values():
-            if entry.get("uri") == uri and entry.get("sha256"):
-                return str(entry["sha256"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return storage.content_hash(uri)
+artifact_digest = mf.artifact_hash  # sha256 from the manifest beside the artifact, else hashed
 
 
 def source_digest(source: str) -> str:
