@@ -23,6 +23,22 @@ def prefect_cli(h: Any, server: Any, *args: str, timeout: float = 120, **env: st
     return proc.stdout + proc.stderr
 
 
+def run_deployment_and_wait(h: Any, server: Any, name: str, *params: str, timeout: float) -> Any:
+    """`prefect deployment run NAME --param ...` and poll the run until it is final (or the timeout passes)."""
+    from prefect.client.orchestration import get_client
+
+    args = [a for p in params for a in ("--param", p)]
+    created = prefect_cli(h, server, "deployment", "run", name, *args)
+    run_id = re.search(r"UUID: ([0-9a-f-]{36})", created).group(1)
+    deadline = time.monotonic() + timeout
+    with get_client(sync_client=True) as client:
+        while True:
+            run = client.read_flow_run(run_id)
+            if run.state.is_final() or time.monotonic() > deadline:
+                return run
+            time.sleep(1)
+
+
 @pytest.mark.slow
 def test_deployment_run_builds_publishes_and_starts_training(helpers: Any, prefect_api: Any, ads_env: dict,
                                                               tiny_model: str, tmp_path: Path):
@@ -41,15 +57,7 @@ def test_deployment_run_builds_publishes_and_starts_training(helpers: Any, prefe
     worker = h.start_process([h.prefect, "worker", "start", "--pool", "ads-process", "--work-queue", "build"],
                              tmp_path / "worker.log", worker_env)
     try:
-        created = prefect_cli(h, server, "deployment", "run", "ads-build/myds")
-        flow_run_id = re.search(r"UUID: ([0-9a-f-]{36})", created).group(1)
-        with get_client(sync_client=True) as client:
-            deadline = time.monotonic() + 300
-            while True:
-                run = client.read_flow_run(flow_run_id)
-                if run.state.is_final() or time.monotonic() > deadline:
-                    break
-                time.sleep(1)
+        run = run_deployment_and_wait(h, server, "ads-build/myds", timeout=300)
     finally:
         h.stop_process(worker)
     log = (tmp_path / "worker.log").read_text()
@@ -92,16 +100,8 @@ def test_deployment_run_builds_publishes_and_starts_training(helpers: Any, prefe
     train_worker = h.start_process([h.prefect, "worker", "start", "--pool", "ads-process", "--work-queue", "train"],
                                    tmp_path / "train-worker.log", worker_env)
     try:
-        created = prefect_cli(h, server, "deployment", "run", "ads-train/myds", "--param", f"artifact_uri={final_uri}",
-                              "--param", "dry_run=true")
-        train_run_id = re.search(r"UUID: ([0-9a-f-]{36})", created).group(1)
-        with get_client(sync_client=True) as client:
-            deadline = time.monotonic() + 240
-            while True:
-                train_run = client.read_flow_run(train_run_id)
-                if train_run.state.is_final() or time.monotonic() > deadline:
-                    break
-                time.sleep(1)
+        train_run = run_deployment_and_wait(h, server, "ads-train/myds", f"artifact_uri={final_uri}", "dry_run=true",
+                                            timeout=240)
     finally:
         h.stop_process(train_worker)
     train_log = (tmp_path / "train-worker.log").read_text()
