@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from ads_core import manifest as mf
+from ads_core.config import ClusterConfig
 from ads_core import storage
 
 log = logging.getLogger("ads.cluster")
@@ -44,22 +45,6 @@ _SKLEARN_MAX_DIM = 256  # on CPU, scikit-learn's fused Lloyd beats faiss search 
 
 def _chunk_rows(d: int) -> int:
     return max(1024, _CHUNK_BYTES // (4 * max(int(d), 1)))
-
-
-@dataclass
-class ClusterConfig:
-    num_clusters: int = 64
-    pca_dim: int | None = 128  # None or 0 disables PCA
-    normalize: bool = True
-    backend: str = "auto"  # auto | faiss | sklearn | cuml
-    seed: int = 42
-    max_iter: int = 100
-    tol: float = 1e-4  # relative centre shift (as in scikit-learn) that stops Lloyd
-    init_sample: int = 8_192  # rows the seedings and their Lloyd refinement use (at least 128 per cluster)
-    min_cluster_rows: int = 8  # K is clamped to n // min_cluster_rows, with a warning
-    silhouette_sample: int = 5_000
-    n_init: int = 16  # k-means++ seedings tried on the init sample; the best one starts the full Lloyd
-    pca_sample: int | None = 65_536  # rows the PCA covariance is estimated from; None or 0 = all rows
 
 
 @dataclass

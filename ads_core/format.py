@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ads_core import manifest as mf
+from ads_core.config import FormatConfig
 from ads_core import readers, storage
 from ads_core.readers import InputError, RawRow
 
@@ -86,31 +87,6 @@ REJECTS_SCHEMA = pa.schema([
     ("message", pa.string()),
     ("raw", pa.string()),
 ])
-
-
-@dataclass
-class FormatConfig:
-    name: str | None = None  # dataset name; default derived from SOURCE
-    question_col: str | None = None
-    solution_col: str | None = None
-    answer_col: str | None = None
-    options_col: str | None = None
-    template: str = "ads_think"  # a key of TEMPLATES
-    template_text: str | None = None  # a custom template holding "{question}"; overrides `template`
-    split: str = "train"  # split for Hugging Face ids; also written to extra_info.split
-    max_question_chars: int = 16_000
-    max_solution_chars: int = 64_000
-    max_answer_chars: int = 1_000
-    batch_rows: int = 20_000
-
-    def template_string(self) -> str:
-        if self.template_text is not None:
-            if "{question}" not in self.template_text:
-                raise InputError("--template-text must contain the placeholder {question}")
-            return self.template_text
-        if self.template not in TEMPLATES:
-            raise InputError(f"unknown template {self.template!r}; choose one of {', '.join(TEMPLATES)}")
-        return TEMPLATES[self.template]
 
 
 @dataclass

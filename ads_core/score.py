@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from ads_core import manifest as mf
+from ads_core.config import ScoreConfig
 from ads_core import storage
 
 log = logging.getLogger("ads.score")
@@ -33,31 +34,6 @@ STAGE_MERGE = "merge_scores"
 TEXT_MODES = ("question_plus_solution", "question_only")
 QUESTION_PREFIX = "Question:\n"
 ANSWER_PREFIX = "\n\nAnswer:\n"
-
-
-@dataclass
-class ScoreConfig:
-    model: str | None = None  # local dir, hub id, or None/"default" for the built-in tiny model
-    text_mode: str = "question_plus_solution"  # embedding pools question+solution, or the question only
-    max_length: int = 2048  # tokens per row; longer rows are truncated and flagged
-    token_budget: int = 16_384  # padded tokens per forward batch
-    max_padding: float | None = 0.1  # a batch also closes before its padding would exceed this share; None: off
-    logits_chunk_elems: int = 1 << 25  # LM-head chunk size in (positions x vocab) elements
-    backend: str = "auto"  # auto | transformers | vllm
-    device: str = "auto"
-    dtype: str = "auto"
-    trust_remote_code: bool = False
-    num_shards: int = 1
-
-    def __post_init__(self) -> None:
-        if self.text_mode not in TEXT_MODES:
-            raise ValueError(f"text_mode must be one of {TEXT_MODES}, got {self.text_mode!r}")
-        if self.max_length < 8:
-            raise ValueError("max_length must be at least 8 tokens")
-        if self.num_shards < 1:
-            raise ValueError("num_shards must be >= 1")
-        if self.max_padding is not None and not 0 <= self.max_padding < 1:
-            raise ValueError("max_padding must be in [0, 1) or None")
 
 
 @dataclass

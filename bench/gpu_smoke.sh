@@ -54,7 +54,7 @@ echo "build: $(( $(date +%s) - t0 )) s"
 
 if [ -z "${MODEL:-}" ]; then
   MODEL=$WORK/policy-bench
-  [ -f "$MODEL/config.json" ] || "$PY" -m ads_core.cli make-tiny-model "$MODEL" --preset bench
+  [ -f "$MODEL/config.json" ] || "$PY" -m ads_cli.main make-tiny-model "$MODEL" --preset bench
 fi
 echo "policy: $MODEL"
 
@@ -72,12 +72,12 @@ ARGS=(
 
 echo "== training $STEPS steps"
 t0=$(date +%s)
-timeout "$TIMEOUT" "$PY" -m ads_core.cli train "${ARGS[@]}" --steps "$STEPS" 2>&1 | tee "$LOG"
+timeout "$TIMEOUT" "$PY" -m ads_cli.main train "${ARGS[@]}" --steps "$STEPS" 2>&1 | tee "$LOG"
 echo "run 1: $(( $(date +%s) - t0 )) s"
 
 echo "== resuming to step $((STEPS + 2)) (same name and run dir: verl resume_mode=auto)"
 t0=$(date +%s)
-timeout "$TIMEOUT" "$PY" -m ads_core.cli train "${ARGS[@]}" --steps "$((STEPS + 2))" 2>&1 | tee -a "$LOG"
+timeout "$TIMEOUT" "$PY" -m ads_cli.main train "${ARGS[@]}" --steps "$((STEPS + 2))" 2>&1 | tee -a "$LOG"
 echo "run 2: $(( $(date +%s) - t0 )) s"
 grep -E "^\[ads\] (restored|WARNING)" "$LOG" || { echo "FAIL: the resume did not restore the ADS schedule"; exit 1; }
 

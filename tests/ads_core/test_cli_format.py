@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ads_core import defaults, storage
-from ads_core.cli import app
+from ads_cli.main import app
 
 
 def ads_format(*args: str) -> Any:

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ads_core import eval_sets as ev
-from ads_core.cli import app
+from ads_cli.main import app
 from ads_core.format import OUTPUT_SCHEMA, TEMPLATES, FormatConfig, format_dataset, normalize_question
 from ads_core.readers import InputError
 from ads_core.reward import compute_score

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from ads_core.cli import app
+from ads_cli.main import app
 from ads_core.format import REJECT_REASONS, FormatConfig, format_dataset
 
 GOOD = {"question": "What is 2+2?", "answer": "4"}

@@ -22,7 +22,7 @@ from ads_core.simulate import (
     summary_rows,
     train,
 )
-from ads_core.simulate_cli import register
+from ads_cli.simulate_cmd import register
 
 SMALL = SimulationConfig(
     n_clusters=8,

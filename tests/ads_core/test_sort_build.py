@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from ads_core import storage
 from ads_core.build import BuildConfig, build
-from ads_core.cli import app
+from ads_cli.main import app
 from ads_core.cluster import ClusterConfig
 from ads_core.score import ScoreConfig
 from ads_core.sort import InvariantError, check_invariants, sort_rows
@@ -87,7 +87,7 @@ def test_ads_build_cli_with_no_arguments(tmp_path: Path, tiny_model_dir: Path):
     """A real process, as users run it: its temporary Prefect server logs to real streams until exit."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env["COLUMNS"] = "200"
-    result = subprocess.run([sys.executable, "-m", "ads_core.cli", "build", "--max-length", "256"], cwd=tmp_path,
+    result = subprocess.run([sys.executable, "-m", "ads_cli.main", "build", "--max-length", "256"], cwd=tmp_path,
                             env=env, capture_output=True, text=True, timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output

@@ -18,7 +18,7 @@ pytest.importorskip("verl")
 from omegaconf import OmegaConf  # noqa: E402
 
 from ads_core import train as tr  # noqa: E402
-from ads_core.cli import app  # noqa: E402
+from ads_cli.main import app  # noqa: E402
 from ads_core.integrations.verl import config as vc  # noqa: E402
 
 BASE = ["data.train_files=/data/train.parquet", "actor_rollout_ref.model.path=/models/m"]

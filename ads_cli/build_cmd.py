@@ -1,53 +1,26 @@
-"""`ads`: the command line. Every command has --help; long work shows rich progress bars."""
+"""`ads format`, `ads build` and `ads make-tiny-model`."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ads_cli.common import console, fail, progress_bar
 from ads_core import defaults
 from ads_core.readers import InputError
 
-app = typer.Typer(
-    help="ADS pipeline: build clustered, difficulty-sorted GRPO training sets and schedule them adaptively.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-console = Console(stderr=True)
+
+def register(app: typer.Typer) -> None:
+    app.command("format")(format_cmd)
+    app.command("make-tiny-model")(make_tiny_model_cmd)
+    app.command("build")(build_cmd)
 
 
-def fail(message: str) -> typer.Exit:
-    """One `error:` line on stderr and exit status 2, for input the pipeline cannot use."""
-    one_line = " ".join(str(message).split())  # exception texts quoted in messages may span lines
-    console.print(f"[bold red]error:[/] {escape(one_line)}", highlight=False, soft_wrap=True)
-    return typer.Exit(code=2)
-
-
-@contextmanager
-def progress_bar(description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=False) as progress:
-        task = progress.add_task(description, total=total)
-        yield lambda n: progress.advance(task, n)
-
-
-@app.callback()
-def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details.")] = False) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-
-@app.command("format")
 def format_cmd(
     source: Annotated[str, typer.Argument(
         help="A .parquet/.json/.jsonl/.csv file, a directory of those, or a Hugging Face dataset id "
@@ -93,7 +66,7 @@ def print_format_summary(counts: dict, detected: dict, out: str) -> None:
                          f"(rejects: {out.rstrip('/')}/formatted/rejects.parquet)"), highlight=False)
 
 
-@app.command("make-tiny-model")
+
 def make_tiny_model_cmd(
     directory: Annotated[Path, typer.Argument(help="Where to save the model (save_pretrained layout).")],
     preset: Annotated[str, typer.Option(
@@ -109,7 +82,7 @@ def make_tiny_model_cmd(
     console.print(f"saved {preset} model to {path} (load it with --model {path})", highlight=False)
 
 
-@app.command("build")
+
 def build_cmd(
     source: Annotated[str, typer.Argument(
         help="Dataset file, directory or HF id (see `ads format --help`). Default: the bundled GSM8K sample.")] = "",
@@ -222,31 +195,6 @@ def _exists(uri: str) -> bool:
         return True
 
 
-@app.command("server")
-def server_cmd(
-    host: Annotated[str, typer.Option(help="Interface to listen on (keep 127.0.0.1 unless you mean to expose it).")
-                    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port for the API and the UI.")] = 4200,
-) -> None:
-    """Start a local Prefect server with its UI, in the foreground (Ctrl-C stops it), to watch builds.
-
-    It uses the same PREFECT_HOME as `ads build` (default: <ADS cache dir>/prefect), so earlier local builds
-    show up too. Point builds at it with `export PREFECT_API_URL=http://HOST:PORT/api`.
-    """
-    import os
-    import sys
-
-    from flows import local_prefect_home
-
-    home = local_prefect_home(defaults.cache_dir())
-    env = {**os.environ, "PREFECT_HOME": str(home)}
-    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    console.print(f"Prefect UI: http://{host}:{port}  (PREFECT_HOME={home})\n"
-                  f"in another shell: export PREFECT_API_URL=http://{host}:{port}/api  then `ads build`, "
-                  "`prefect deploy`, `prefect worker start` report here", highlight=False, soft_wrap=True)
-    os.execve(sys.executable, [sys.executable, "-m", "prefect", "server", "start", "--host", host,
-                               "--port", str(port)], env)
-
 
 def print_build_summary(final_uri: str) -> None:
     """Cluster sizes and a difficulty histogram, as text."""
@@ -267,143 +215,3 @@ def print_build_summary(final_uri: str) -> None:
         console.print(f"  {lo:7.3f} - {hi:7.3f} | {'#' * int(40 * c / width):<40} {c}", highlight=False)
     console.print(f"final artifact: {final_uri}", highlight=False)
 
-
-def _parse_assignments(items: list[str] | None, what: str) -> dict[str, object]:
-    """`KEY=VALUE` options into a dict; values are read as YAML scalars (0.5 -> float, true -> bool)."""
-    import yaml
-
-    out: dict[str, object] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise fail(f"{what} {item!r} must look like KEY=VALUE")
-        out[key.strip()] = yaml.safe_load(value) if value.strip() else None
-    return out
-
-
-@app.command("train", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def train_cmd(
-    ctx: typer.Context,
-    artifact: Annotated[str, typer.Argument(help="The final artifact: OUT/final/train.parquet (local or s3://).")],
-    model: Annotated[str | None, typer.Option(
-        help="Policy to train. Default: the model the difficulties were scored with (manifest).")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved verl config and command; "
-                                          "don't train.")] = False,
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs per node.")] = 1,
-    nnodes: Annotated[int, typer.Option(help="Number of nodes.")] = 1,
-    ray_address: Annotated[str | None, typer.Option(
-        help="http://head:8265 submits a Ray job; auto or ray://head:10001 joins a running cluster.")] = None,
-    sampler: Annotated[list[str] | None, typer.Option(
-        "--sampler", "-s", help="ADS sampler setting KEY=VALUE (data.ads_sampler.*), repeatable.")] = None,
-    eval_set: Annotated[list[str] | None, typer.Option(
-        "--eval-set", help="Validation set: a name under OUT/eval or a .parquet path, repeatable. "
-                           "Default: every set in OUT/eval.")] = None,
-    no_eval: Annotated[bool, typer.Option("--no-eval", help="Train without validation sets.")] = False,
-    steps: Annotated[int | None, typer.Option(help="trainer.total_training_steps.")] = None,
-    run_dir: Annotated[str | None, typer.Option(help="Checkpoints and metrics (default ./ads-runs/<name>).")] = None,
-    name: Annotated[str | None, typer.Option(help="Experiment name (default <dataset>-ads; same name = resume).")
-                    ] = None,
-    decontaminate: Annotated[str, typer.Option(help="off, report or drop training rows that match eval questions."
-                                               )] = "report",
-) -> None:
-    """Train GRPO with the ADS sampler on verl. Extra arguments are verl Hydra overrides (key=value)."""
-    from ads_core import train as tr
-    from ads_core.integrations.verl.config import ConfigError
-
-    overrides = [a for a in ctx.args]
-    bad = [a for a in overrides if "=" not in a]
-    if bad:
-        raise fail(f"unexpected arguments {bad}; verl overrides look like key=value")
-    req = tr.TrainRequest(artifact_uri=artifact, model=model, n_gpus_per_node=gpus, nnodes=nnodes,
-                          ray_address=ray_address, sampler=_parse_assignments(sampler, "--sampler"),
-                          eval_sets=[] if no_eval else (eval_set or None), overrides=overrides, run_dir=run_dir,
-                          experiment_name=name, total_training_steps=steps, decontaminate=decontaminate)
-    try:
-        if not dry_run:
-            tr.check_launch_environment(req)
-        with console.status("checking the artifact and composing the verl config"):
-            plan = tr.plan_training(req, materialize=not dry_run)
-    except (tr.ArtifactError, tr.LaunchError, ConfigError, ValueError, InputError) as exc:
-        raise fail(str(exc)) from None
-    for warning in plan.warnings:
-        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
-    if dry_run:
-        import sys
-
-        sys.stdout.write(plan.config_yaml)
-        sys.stdout.write(f"\n# command:\n# {plan.command_line}\n")
-        console.print(f"dry run: {plan.artifact.rows} rows, {plan.artifact.clusters} clusters, batch "
-                      f"{plan.sampler_config.batch_size}; nothing launched", highlight=False)
-        return
-    console.print(f"launching: {escape(plan.command_line)}", highlight=False)
-    code = tr.launch(plan)
-    if code != 0:
-        raise fail(f"verl exited with status {code}; see the log above (run dir {plan.run_dir})")
-    metrics = tr.headline(tr.final_metrics(plan))
-    for key, value in sorted(metrics.items()):
-        console.print(f"  {escape(key)}: {value:g}", highlight=False)
-
-
-@app.command("eval-sets")
-def eval_sets_cmd(
-    out: Annotated[str, typer.Option("--out", "-o", help="Output root; writes OUT/eval/<name>.parquet.")
-                   ] = defaults.DEFAULT_OUT,
-    source: Annotated[list[str] | None, typer.Option(
-        "--set", help="NAME=PATH of an eval set (any format `ads format` reads), repeatable; replaces the "
-                      "default set of that name.")] = None,
-    names: Annotated[str | None, typer.Option(help="Comma-separated default sets (math500,aime24,amc23).")] = None,
-    data_dir: Annotated[str | None, typer.Option(help="Directory with math500/, aime24/, amc23/ "
-                                                 "(default: $ADS_EVAL_DATA_DIR or ../shared/data).")] = None,
-    template: Annotated[str | None, typer.Option(help="Prompt template with {question} (default: the "
-                                                 "training set's, from OUT/formatted).")] = None,
-    train: Annotated[str | None, typer.Option(help="Training artifact to check for contamination "
-                                              "(default: OUT/final/train.parquet if present).")] = None,
-    drop: Annotated[bool, typer.Option("--drop", help="Also write OUT/eval/train_decontaminated.parquet "
-                                       "without the matching rows.")] = False,
-) -> None:
-    """Write validation sets (MATH-500, AIME24, AMC23) in verl's schema and check the training set against them."""
-    from ads_core import eval_sets as ev
-    from ads_core import storage
-
-    sources = {str(k): str(v) for k, v in _parse_assignments(source, "--set").items()}
-    wanted = [n.strip() for n in names.split(",") if n.strip()] if names else None
-    try:
-        results = ev.write_eval_sets(out, sources=sources, names=wanted, data_dir=data_dir, template=template)
-    except InputError as exc:
-        raise fail(str(exc)) from None
-    table = Table(title="eval sets", show_header=True)
-    for col in ("set", "rows", "rejected", "file"):
-        table.add_column(col)
-    for r in results.values():
-        table.add_row(r.name, str(r.rows), str(r.rejected), escape(r.uri))
-    console.print(table)
-    train_uri = train or storage.join(out, "final", "train.parquet")
-    if not storage.exists(train_uri):
-        if train:
-            raise fail(f"{train}: no such training artifact")
-        return
-    drop_to = storage.join(ev.eval_dir(out), "train_decontaminated.parquet") if drop else None
-    report = ev.decontaminate(train_uri, {r.name: r.uri for r in results.values()}, drop_to=drop_to)
-    storage.write_json(storage.join(ev.eval_dir(out), ev.REPORT_NAME), report.to_dict())
-    console.print(f"decontamination: {report.contaminated} of {report.train_rows} training rows match an eval "
-                  f"question {report.matches}", highlight=False)
-    for ex in report.examples[:5]:
-        console.print(f"  row {ex['row']} ({ex['eval_set']}): {escape(ex['question'][:100])}", highlight=False)
-    if report.output_uri:
-        console.print(f"without them: {escape(report.output_uri)}", highlight=False)
-
-
-def _register_optional_commands() -> None:
-    """Commands that live in their own modules register themselves here."""
-    try:
-        from ads_core import simulate_cli
-    except ImportError:  # pragma: no cover - module not written yet
-        return
-    simulate_cli.register(app)
-
-
-_register_optional_commands()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    app()

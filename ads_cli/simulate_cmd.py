@@ -1,4 +1,4 @@
-"""`ads simulate`: compare data schedulers on the synthetic GRPO learner. Registered by ``ads_core.cli``."""
+"""`ads simulate`: compare data schedulers on the synthetic GRPO learner. Registered by ``ads_cli.main``."""
 
 from __future__ import annotations
 

@@ -1,0 +1,34 @@
+"""`ads`: the command line. Every command has --help; long work shows rich progress bars.
+
+The CLI is the top layer: it may import `flows`, `tasks` and `ads_core`; nothing imports it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+
+from ads_cli import build_cmd, server_cmd, simulate_cmd, train_cmd
+
+app = typer.Typer(
+    help="ADS pipeline: build clustered, difficulty-sorted GRPO training sets and schedule them adaptively.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details.")] = False) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+for module in (build_cmd, server_cmd, train_cmd, simulate_cmd):
+    module.register(app)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,153 @@
+"""The one config tree of the offline build: every option, its default, bounds and help, written once.
+
+`BuildConfig` has a section per stage (`format`, `score`, `cluster`, `report`) plus the run's own
+options (`run`). The `ads build` CLI generates its flags from these fields (`ads_cli.options`), the
+`ads-build` flow takes the sections as its typed parameters, the deployment only overrides values,
+and the in-process `build()` uses the same objects, so a default changes in exactly one place.
+
+A field's `json_schema_extra={"flag": ...}` names its CLI flag when the field name alone would be
+unclear (`--clusters` for `cluster.num_clusters`); `{"cli": False}` keeps a tuning knob out of the
+flags (it stays settable with `--set section.field=value` and in the flow parameters).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+STAGE_NAMES = ("format", "score", "merge", "cluster", "sort", "report")
+StageName = Literal["format", "score", "merge", "cluster", "sort", "report"]
+DEFAULT_CLUSTERS = 16
+
+
+def _tuning(**kw: Any) -> Any:
+    """A field that is in the config and the flow, but not a CLI flag of its own (use --set)."""
+    return Field(json_schema_extra={"cli": False}, **kw)
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class FormatConfig(Section):
+    """How SOURCE is read and turned into verl's GRPO schema."""
+
+    name: str | None = Field(None, description="Dataset name, used as data_source when rows have none "
+                             "(default: from SOURCE).", json_schema_extra={"cli": False})
+    question_col: str | None = Field(None, description="Column holding the question (overrides detection).")
+    solution_col: str | None = Field(None, description="Column holding the reference solution.")
+    answer_col: str | None = Field(None, description="Column holding the final answer.")
+    options_col: str | None = Field(None, description="Column holding multiple-choice options.")
+    template: Literal["ads_think", "boxed", "plain"] = Field("ads_think", description="Named prompt template.")
+    template_text: str | None = Field(None, description="Custom prompt template containing {question}; "
+                                      "overrides template.")
+    split: str = Field("train", description="Split to read for a Hugging Face id (also extra_info.split).")
+    max_question_chars: int = _tuning(default=16_000, ge=1, description="Longer questions are rejected.")
+    max_solution_chars: int = _tuning(default=64_000, ge=1, description="Longer solutions are rejected.")
+    max_answer_chars: int = _tuning(default=1_000, ge=1, description="Longer answers are rejected.")
+    batch_rows: int = _tuning(default=20_000, ge=1, description="Rows per read batch.")
+
+    def template_string(self) -> str:
+        from ads_core.format import TEMPLATES
+        from ads_core.readers import InputError
+
+        if self.template_text is not None:
+            if "{question}" not in self.template_text:
+                raise InputError("template_text must contain the placeholder {question}")
+            return self.template_text
+        return TEMPLATES[self.template]
+
+
+class ScoreConfig(Section):
+    """The fused scorer: one forward pass gives the embedding and the difficulty (NLL) of every row."""
+
+    model: str | None = Field("default", description="Policy model: a local dir or hub id (local cache only); "
+                              "`default` builds a tiny local model.")
+    text_mode: Literal["question_plus_solution", "question_only"] = Field(
+        "question_plus_solution", description="Embed question+solution, or the question only.")
+    max_length: int = Field(2048, ge=8, description="Max tokens per row; longer rows are truncated and flagged.")
+    token_budget: int = Field(16_384, ge=8, description="Padded tokens per forward batch.")
+    max_padding: float | None = _tuning(default=0.1, ge=0, lt=1, description="A batch closes before its "
+                                        "padding would exceed this share; null: off.")
+    logits_chunk_elems: int = _tuning(default=1 << 25, ge=1, description="LM-head chunk (positions x vocab).")
+    backend: str = Field("auto", description="Scorer backend: auto, transformers, vllm, or a class path "
+                         "pkg.module:Class.", json_schema_extra={"flag": "--scoring-backend"})
+    device: str = Field("auto", description="auto, cpu, cuda or cuda:N.")
+    dtype: str = Field("auto", description="auto (bf16 on GPU, fp32 on CPU), float32, bfloat16 or float16.")
+    trust_remote_code: bool = _tuning(default=False, description="Allow the model's own code.")
+    num_shards: int = Field(1, ge=1, le=100_000, description="Score shards (units of resume and parallelism).",
+                            json_schema_extra={"flag": "--shards"})
+
+
+class ClusterConfig(Section):
+    """L2 -> PCA -> k-means++ (best of n_init) -> Lloyd."""
+
+    num_clusters: int = Field(DEFAULT_CLUSTERS, ge=1, description="K-Means clusters. K is clamped to "
+                              "rows // min_cluster_rows (8) on small sets; keep clusters at least as large as "
+                              "the sampler's mini_cluster_size.", json_schema_extra={"flag": "--clusters"})
+    pca_dim: int | None = Field(128, ge=0, description="PCA dimensions before K-Means (0 = off).")
+    normalize: bool = _tuning(default=True, description="L2-normalise embeddings first.")
+    backend: str = Field("auto", description="K-Means backend: auto, faiss, sklearn, cuml, or a class path "
+                         "pkg.module:Class.", json_schema_extra={"flag": "--kmeans-backend"})
+    seed: int = Field(42, description="K-Means seed.")
+    max_iter: int = _tuning(default=100, ge=1, description="Lloyd iterations at most.")
+    tol: float = _tuning(default=1e-4, gt=0, description="Relative centre shift that stops Lloyd.")
+    init_sample: int = _tuning(default=8_192, ge=1, description="Rows the seedings are refined on.")
+    min_cluster_rows: int = _tuning(default=8, ge=1, description="K is clamped to rows // this.")
+    silhouette_sample: int = _tuning(default=5_000, ge=0, description="Rows for the silhouette estimate.")
+    n_init: int = _tuning(default=16, ge=1, description="k-means++ seedings tried.")
+    pca_sample: int | None = _tuning(default=65_536, ge=0, description="Rows for the PCA covariance; 0 = all.")
+
+    @field_validator("pca_dim", "pca_sample")
+    @classmethod
+    def _zero_is_off(cls, value: int | None) -> int | None:
+        return value or None
+
+
+class ReportConfig(Section):
+    """The build report: plots and example problems in OUT/report/."""
+
+    examples_per_cluster: int = _tuning(default=3, ge=1, le=3, description="Example problems per cluster.")
+    max_example_clusters: int = _tuning(default=32, ge=1, description="Clusters shown with examples.")
+
+
+class RunConfig(Section):
+    """How the build runs (not part of any artifact's identity)."""
+
+    force_from: StageName | None = Field(None, description="Recompute this stage and every later one.")
+    dask: str | None = Field(None, description="Score shards on Dask: local, local-cuda (one worker per GPU) "
+                             "or a scheduler address such as tcp://10.0.0.5:8786. Default: in-process.")
+    dask_workers: int | None = Field(None, ge=1, description="Workers of a local Dask cluster "
+                                     "(default: min(shards, CPUs); local-cuda: one per GPU).")
+    trigger_training: bool = _tuning(default=False, description="Start train_deployment with the final "
+                                     "artifact when the build finishes.")
+    train_deployment: str = _tuning(default="ads-train/myds", description="The ads-train deployment to start.")
+    result_storage: str | None = _tuning(default=None, description="Prefect block slug for cache records "
+                                         "(e.g. remote-file-system/ads-results).")
+
+
+class BuildConfig(Section):
+    """Everything one build needs besides SOURCE and OUT."""
+
+    format: FormatConfig = Field(default_factory=FormatConfig)
+    score: ScoreConfig = Field(default_factory=ScoreConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    report: ReportConfig = Field(default_factory=ReportConfig)
+    run: RunConfig = Field(default_factory=RunConfig)
+
+    def with_overrides(self, assignments: dict[str, Any]) -> BuildConfig:
+        """A copy with `section.field` values replaced (values are validated)."""
+        data = self.model_dump()
+        for dotted, value in assignments.items():
+            section, _, key = dotted.partition(".")
+            if section not in data or not isinstance(data[section], dict) or key not in data[section]:
+                raise ValueError(f"unknown option {dotted!r}; options look like section.field, "
+                                 f"sections {', '.join(type(self).model_fields)}")
+            data[section][key] = value
+        return BuildConfig.model_validate(data)
+
+
+def section_fields(section: type[Section]) -> dict[str, Any]:
+    """Field name -> pydantic FieldInfo, in declaration order."""
+    return dict(section.model_fields)
