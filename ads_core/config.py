@@ -49,7 +49,7 @@ class FormatConfig(Section):
     batch_rows: int = _tuning(default=20_000, ge=1, description="Rows per read batch.")
 
     def template_string(self) -> str:
-        from ads_core.format import TEMPLATES
+        from ads_core.format_schema import TEMPLATES
         from ads_core.readers import InputError
 
         if self.template_text is not None:

@@ -19,8 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ads_core import storage
-from ads_core.format import TEMPLATES, FormatConfig, format_dataset, normalize_question
+from ads_core.format import TEMPLATES, FormatConfig, format_dataset
 from ads_core.readers import InputError
+from ads_core.text import normalize_question
 
 # name -> path under the shared data directory (the publisher's layout, see ../shared/data/README.md)
 EVAL_SETS: dict[str, str] = {

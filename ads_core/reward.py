@@ -20,7 +20,7 @@ import threading
 from functools import lru_cache
 from typing import Any
 
-from ads_core.format import last_boxed
+from ads_core.text import last_boxed
 
 log = logging.getLogger("ads.reward")
 
