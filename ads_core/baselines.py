@@ -13,7 +13,18 @@ from typing import Any
 
 import numpy as np
 
-from ads_core.sampler import BaseSampler, _check, _is_int, as_sampler_columns
+from ads_core.sampler import (
+    BaseSampler,
+    _check,
+    _is_int,
+    _state_config,
+    _state_header,
+    _state_int,
+    _state_list,
+    _state_reals,
+    _state_rng,
+    as_sampler_columns,
+)
 
 STATE_VERSION = 1
 
@@ -79,15 +90,17 @@ class UniformSampler(BaseSampler):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        _check(state.get("kind") == "UniformSampler", "not a UniformSampler state")
-        _check(state.get("n_rows") == self.n_rows, "state was saved for another artifact (row count differs)")
-        _check(state.get("config") == asdict(self.cfg), "state was saved with a different config")
-        cursor = int(state["cursor"])
-        _check(0 <= cursor <= self.n_rows, "state cursor out of range")
-        self._epoch = int(state["epoch"])
-        self._cursor = cursor
-        self._perm = self._permutation(self._epoch)
-        self.steps = int(state["steps"])
+        """Restore a ``state_dict``; all fields are checked first, so a refused state changes nothing."""
+        s = _state_header(state, "UniformSampler", _UNIFORM_KEYS, self.n_rows, STATE_VERSION)
+        _state_config(s["config"], self.cfg)  # the seed too: it picks every epoch's permutation
+        steps = _state_int(s["steps"], "state['steps']")
+        epoch = _state_int(s["epoch"], "state['epoch']")
+        cursor = _state_int(s["cursor"], "state['cursor']", 0, self.n_rows)
+        perm = self._permutation(epoch)
+        self.steps, self._epoch, self._cursor, self._perm = steps, epoch, cursor, perm
+
+
+_UNIFORM_KEYS = ("kind", "version", "config", "n_rows", "steps", "epoch", "cursor")
 
 
 @dataclass(frozen=True)
@@ -235,14 +248,16 @@ class DifficultyTargetedSampler(BaseSampler):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        _check(state.get("kind") == "DifficultyTargetedSampler", "not a DifficultyTargetedSampler state")
-        _check(state.get("n_rows") == self.n_rows, "state was saved for another artifact (row count differs)")
-        _check(state.get("config") == asdict(self.cfg), "state was saved with a different config")
-        rows = np.asarray(state["memory_rows"], dtype=np.int64)
-        succ = np.asarray(state["memory_success"], dtype=np.float64)
-        _check(rows.shape == succ.shape and rows.ndim == 1, "state memory is malformed")
-        _check(bool(np.all((rows >= 0) & (rows < self.n_rows))), "state memory rows out of range")
-        rng = np.random.default_rng()
-        rng.bit_generator.state = state["rng"]
-        self._mem_rows, self._mem_succ, self._rng = rows, succ, rng
-        self.steps = int(state["steps"])
+        """Restore a ``state_dict``; all fields are checked first, so a refused state changes nothing."""
+        s = _state_header(state, "DifficultyTargetedSampler", _DOTS_KEYS, self.n_rows, STATE_VERSION)
+        _state_config(s["config"], self.cfg)
+        steps = _state_int(s["steps"], "state['steps']")
+        memory = _state_list(s["memory_rows"], "state['memory_rows']", self.cfg.memory_size, "rows", at_most=True)
+        rows = [_state_int(v, f"state['memory_rows'][{i}]", 0, self.n_rows - 1) for i, v in enumerate(memory)]
+        succ = _state_reals(s["memory_success"], "state['memory_success']", len(rows), "values, one per memory row")
+        rng = _state_rng(s["rng"], "state['rng']")
+        self._mem_rows, self._mem_succ, self._rng = np.array(rows, dtype=np.int64), succ, rng
+        self.steps = steps
+
+
+_DOTS_KEYS = ("kind", "version", "config", "n_rows", "steps", "memory_rows", "memory_success", "rng")
