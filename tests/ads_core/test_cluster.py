@@ -13,11 +13,12 @@ import pytest
 from sklearn.decomposition import PCA
 from sklearn.metrics import adjusted_rand_score
 
-from ads_core import cluster
-from ads_core.cluster import ClusterConfig, cluster_embeddings, cluster_stage, fit_pca
+from ads_core import cluster, kmeans
+from ads_core.cluster import ClusterConfig, cluster_embeddings, cluster_stage
+from ads_core.pca import fit_pca, row_scales
 
 K = 8
-BACKENDS = sorted(cluster.BACKENDS)
+BACKENDS = sorted(kmeans.KMEANS_BACKENDS.names())
 
 
 def _blobs(k: int = K, d: int = 48, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -62,9 +63,9 @@ def test_backends_run_the_same_lloyd_from_the_same_raw_init(blobs, name):
     _require(name)
     x, truth = blobs
     feats = fit_pca(x, 16).transform(x)
-    init = cluster.kmeans_plusplus_init(feats, K, seed=3, sample=10**6)
-    ref = cluster.SklearnKMeans().fit(feats, init, max_iter=100, tol=1e-4)
-    got = cluster.pick_backend(name).fit(feats, init, max_iter=100, tol=1e-4)
+    init = kmeans.kmeans_plusplus_init(feats, K, seed=3, sample=10**6)
+    ref = kmeans.SklearnKMeans().fit(feats, init, max_iter=100, tol=1e-4)
+    got = kmeans.get_backend(name).fit(feats, init, max_iter=100, tol=1e-4)
     assert adjusted_rand_score(ref.labels, got.labels) == 1.0
     assert got.inertia == pytest.approx(ref.inertia, rel=1e-4)
     assert got.labels.dtype == np.int32 and got.centroids.shape == (K, 16)
@@ -125,7 +126,7 @@ def test_pca_matches_sklearn_up_to_sign():
 def test_pca_with_row_scale_equals_pca_of_normalised_rows():
     x = _correlated(seed=2)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
-    scale = cluster.row_scales(x)
+    scale = row_scales(x)
     np.testing.assert_allclose(scale, 1 / norms[:, 0], rtol=1e-5)
     ours = fit_pca(x, 6, row_scale=scale)
     ref = PCA(n_components=6, svd_solver="full").fit(x / norms)
@@ -174,7 +175,7 @@ def test_non_finite_embeddings_raise_a_clear_error(blobs, bad):
 def test_huge_but_finite_rows_are_normalised_not_rejected():
     x, truth = _blobs(k=3, d=8, seed=5)
     x[0] *= 1e30  # its fp32 squared norm overflows; the row is still finite
-    scale = cluster.row_scales(x)
+    scale = row_scales(x)
     assert np.isfinite(scale).all()
     assert float(np.linalg.norm(x[0].astype(np.float64) * scale[0])) == pytest.approx(1.0, rel=1e-5)
 
