@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from ads_cli.common import console, fail, progress_bar
+from ads_cli.options import COMMON_PARAMETERS, config_parameters, resolve_config, with_signature
 from ads_core import defaults
 from ads_core.readers import InputError
 
@@ -25,29 +26,36 @@ def format_cmd(
     source: Annotated[str, typer.Argument(
         help="A .parquet/.json/.jsonl/.csv file, a directory of those, or a Hugging Face dataset id "
              "(local cache only). Default: the bundled GSM8K sample.")] = "",
-    out: Annotated[str, typer.Option("--out", "-o", help="Output root (local path or s3://); "
-                                     "writes OUT/formatted/.")] = defaults.DEFAULT_OUT,
-    name: Annotated[str | None, typer.Option(help="Dataset name, used as data_source when rows have none.")] = None,
-    question_col: Annotated[str | None, typer.Option(help="Column holding the question.")] = None,
-    solution_col: Annotated[str | None, typer.Option(help="Column holding the reference solution.")] = None,
-    answer_col: Annotated[str | None, typer.Option(help="Column holding the final answer.")] = None,
-    options_col: Annotated[str | None, typer.Option(help="Column holding multiple-choice options.")] = None,
-    template: Annotated[str, typer.Option(help="Named prompt template: ads_think, boxed or plain.")] = "ads_think",
-    template_text: Annotated[str | None, typer.Option(help="Custom prompt template containing {question}.")] = None,
-    split: Annotated[str, typer.Option(help="Split to read for a Hugging Face id.")] = "train",
+    out: Annotated[str | None, typer.Option("--out", "-o", help="Output root (local path or s3://); writes "
+                                            "OUT/formatted/. Default: ads-out/<dataset>.")] = None,
+    name: Annotated[str | None, typer.Option(help="Dataset name, used as data_source when rows have none "
+                                             "(default: from SOURCE).")] = None,
+    **options: Any,
 ) -> None:
     """Turn a math dataset into verl's GRPO schema (OUT/formatted/train.parquet + rejects + manifest)."""
-    from ads_core.format import FormatConfig, format_dataset
+    from ads_core.format import dataset_name, format_dataset
 
+    config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
     source = source or defaults.sample_path()
-    cfg = FormatConfig(name=name, question_col=question_col, solution_col=solution_col, answer_col=answer_col,
-                       options_col=options_col, template=template, template_text=template_text, split=split)
+    cfg = resolve_config(options, config_file, assignments).format
+    cfg = cfg.model_copy(update={"name": name or cfg.name or dataset_name(source)})
+    out = out or default_out(cfg.name)
     try:
         with progress_bar("format rows") as advance:
             manifest = format_dataset(source, out, cfg, progress=advance)
     except InputError as exc:
-        raise fail(str(exc)) from None
+        raise fail(for_cli(str(exc))) from None
     print_format_summary(manifest.counts, manifest.extra.get("detected", {}), out)
+
+
+with_signature(format_cmd, config_parameters(("format",)) + COMMON_PARAMETERS)
+
+
+def default_out(dataset: str) -> str:
+    """ads-out/<dataset> (or $ADS_OUT_DIR/<dataset>), as deployments use."""
+    import os
+
+    return os.path.join(os.environ.get("ADS_OUT_DIR") or defaults.DEFAULT_OUT, dataset)
 
 
 def print_format_summary(counts: dict, detected: dict, out: str) -> None:
@@ -86,52 +94,32 @@ def make_tiny_model_cmd(
 def build_cmd(
     source: Annotated[str, typer.Argument(
         help="Dataset file, directory or HF id (see `ads format --help`). Default: the bundled GSM8K sample.")] = "",
-    out: Annotated[str, typer.Option("--out", "-o", help="Output root (local path or s3://).")] = defaults.DEFAULT_OUT,
-    model: Annotated[str, typer.Option(
-        help="Policy model: a local dir or hub id (local cache only); `default` builds a tiny local model.")
-    ] = "default",
-    clusters: Annotated[int, typer.Option("--clusters", "-k", help="K-Means clusters (clamped for small sets).")] = 64,
-    max_length: Annotated[int, typer.Option(help="Max tokens per row for scoring; longer rows are flagged.")] = 2048,
-    pca_dim: Annotated[int, typer.Option(help="PCA dimensions before K-Means (0 = off).")] = 128,
-    text_mode: Annotated[str, typer.Option(
-        help="question_plus_solution (embed both) or question_only (embed the question).")] = "question_plus_solution",
-    shards: Annotated[int, typer.Option(help="Score shards (units of resume and parallelism).")] = 1,
-    token_budget: Annotated[int, typer.Option(help="Padded tokens per forward batch.")] = 16_384,
-    scoring_backend: Annotated[str, typer.Option(help="auto, transformers or vllm.")] = "auto",
-    kmeans_backend: Annotated[str, typer.Option(help="auto, faiss, sklearn or cuml.")] = "auto",
-    seed: Annotated[int, typer.Option(help="K-Means seed.")] = 42,
+    out: Annotated[str | None, typer.Option("--out", "-o", help="Output root (local path or s3://). "
+                                            "Default: ads-out/<dataset> ($ADS_OUT_DIR/<dataset> when set).")
+                   ] = None,
     name: Annotated[str | None, typer.Option(help="Dataset name (default: from SOURCE).")] = None,
-    question_col: Annotated[str | None, typer.Option(help="Override the detected question column.")] = None,
-    solution_col: Annotated[str | None, typer.Option(help="Override the detected solution column.")] = None,
-    answer_col: Annotated[str | None, typer.Option(help="Override the detected answer column.")] = None,
-    force_from: Annotated[str | None, typer.Option(
-        help="Recompute this stage and every later one: format, score, merge, cluster or sort.")] = None,
-    dask: Annotated[str | None, typer.Option(
-        help="Score shards on Dask: local, local-cuda (one worker per GPU) or a scheduler address.")] = None,
+    show_config: Annotated[bool, typer.Option("--show-config", help="Print the resolved config as YAML "
+                                              "and exit (a starting point for --config).")] = False,
+    **options: Any,
 ) -> None:
-    """Format → embed + NLL (one fused pass) → K-Means → sort: writes OUT/final/train.parquet for training.
+    """Format → embed + NLL (one fused pass) → K-Means → sort → report: writes OUT/final/train.parquet.
 
     Runs the cached Prefect flow `ads-build`: a rerun resumes from the stages whose inputs did not change.
     With PREFECT_API_URL set (e.g. `ads server`), the run shows in that server's UI; without it, Prefect's
     ephemeral mode starts a temporary local server (~10-20 s) with PREFECT_HOME under the ADS cache dir.
+    Every option below is a field of the config tree (ads_core/config.py); --set reaches the rest.
     """
-    from ads_core.build import BuildConfig
-    from ads_core.cluster import ClusterConfig
-    from ads_core.format import FormatConfig
     from ads_core.models import ModelLoadError
-    from ads_core.score import ScoreConfig
 
-    try:  # the same checks as before, so bad options fail before Prefect starts
-        BuildConfig(
-            format=FormatConfig(name=name, question_col=question_col, solution_col=solution_col,
-                                answer_col=answer_col),
-            score=ScoreConfig(model=model, max_length=max_length, text_mode=text_mode, num_shards=shards,
-                              token_budget=token_budget, backend=scoring_backend),
-            cluster=ClusterConfig(num_clusters=clusters, pca_dim=pca_dim or None, backend=kmeans_backend,
-                                  seed=seed),
-        )
-    except (InputError, ValueError) as exc:
-        raise fail(str(exc)) from None
+    config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
+    cfg = resolve_config(options, config_file, assignments)
+    if show_config:
+        import sys
+
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+        return
     if source and _looks_like_path(source) and not _exists(source):  # fail before Prefect's start-up cost
         raise fail(f"{source}: no such file or directory")
     from flows import local_prefect_env
@@ -157,13 +145,10 @@ def build_cmd(
 
         set_progress_factory(progress_bar)
         try:
-            result = ads_build(source=source or None, dataset=name, out=out, model=model, clusters=clusters,
-                               shards=shards, max_length=max_length, token_budget=token_budget, text_mode=text_mode,
-                               scoring_backend=scoring_backend, pca_dim=pca_dim, kmeans_backend=kmeans_backend,
-                               seed=seed, question_col=question_col, solution_col=solution_col,
-                               answer_col=answer_col, dask=dask, force_from=force_from)
+            result = ads_build(source=source or None, dataset=name, out=out, format=cfg.format, score=cfg.score,
+                               cluster=cfg.cluster, report=cfg.report, run=cfg.run)
         except (InputError, ModelLoadError, ValueError, ParameterTypeError) as exc:
-            raise fail(str(exc)) from None
+            raise fail(for_cli(str(exc))) from None
         finally:
             set_progress_factory(None)
             for handler, level in zip(quiet, levels, strict=True):
@@ -173,10 +158,25 @@ def build_cmd(
     from ads_core import storage
 
     formatted = mf.read(storage.join(result["out"], "formatted"))
-    print_format_summary(formatted.counts, formatted.extra.get("detected", {}), out)
+    print_format_summary(formatted.counts, formatted.extra.get("detected", {}), result["out"])
     states = result["stages"]
     console.print("stages: " + ", ".join(f"{k} [bold]{v}[/]" for k, v in states.items()), highlight=False)
     print_build_summary(result["final_uri"])
+
+
+with_signature(build_cmd, config_parameters(("format", "score", "cluster", "run")) + COMMON_PARAMETERS)
+
+
+def for_cli(message: str) -> str:
+    """Name options the way this interface spells them: config field names become their flags."""
+    import re
+
+    from ads_cli.options import cli_fields, flag_of
+
+    for section, field_name, field in cli_fields(("format", "score", "cluster", "run")):
+        message = re.sub(rf"(?<![\w.-])(?:{section}\.)?{field_name}(?![\w])=?", flag_of(section, field_name, field),
+                         message)
+    return message
 
 
 def _looks_like_path(source: str) -> bool:

@@ -12,6 +12,15 @@ from ads_cli.common import console, fail, parse_assignments
 from ads_core import defaults
 from ads_core.readers import InputError
 
+# request field -> the flag that sets it, for error messages (`tr.error_text`)
+FLAGS = {"n_gpus_per_node": "--gpus", "total_training_steps": "--steps", "experiment_name": "--name",
+         "eval_sets": "--eval-set", "overrides": "the command line (extra key=value arguments)"}
+
+
+def spell_flag(field: str) -> str:
+    """How `ads train` spells a training option: ``dry_run`` -> ``--dry-run``, ``n_gpus_per_node`` -> ``--gpus``."""
+    return FLAGS.get(field, "--" + field.replace("_", "-"))
+
 
 def register(app: typer.Typer) -> None:
     app.command("train", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(train_cmd)
@@ -60,8 +69,8 @@ def train_cmd(
         with console.status("checking the artifact and composing the verl config"):
             plan = tr.plan_training(req, materialize=not dry_run)
     except (tr.ArtifactError, tr.LaunchError, ConfigError, ValueError, InputError) as exc:
-        raise fail(str(exc)) from None
-    for warning in plan.warnings:
+        raise fail(tr.error_text(exc, spell_flag)) from None
+    for warning in plan.warnings_for(spell_flag):
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     if dry_run:
         import sys
@@ -78,7 +87,6 @@ def train_cmd(
     metrics = tr.headline(tr.final_metrics(plan))
     for key, value in sorted(metrics.items()):
         console.print(f"  {escape(key)}: {value:g}", highlight=False)
-
 
 
 def eval_sets_cmd(

@@ -20,8 +20,13 @@ from ads_core import __version__, storage
 MANIFEST_NAME = "manifest.json"
 
 
+def version_of(stage: str, version: str) -> str:
+    """A stage's code version: the package version plus the stage's explicit VERSION (bumped by hand)."""
+    return f"{__version__}+{stage}.v{version}"
+
+
 def code_version(*modules: ModuleType) -> str:
-    """Package version plus a short hash of the modules that implement a stage."""
+    """Deprecated: a hash of module source (a docstring edit changes it); use `version_of`."""
     digest = hashlib.sha256()
     for module in modules:
         digest.update(inspect.getsource(module).encode())
@@ -29,7 +34,9 @@ def code_version(*modules: ModuleType) -> str:
 
 
 def config_dict(config: Any) -> dict[str, Any]:
-    """Plain dict of a dataclass config (or a dict), safe to write into a manifest."""
+    """Plain dict of a config (pydantic model, dataclass or dict), safe to write into a manifest."""
+    if hasattr(config, "model_dump"):
+        return config.model_dump()
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
         return dataclasses.asdict(config)
     return dict(config or {})

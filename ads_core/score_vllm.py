@@ -4,7 +4,8 @@ vLLM cannot return hidden states and log-probs from one engine call, so this bac
 engines over the same token ids: a pooling runner for the mean-pooled embedding (normalisation
 off, so it matches the transformers path) and a generate runner with `prompt_logprobs=0` for the
 per-token NLL of the target span. Token ids come from our own tokenisation, so both backends score
-exactly the same tokens. Not exercised in CPU CI; see README "GPU backends".
+exactly the same tokens. Not exercised in CPU CI, and never picked by `auto` until it has been
+validated on a GPU here: choose it by name (`--scoring-backend vllm`).
 """
 
 from __future__ import annotations
@@ -14,11 +15,18 @@ from typing import Any
 
 import numpy as np
 
-from ads_core.score import ScoreBatchResult, ScoreConfig, TokenizedRow
+from ads_core.config import ScoreConfig
+from ads_core.models import resolve_model
+from ads_core.scorer import ScoreBatchResult, TokenizedRow
 
 
 class VLLMScorer:
     name = "vllm"
+
+    @classmethod
+    def load(cls, cfg: ScoreConfig) -> tuple[VLLMScorer, Any]:
+        scorer = cls(resolve_model(cfg.model), cfg)
+        return scorer, scorer.tokenizer
 
     def __init__(self, model: str, cfg: ScoreConfig) -> None:
         try:

@@ -3,7 +3,7 @@
     .venv/bin/python bench/embed_nll.py [--model DIR] [--rows 64] [--threads 2] [--token-budget N]
 
 Rows: the first `--rows` problems of each of MATH-500 and GSM8K (test) from ../shared/data, formatted with
-`ads_core.format.format_dataset` into a temp dir and tokenised once with `ads_core.score.tokenize_row`, so
+`ads_core.format.format_dataset` into a temp dir and tokenised once with `ads_core.scorer.tokenize_row`, so
 both paths see exactly the same token ids. Model: the locally built "bench" preset (~47M params, Qwen2
 style, cached under the ADS cache dir; nothing is downloaded) unless `--model` is given. fp32, CPU.
 
@@ -157,7 +157,9 @@ def main() -> int:
     from transformers import AutoModel, AutoModelForCausalLM
 
     from ads_core import models
-    from ads_core.score import ScoreConfig, TransformersScorer, tokenize_row
+    from ads_core.config import ScoreConfig
+    from ads_core.score_hf import TransformersScorer
+    from ads_core.scorer import tokenize_row
 
     torch.set_num_threads(args.threads)
     model_dir = models.resolve_model(args.model or "bench")

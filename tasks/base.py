@@ -1,72 +1,35 @@
-"""What every stage task shares: the content-keyed cache policy, retry rules, build locks and hooks.
-
-Cache key = `TASK_SOURCE + CachePolicy.from_cache_key_fn(content_key)`:
-- the task wrapper's own source (TASK_SOURCE), and
-- `content_key`: the *content* of every input artifact (its sha256, read from the manifest written
-  beside it, or hashed when there is none), the source dataset's tree hash, the stage config, the
-  output root (so a build into another OUT really writes there), and the code version of the
-  `ads_core` modules the task wraps. Path strings alone never decide a cache hit.
+"""What every stage task shares: the stage output record, the intact check, retry rules, progress hooks.
 
 A stage task returns a small JSON record `{"uri": <main output>, "digest": <hash of every output>}`,
-persisted as the cache record (JSON serializer: nothing is pickled). `intact()` re-checks that record
-against the manifest and the files in storage, so a cached stage whose artifact vanished or was
-replaced by another build is recomputed rather than trusted (see `flows.ads_build.run_stage`).
+persisted as the Prefect cache record (JSON serializer: nothing is pickled). `intact()` re-checks
+that record against the manifest and the files in storage, so a cached stage whose artifact vanished
+or was replaced is recomputed rather than trusted (see `tasks.stage_task.run_checked`).
 
 Transient errors (network, storage I/O) are retried with exponential backoff; bad input, missing
 artifacts and invariant violations are not retried and fail fast with their own message.
-
-Two builds of the same dataset into the same output serialise on the cache key
-(`isolation_level="SERIALIZABLE"` + a file lock manager): the second waits for the first and then
-reads its record as `Cached`, so the work is done once.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
-import socket
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from pathlib import Path
-from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any
 
 from prefect import task
-from prefect.cache_policies import NO_CACHE, TASK_SOURCE, CachePolicy
-from prefect.context import TaskRunContext
-from prefect.locking.filesystem import FileSystemLockManager
+from prefect.cache_policies import NO_CACHE
 
 from ads_core import manifest as mf
-from ads_core import readers, storage
+from ads_core.stages import outputs_digest
 
 log = logging.getLogger("ads.tasks")
 
-F = TypeVar("F", bound=Callable[..., Any])
 StageOutput = dict[str, str]  # {"uri": main output URI, "digest": hash of all the stage's output hashes}
 
 FAULT_ENV = "ADS_TEST_FAIL_STAGE"  # test-only: comma-separated stage names that raise InjectedFault
 RETRIES_ENV = "ADS_TASK_RETRIES"
 RETRY_DELAY_ENV = "ADS_RETRY_BASE_DELAY"
-LOCK_DIR_ENV = "ADS_LOCK_DIR"
-
-
-# ---------------------------------------------------------------------------------------------
-# content key
-
-
-_CODE_VERSIONS: dict[str, str] = {}
-_KEY_EXTRAS: dict[str, Callable[[dict[str, Any]], Any]] = {}
-
-
-def outputs_digest(manifest: mf.Manifest) -> str:
-    """One hash over every output hash a manifest lists (a stage's identity in storage)."""
-    hashes = {name: entry["sha256"] for name, entry in sorted(manifest.outputs.items())}
-    return "sha256:" + hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()
-
-
-stage_dir_of = mf.stage_dir_of
 
 
 def stage_output(manifest: mf.Manifest, main: str) -> StageOutput:
@@ -75,107 +38,8 @@ def stage_output(manifest: mf.Manifest, main: str) -> StageOutput:
 
 def intact(output: StageOutput) -> bool:
     """True if the artifact a (cached) record points to is still there, unchanged, with its manifest."""
-    current = mf.verify(stage_dir_of(output["uri"]))
+    current = mf.verify(mf.stage_dir_of(output["uri"]))
     return current is not None and outputs_digest(current) == output["digest"]
-
-
-artifact_digest = mf.artifact_hash  # sha256 from the manifest beside the artifact, else hashed
-
-
-def source_digest(source: str) -> str:
-    """Tree hash of a local/remote dataset file or directory; a hub id is keyed by its name."""
-    if storage.exists(source):
-        return storage.tree_hash(source, readers.SUPPORTED_SUFFIXES)
-    return f"id:{source}"
-
-
-def content_key(ctx: TaskRunContext, params: dict[str, Any]) -> str:
-    """Cache key from input *content*, config, output root and ads_core code version (see module doc).
-
-    Parameter conventions: `source` is a dataset (its path and tree hash); `*_uri` / `*_uris` are artifacts
-    (content digests); everything else (config dicts, `out`, indices) is keyed by value.
-    """
-    name = ctx.task.name
-    payload: dict[str, Any] = {"task": name, "ads_code": _CODE_VERSIONS.get(name)}
-    for key, value in sorted(params.items()):
-        if key == "source":  # the path too: rows record it (extra_info.source_file)
-            payload[key] = [value, source_digest(value)]
-        elif key.endswith("_uri"):
-            payload[key] = artifact_digest(value)
-        elif key.endswith("_uris"):
-            payload[key] = [artifact_digest(v) for v in value]
-        else:
-            payload[key] = value
-    if name in _KEY_EXTRAS:
-        payload["extra"] = _KEY_EXTRAS[name](params)
-    blob = json.dumps(payload, sort_keys=True, default=str).encode()
-    return f"{name}-{hashlib.sha256(blob).hexdigest()[:40]}"
-
-
-# ---------------------------------------------------------------------------------------------
-# locks
-
-
-def lock_dir() -> Path:
-    """Where build locks live: ADS_LOCK_DIR (a shared filesystem for multi-node builds) or $PREFECT_HOME/ads-locks."""
-    explicit = os.environ.get(LOCK_DIR_ENV)
-    if explicit:
-        return Path(explicit).expanduser().resolve()
-    from prefect.settings import get_current_settings
-
-    return Path(get_current_settings().home).expanduser().resolve() / "ads-locks"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-class BuildLockManager(FileSystemLockManager):
-    """Prefect's file lock manager, with the directory resolved when used and stale locks broken.
-
-    Prefect's holder string is `host:pid:thread...`; a lock whose holder process on this host is gone
-    (killed build, OOM) would otherwise block every later build forever, so it is removed.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(Path("."))
-
-    @property  # type: ignore[override]
-    def lock_files_directory(self) -> Path:
-        return lock_dir()
-
-    @lock_files_directory.setter
-    def lock_files_directory(self, value: Path) -> None:  # set by the base __init__; resolved lazily instead
-        pass
-
-    def is_locked(self, key: str, use_cache: bool = False) -> bool:
-        info = self._get_lock_info(key, use_cache=use_cache)
-        if info is not None and _stale(info.get("holder", "")):
-            log.warning("removing a stale build lock %s held by a dead process (%s)", key, info.get("holder"))
-            Path(info["path"]).unlink(missing_ok=True)
-            self._locks.pop(key, None)
-            return False
-        return super().is_locked(key, use_cache=use_cache)
-
-
-def _stale(holder: str) -> bool:
-    parts = holder.split(":")
-    if len(parts) < 2 or parts[0] != socket.gethostname():
-        return False
-    try:
-        return not _pid_alive(int(parts[1]))
-    except ValueError:
-        return False
-
-
-STAGE_CACHE = (TASK_SOURCE + CachePolicy.from_cache_key_fn(content_key)).configure(
-    isolation_level="SERIALIZABLE", lock_manager=BuildLockManager())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,25 +108,9 @@ def default_retries() -> int:
     return int(os.environ.get(RETRIES_ENV, "3"))
 
 
-# ---------------------------------------------------------------------------------------------
-# task factories
-
-
-def stage_task(name: str, *, wraps: tuple[ModuleType, ...],
-               key_extra: Callable[[dict[str, Any]], Any] | None = None, **options: Any) -> Callable[[F], F]:
-    """Decorator for a cached, retried stage task wrapping the `ads_core` modules `wraps`."""
-    _CODE_VERSIONS[name] = mf.code_version(*wraps)
-    if key_extra is not None:
-        _KEY_EXTRAS[name] = key_extra
-    return task(  # type: ignore[return-value]
-        name=name, cache_policy=STAGE_CACHE, persist_result=True, result_serializer="json",
-        retries=default_retries(), retry_delay_seconds=retry_delays(), retry_jitter_factor=0.2,
-        retry_condition_fn=retry_if_transient, tags=["ads-build"], **options)
-
-
-def report_task(name: str, **options: Any) -> Callable[[F], F]:
+def report_task(name: str, **options: Any) -> Callable[[Any], Any]:
     """Decorator for an uncached task that only publishes UI artifacts (cheap; runs on every build)."""
-    return task(  # type: ignore[return-value]
+    return task(
         name=name, cache_policy=NO_CACHE, persist_result=False, retries=2, retry_delay_seconds=[1, 2],
         retry_condition_fn=retry_if_transient, tags=["ads-build"], **options)
 

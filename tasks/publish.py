@@ -1,48 +1,25 @@
-"""Publishing: UI artifacts for each stage, the report plot in storage, links, and the ads-train hand-off.
+"""Publishing: UI artifacts for each stage's outputs, and the ads-train hand-off.
 
-The report tasks are uncached (they only read manifests and small columns), so every run, including
-a fully cached rerun, shows its tables, markdown and links. The PNG plot is a cached stage of its
-own (OUT/report/build_report.png + manifest), keyed on the final artifact's content.
+The report tasks are uncached (they only read manifests and small files), so every run, including
+a fully cached rerun, shows its tables and pictures. What they show is computed by the stages
+(the report stage writes OUT/report/); nothing here renders or computes build results.
 """
 
 from __future__ import annotations
 
-import io
-import sys
+import base64
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 from prefect import get_run_logger
-from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from ads_core import manifest as mf
 from ads_core import storage
-from tasks.base import StageOutput, artifact_key, fault_point, report_task, stage_dir_of, stage_output, stage_task
-
-REPORT_DIR = "report"
-PLOT_NAME = "build_report.png"
-EXAMPLES_PER_CLUSTER = 3
-MAX_EXAMPLE_CLUSTERS = 32
-QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
-
-
-def browsable(uri: str) -> str:
-    """A link the UI can show: file:// for local paths, the URI itself for object stores."""
-    if "://" in uri and not uri.startswith("file://"):
-        return uri
-    return Path(storage.local_path(uri)).resolve().as_uri()
-
-
-def _md(text: str | None, limit: int = 220) -> str:
-    """One line of user text, safe inside markdown."""
-    flat = " ".join(str(text or "").split())
-    if len(flat) > limit:
-        flat = flat[: limit - 1] + "…"
-    for ch in "\\`*_[]<>|#":
-        flat = flat.replace(ch, "\\" + ch)
-    return flat
-
+from ads_core.manifest import stage_dir_of
+from ads_core.report import md_text as _md
+from tasks.base import artifact_key, report_task
 
 # ---------------------------------------------------------------------------------------------
 # per-stage tables
@@ -83,116 +60,53 @@ def report_clusters(assignments_uri: str, dataset: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# plot (a cached stage: rendering costs ~1 s, so a warm rerun reuses it)
+# the report stage's outputs, shown in the UI
 
 
-def render_plot(final: pl.DataFrame, assignments: pl.DataFrame, title: str) -> bytes:
-    """PNG: difficulty histogram, cluster sizes, and the 2-D PCA projection coloured by cluster."""
-    import matplotlib
+def location(uri: str) -> str:
+    """How an artifact is named in the UI: a local path as a path, an object-store URI as itself.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6), dpi=100)
-    try:
-        axes[0].hist(final["difficulty"].to_numpy(), bins=min(40, max(5, final.height // 10)), color="#3b6ea8")
-        axes[0].set(title="difficulty (token-mean NLL)", xlabel="difficulty", ylabel="rows")
-        sizes = final.group_by("cluster_id").len().sort("cluster_id")
-        axes[1].bar(sizes["cluster_id"].to_numpy(), sizes["len"].to_numpy(), color="#d08c3a")
-        axes[1].set(title=f"cluster sizes (k={sizes.height})", xlabel="cluster_id", ylabel="rows")
-        axes[1].xaxis.set_major_locator(MaxNLocator(integer=True))
-        axes[2].scatter(assignments["pc1"].to_numpy(), assignments["pc2"].to_numpy(),
-                        c=assignments["cluster_id"].to_numpy(), cmap="tab20", s=6, alpha=0.8)
-        axes[2].set(title="embeddings: first two PCA components", xlabel="pc1", ylabel="pc2")
-        fig.suptitle(title)
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-        return buf.getvalue()
-    finally:
-        plt.close(fig)
+    A browser refuses file:// links from a web page, and they mean nothing on another machine.
+    """
+    if "://" in uri and not uri.startswith("file://"):
+        return uri
+    return str(Path(storage.local_path(uri)).resolve())
 
 
-@stage_task("plot_report", wraps=(sys.modules[__name__],), task_run_name="plot-report")
-def plot_report(final_uri: str, assignments_uri: str, out: str, dataset: str) -> StageOutput:
-    """Write OUT/report/build_report.png (+ manifest) from the final artifact and cluster assignments."""
-    fault_point("plot")
-    final = pl.from_arrow(storage.read_parquet(final_uri, columns=["cluster_id", "difficulty"]))
-    assignments = pl.from_arrow(storage.read_parquet(assignments_uri, columns=["cluster_id", "pc1", "pc2"]))
-    directory = storage.join(out, REPORT_DIR)
-    uri = storage.join(directory, PLOT_NAME)
-    storage.write_bytes(uri, render_plot(final, assignments, f"ads-build {dataset}: {final.height} rows"))
-    manifest = mf.Manifest(
-        stage="report",
-        inputs={"final": mf.input_entry(final_uri), "assignments": mf.input_entry(assignments_uri)},
-        outputs={"plot": mf.output_entry(uri)},
-        config={},
-        code_version=mf.code_version(sys.modules[__name__]),
-        counts={"rows": final.height},
-    )
-    mf.write(directory, manifest)
-    return stage_output(manifest, "plot")
-
-
-# ---------------------------------------------------------------------------------------------
-# final report
-
-
-def difficulty_quantiles(final: pl.DataFrame) -> list[dict[str, Any]]:
-    aggs = [pl.len().alias("size"), pl.col("difficulty").mean().alias("mean")]
-    aggs += [pl.col("difficulty").quantile(q).alias(f"q{int(q * 100):02d}") for q in QUANTILES]
-    table = final.group_by("cluster_id").agg(aggs).sort("cluster_id")
-    return [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}
-            for row in table.iter_rows(named=True)]
-
-
-def examples_markdown(final: pl.DataFrame, dataset: str) -> str:
-    """A few example problems per cluster: the easiest, the median and the hardest."""
-    lines = [f"# {_md(dataset)}: example problems per cluster", "",
-             "Easiest, median and hardest problem of each cluster (difficulty = token-mean NLL of the "
-             "reference solution under the policy model).", ""]
-    clusters = final["cluster_id"].unique().sort().to_list()
-    for cid in clusters[:MAX_EXAMPLE_CLUSTERS]:
-        rows = final.filter(pl.col("cluster_id") == cid).sort("rank_in_cluster")
-        picks: dict[int, str] = {}
-        for label, idx in (("easiest", 0), ("median", rows.height // 2), ("hardest", rows.height - 1)):
-            picks.setdefault(idx, label)
-        lines.append(f"## cluster {cid} ({rows.height} rows)")
-        for idx, label in list(picks.items())[:EXAMPLES_PER_CLUSTER]:
-            row = rows.row(idx, named=True)
-            lines.append(f"- **{label}** (difficulty {row['difficulty']:.3f}): {_md(row['question'])}")
-        lines.append("")
-    if len(clusters) > MAX_EXAMPLE_CLUSTERS:
-        lines.append(f"_{len(clusters) - MAX_EXAMPLE_CLUSTERS} more clusters not shown._")
-    return "\n".join(lines)
+def image_markdown(png: bytes, alt: str) -> str:
+    """An inline PNG: the Prefect UI renders data: images in markdown artifacts."""
+    return f"![{_md(alt)}](data:image/png;base64,{base64.b64encode(png).decode()})"
 
 
 @report_task("publish", task_run_name="publish")
-def publish(final_uri: str, plot_uri: str, dataset: str, stages: dict[str, str]) -> None:
-    """Difficulty quantiles per cluster, example problems, the plot link and the final Parquet link."""
-    final = pl.from_arrow(storage.read_parquet(final_uri, columns=["cluster_id", "rank_in_cluster", "difficulty",
-                                                                   "extra_info"]))
-    final = final.with_columns(pl.col("extra_info").struct.field("question").alias("question")).drop("extra_info")
-    create_table_artifact(key=artifact_key(dataset, "difficulty-quantiles"), table=difficulty_quantiles(final),
+def publish(report_uri: str, final_uri: str, dataset: str, stages: dict[str, str]) -> None:
+    """Quantiles per cluster, example problems, the report plot inline, and where the final artifact is."""
+    manifest = mf.read(stage_dir_of(report_uri))
+    quantiles = storage.read_json(manifest.output_uri("quantiles"))
+    examples = storage.read_bytes(manifest.output_uri("examples")).decode()
+    png = storage.read_bytes(manifest.output_uri("plot"))
+    rows = manifest.counts.get("rows", 0)
+    create_table_artifact(key=artifact_key(dataset, "difficulty-quantiles"), table=quantiles,
                           description="difficulty quantiles per cluster (token-mean NLL)")
-    create_markdown_artifact(key=artifact_key(dataset, "cluster-examples"), markdown=examples_markdown(final, dataset),
+    create_markdown_artifact(key=artifact_key(dataset, "cluster-examples"), markdown=examples,
                              description="example problems per cluster")
-    create_link_artifact(key=artifact_key(dataset, "report-plot"), link=browsable(plot_uri),
-                         link_text=f"{dataset}: difficulty histogram, cluster sizes, 2-D projection (PNG)",
-                         description=f"report plot in storage: {plot_uri}")
-    create_link_artifact(key=artifact_key(dataset, "final"), link=browsable(final_uri),
-                         link_text=f"{dataset}: final training Parquet ({final.height} rows)",
-                         description=f"final artifact: {final_uri}")
+    create_markdown_artifact(
+        key=artifact_key(dataset, "report-plot"),
+        markdown=f"# {_md(dataset)}: build report\n\n{image_markdown(png, 'build report')}\n\n"
+                 f"PNG in storage: `{location(manifest.output_uri('plot'))}`",
+        description="difficulty histogram, cluster sizes, 2-D projection")
     summary = [f"# ads-build {_md(dataset)}", "",
-               f"* rows: **{final.height}** in **{final['cluster_id'].n_unique()}** clusters",
-               f"* final artifact: [{_md(final_uri, 300)}]({browsable(final_uri)})",
-               f"* report plot: [{_md(plot_uri, 300)}]({browsable(plot_uri)})", "",
+               f"* rows: **{rows}** in **{manifest.counts.get('clusters', 0)}** clusters",
+               f"* final artifact: `{location(final_uri)}`",
+               f"* report: `{location(manifest.output_uri('plot'))}`", "",
                "| stage | state |", "|---|---|"]
     summary += [f"| {stage} | {state} |" for stage, state in stages.items()]
     create_markdown_artifact(key=artifact_key(dataset, "summary"), markdown="\n".join(summary),
                              description="build summary")
-    get_run_logger().info("published artifacts for %s", final_uri)
+    create_markdown_artifact(key=artifact_key(dataset, "final"),
+                             markdown=f"Final training Parquet ({rows} rows): `{location(final_uri)}`",
+                             description=f"final artifact: {location(final_uri)}")
+    get_run_logger().info("published artifacts for %s", location(final_uri))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from ads_core import storage
 from ads_core.build import BuildConfig, build
 from ads_cli.main import app
 from ads_core.cluster import ClusterConfig
-from ads_core.score import ScoreConfig
+from ads_core.config import ScoreConfig
 from ads_core.sort import InvariantError, check_invariants, sort_rows
 
 

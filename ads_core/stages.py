@@ -1,0 +1,257 @@
+"""The build's stages, each declared once: format -> score (shards) -> merge -> cluster -> sort -> report.
+
+A `Stage` names its config section, the artifacts it reads and writes (names in `ARTIFACTS`, laid
+out under OUT), an explicit `version` (bump it by hand when the stage's output changes: it is part
+of the cache key, so a docstring edit never rescores anything), the resources it wants, and `run()`.
+
+The in-process `build()` (ads_core.build) and the Prefect flow `ads-build` (flows/ads_build.py,
+through the one generic task wrapper in tasks/stage_task.py) iterate this same list, so both write
+the same OUT tree. `stage_key()` is the content key both the Prefect cache and the refresh logic use:
+input artifacts by content hash, never by path or run id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ads_core import manifest as mf
+from ads_core import models, storage
+from ads_core.config import STAGE_NAMES, BuildConfig, ScoreConfig
+from ads_core.readers import InputError
+
+ProgressFactory = Callable[[str, int | None], AbstractContextManager[Callable[[int], None] | None]]
+
+# Artifact name -> path under OUT ({shard} is filled in for sharded artifacts).
+ARTIFACTS: dict[str, str] = {
+    "formatted": "formatted/train.parquet",
+    "rejects": "formatted/rejects.parquet",
+    "score_shard": "scores/shards/{shard}/scores.parquet",
+    "scores": "scores/scores.parquet",
+    "assignments": "clusters/assignments.parquet",
+    "centroids": "clusters/centroids.npy",
+    "final": "final/train.parquet",
+    "report": "report/build_report.png",
+}
+MIN_ROWS = 2
+
+
+def _no_progress(_: str, __: int | None) -> AbstractContextManager[None]:
+    return nullcontext()
+
+
+@dataclass
+class BuildContext:
+    """Where a build reads and writes, and with which config; everything a stage's run() needs."""
+
+    source: str
+    out: str
+    config: BuildConfig
+    progress: ProgressFactory = _no_progress
+
+    @property
+    def dataset(self) -> str:
+        from ads_core.format import dataset_name
+
+        return self.config.format.name or dataset_name(self.source)
+
+    def uri(self, artifact: str, shard: int | None = None) -> str:
+        rel = ARTIFACTS[artifact]
+        if "{shard}" in rel:
+            n = self.config.score.num_shards
+            rel = rel.format(shard=f"shard-{shard:05d}-of-{n:05d}")
+        return storage.join(self.out, *rel.split("/"))
+
+    def shard_uris(self) -> list[str]:
+        return [self.uri("score_shard", i) for i in range(self.config.score.num_shards)]
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What a stage runs best on; `accelerator="optional"` uses a GPU when one is visible."""
+
+    accelerator: Literal["none", "optional", "required"] = "none"
+    cpus: int = 1
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    section: str | None  # the BuildConfig section it is configured by
+    inputs: tuple[str, ...]  # artifact names ("source" = the dataset itself)
+    outputs: tuple[str, ...]  # artifact names; the first is the main output
+    version: str
+    run: Callable[[BuildContext, int | None], mf.Manifest]
+    resources: Resources = field(default_factory=Resources)
+    sharded: bool = False  # one run per score shard
+    key_config: Callable[[BuildConfig], dict[str, Any]] | None = None  # default: the whole section
+    key_extra: Callable[[BuildContext], dict[str, Any]] | None = None
+
+    def shards(self, ctx: BuildContext) -> list[int | None]:
+        return list(range(ctx.config.score.num_shards)) if self.sharded else [None]
+
+    def label(self, shard: int | None) -> str:
+        return self.name if shard is None else f"{self.name}-shard-{shard}"
+
+    def main_uri(self, ctx: BuildContext, shard: int | None = None) -> str:
+        return ctx.uri(self.outputs[0], shard)
+
+    def config_of(self, cfg: BuildConfig) -> dict[str, Any]:
+        if self.key_config is not None:
+            return self.key_config(cfg)
+        return getattr(cfg, self.section).model_dump() if self.section else {}
+
+
+# ---------------------------------------------------------------------------------------------
+# run() of each stage
+
+
+def run_format(ctx: BuildContext, _: int | None) -> mf.Manifest:
+    from ads_core.format import format_dataset
+
+    fmt = ctx.config.format.model_copy(update={"name": ctx.dataset})
+    with ctx.progress("format", None) as advance:
+        manifest = format_dataset(ctx.source, ctx.out, fmt, progress=advance)
+    if manifest.counts["rows_out"] < MIN_ROWS:
+        raise InputError(f"only {manifest.counts['rows_out']} usable rows after formatting; need at least "
+                         f"{MIN_ROWS} to cluster")
+    return manifest
+
+
+_scorer_lock = threading.Lock()
+_scorer: tuple[str, Any] | None = None  # (config key, (backend, tokenizer)): one model per process
+
+
+def cached_scorer(cfg: ScoreConfig) -> Any:
+    """Load the model once per process (a build, or a Dask worker) and reuse it for every shard."""
+    global _scorer
+    key = json.dumps(cfg.model_dump(exclude={"num_shards"}), sort_keys=True, default=str)
+    with _scorer_lock:
+        if _scorer is None or _scorer[0] != key:
+            from ads_core.scorer import make_backend
+
+            _scorer = None  # drop the old model before loading another
+            _scorer = (key, make_backend(cfg))
+        return _scorer[1]
+
+
+def run_score_shard(ctx: BuildContext, shard: int | None) -> mf.Manifest:
+    from ads_core.score import score_shard, shard_bounds
+
+    cfg = ctx.config.score
+    index = shard or 0
+    start, end = shard_bounds(storage.parquet_num_rows(ctx.uri("formatted")), cfg.num_shards, index)
+    scorer = cached_scorer(cfg)
+    with ctx.progress(f"score (embed + NLL) shard {index + 1}/{cfg.num_shards}", end - start) as advance:
+        return score_shard(ctx.uri("formatted"), ctx.out, index, cfg, advance, scorer=scorer)
+
+
+def run_merge(ctx: BuildContext, _: int | None) -> mf.Manifest:
+    from ads_core.score import merge_scores
+
+    return merge_scores(ctx.uri("formatted"), ctx.shard_uris(), ctx.out)
+
+
+def run_cluster(ctx: BuildContext, _: int | None) -> mf.Manifest:
+    from ads_core.cluster import cluster_stage
+
+    with ctx.progress("cluster", None):
+        return cluster_stage(ctx.uri("scores"), ctx.out, ctx.config.cluster)
+
+
+def run_sort(ctx: BuildContext, _: int | None) -> mf.Manifest:
+    from ads_core.sort import sort_stage
+
+    with ctx.progress("sort", None):
+        return sort_stage(ctx.uri("formatted"), ctx.uri("scores"), ctx.uri("assignments"), ctx.out,
+                          extra={"policy_model": models.resolve_model(ctx.config.score.model),
+                                 "dataset": ctx.dataset})
+
+
+def run_report(ctx: BuildContext, _: int | None) -> mf.Manifest:
+    from ads_core.report import write_report
+
+    with ctx.progress("report", None):
+        return write_report(ctx.uri("final"), ctx.uri("assignments"), ctx.out, ctx.config.report, ctx.dataset)
+
+
+def _model_key(ctx: BuildContext) -> dict[str, Any]:
+    from ads_core.fingerprint import model_fingerprint
+
+    return {"model": model_fingerprint(ctx.config.score.model)}
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("format", "format", ("source",), ("formatted", "rejects"), "1", run_format),
+    Stage("score", "score", ("formatted",), ("score_shard",), "1", run_score_shard,
+          resources=Resources(accelerator="optional"), sharded=True, key_extra=_model_key),
+    Stage("merge", None, ("formatted", "score_shard"), ("scores",), "1", run_merge,
+          key_config=lambda cfg: {"num_shards": cfg.score.num_shards}),
+    Stage("cluster", "cluster", ("scores",), ("assignments", "centroids"), "1", run_cluster,
+          resources=Resources(accelerator="optional")),
+    Stage("sort", None, ("formatted", "scores", "assignments"), ("final",), "1", run_sort,
+          key_config=lambda cfg: {"model": cfg.score.model, "dataset": cfg.format.name}),
+    Stage("report", "report", ("final", "assignments"), ("report",), "1", run_report,
+          key_config=lambda cfg: {**cfg.report.model_dump(), "dataset": cfg.format.name}),
+)
+STAGES_BY_NAME = {s.name: s for s in STAGES}
+assert tuple(STAGES_BY_NAME) == STAGE_NAMES, "config.STAGE_NAMES must list the stages in order"
+
+
+def stages_from(name: str | None) -> set[str]:
+    """`force_from=name`: that stage and every later one."""
+    if not name:
+        return set()
+    return set(STAGE_NAMES[STAGE_NAMES.index(name):])
+
+
+# ---------------------------------------------------------------------------------------------
+# content keys
+
+
+def source_digest(source: str) -> str:
+    """Tree hash of a local/remote dataset file or directory; a hub id is keyed by its name."""
+    from ads_core import readers
+
+    if storage.exists(source):
+        return storage.tree_hash(source, readers.SUPPORTED_SUFFIXES)
+    return f"id:{source}"
+
+
+def input_digests(stage: Stage, ctx: BuildContext) -> dict[str, Any]:
+    """The content of every input: artifacts by their sha256 (from the manifest beside them)."""
+    digests: dict[str, Any] = {}
+    for name in stage.inputs:
+        if name == "source":  # the path too: rows record it (extra_info.source_file)
+            digests[name] = [ctx.source, source_digest(ctx.source)]
+        elif name == "score_shard":
+            digests[name] = [mf.artifact_hash(u) for u in ctx.shard_uris()]
+        else:
+            digests[name] = mf.artifact_hash(ctx.uri(name))
+    return digests
+
+
+def stage_key(stage: Stage, ctx: BuildContext, shard: int | None = None) -> str:
+    """Cache key of one stage run: its version, config, output root and the content of its inputs."""
+    payload = {"stage": stage.name, "version": stage.version, "shard": shard, "out": ctx.out,
+               "config": stage.config_of(ctx.config), "inputs": input_digests(stage, ctx),
+               "extra": stage.key_extra(ctx) if stage.key_extra else None}
+    blob = json.dumps(payload, sort_keys=True, default=str).encode()
+    return f"{stage.label(shard)}-{hashlib.sha256(blob).hexdigest()[:40]}"
+
+
+def outputs_digest(manifest: mf.Manifest) -> str:
+    """One hash over every output hash a manifest lists (a stage's identity in storage)."""
+    hashes = {name: entry["sha256"] for name, entry in sorted(manifest.outputs.items())}
+    return "sha256:" + hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()
+
+
+def iter_runs(ctx: BuildContext) -> Iterator[tuple[Stage, int | None]]:
+    for stage in STAGES:
+        for shard in stage.shards(ctx):
+            yield stage, shard

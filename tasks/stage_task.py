@@ -1,0 +1,99 @@
+"""The one Prefect task wrapper for every stage in `ads_core.stages.STAGES`.
+
+It adds what the library leaves out: the content cache key (`ads_core.stages.stage_key`: stage
+version, config section, output root and input content, never paths or run ids), retries of
+transient errors, the intact-artifact check on cache hits, a log line per stage, and SERIALIZABLE
+isolation, so two builds of the same stage into the same OUT do the work once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import CachePolicy
+from prefect.context import TaskRunContext
+from prefect.states import State
+
+from ads_core.config import BuildConfig
+from ads_core.stages import STAGES_BY_NAME, BuildContext, Stage, outputs_digest, stage_key
+from tasks.base import StageOutput, default_retries, fault_point, intact, progress, retry_delays, retry_if_transient
+from tasks.locks import BuildLockManager
+
+log = logging.getLogger("ads.tasks")
+
+
+def _context(params: dict[str, Any]) -> BuildContext:
+    return BuildContext(source=params["source"], out=params["out"], config=BuildConfig.model_validate(params["config"]))
+
+
+def cache_key(_: TaskRunContext, params: dict[str, Any]) -> str:
+    return stage_key(STAGES_BY_NAME[params["stage_name"]], _context(params), params.get("shard"))
+
+
+STAGE_CACHE = CachePolicy.from_cache_key_fn(cache_key).configure(
+    isolation_level="SERIALIZABLE", lock_manager=BuildLockManager())
+
+
+def summary(manifest: Any) -> str:
+    """One log line from a manifest's counts (and the few extras people look for)."""
+    counts = ", ".join(f"{k} {v}" for k, v in manifest.counts.items() if isinstance(v, int | float))
+    extra = manifest.extra or {}
+    more = [f"{k} {extra[k]}" for k in ("backend", "layout") if k in extra and isinstance(extra[k], str)]
+    if isinstance(extra.get("tokens_per_s"), int | float):
+        more.append(f"{extra['tokens_per_s']:.0f} tokens/s")
+    return "; ".join(p for p in (counts, ", ".join(more)) if p)
+
+
+@task(cache_policy=STAGE_CACHE, persist_result=True, result_serializer="json", retries=default_retries(),
+      retry_delay_seconds=retry_delays(), retry_jitter_factor=0.2, retry_condition_fn=retry_if_transient,
+      tags=["ads-build"])
+def stage_task(stage_name: str, source: str, out: str, config: dict[str, Any], shard: int | None = None
+               ) -> StageOutput:
+    """Run one declared stage (one shard of a sharded stage) and return its output record."""
+    stage = STAGES_BY_NAME[stage_name]
+    fault_point(stage_name)
+    ctx = _context({"source": source, "out": out, "config": config})
+    ctx.progress = progress
+    manifest = stage.run(ctx, shard)
+    get_run_logger().info("%s: %s -> %s", stage.label(shard), summary(manifest), stage.main_uri(ctx, shard))
+    return {"uri": stage.main_uri(ctx, shard), "digest": outputs_digest(manifest)}
+
+
+def configured(stage: Stage, shard: int | None, refresh: bool, result_storage: str | None) -> Any:
+    options: dict[str, Any] = {"name": stage.name, "task_run_name": stage.label(shard),
+                               "refresh_cache": True if refresh else None, "retry_delay_seconds": retry_delays()}
+    if stage.resources.accelerator != "none":
+        options["tags"] = ["ads-build", "gpu-optional"]
+    if result_storage:
+        options["result_storage"] = result_storage
+    return stage_task.with_options(**options)
+
+
+def params_of(stage: Stage, ctx: BuildContext, shard: int | None) -> dict[str, Any]:
+    return {"stage_name": stage.name, "source": ctx.source, "out": ctx.out, "config": ctx.config.model_dump(),
+            "shard": shard}
+
+
+def checked(state: State, recompute: Any, label: str) -> tuple[StageOutput, State]:
+    """The output of a finished stage run; a cache hit whose artifact is gone or changed is recomputed.
+
+    `recompute()` runs the same stage with the cache refreshed and returns its final state.
+    """
+    output: StageOutput = state.result()  # raises the stage's own exception when it failed
+    if state.name == "Cached" and not intact(output):
+        get_run_logger().warning("%s: the cached artifact %s is missing or changed; recomputing", label,
+                                 output["uri"])
+        state = recompute()
+        output = state.result()
+    return output, state
+
+
+def run_checked(stage: Stage, ctx: BuildContext, shard: int | None, refresh: bool,
+                result_storage: str | None) -> tuple[StageOutput, State]:
+    """Run one stage in the flow's thread; see `checked`."""
+    params = params_of(stage, ctx, shard)
+    state = configured(stage, shard, refresh, result_storage)(**params, return_state=True)
+    return checked(state, lambda: configured(stage, shard, True, result_storage)(**params, return_state=True),
+                   stage.label(shard))
