@@ -2,8 +2,8 @@
 
 The final artifact is the verl schema plus `sample_id, cluster_id, rank_in_cluster, cluster_size,
 difficulty`; `extra_info` also carries sample_id, cluster_id, rank_in_cluster, difficulty and
-index (the final row position), so they reach verl's batches. The invariants are checked before
-anything is written.
+index (the final row position), so they reach verl's batches. The column names are the contract in
+`ads_core.artifact`, which training checks. The invariants are checked before anything is written.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import polars as pl
 
 from ads_core import manifest as mf
 from ads_core import storage
+from ads_core.artifact import EXTRA_INFO_WRITTEN, FINAL_DIR, FINAL_FILE, SAMPLER_COLUMNS
 
 STAGE = "sort"
-SAMPLER_COLUMNS = ("sample_id", "cluster_id", "rank_in_cluster", "cluster_size", "difficulty")
 
 
 class InvariantError(Exception):
@@ -40,14 +40,15 @@ def sort_rows(formatted: pl.DataFrame, scores: pl.DataFrame, assignments: pl.Dat
         )
         .with_row_index("_pos")
     )
+    inner = {
+        "sample_id": pl.col("sample_id"),
+        "cluster_id": pl.col("cluster_id").cast(pl.Int64),
+        "rank_in_cluster": pl.col("rank_in_cluster"),
+        "difficulty": pl.col("difficulty"),
+        "index": pl.col("_pos").cast(pl.Int64).alias("index"),
+    }
     out = out.with_columns(
-        pl.col("extra_info").struct.with_fields(
-            pl.col("sample_id"),
-            pl.col("cluster_id").cast(pl.Int64),
-            pl.col("rank_in_cluster"),
-            pl.col("difficulty"),
-            pl.col("_pos").cast(pl.Int64).alias("index"),
-        )
+        pl.col("extra_info").struct.with_fields(*(inner[name] for name in EXTRA_INFO_WRITTEN))
     ).drop("_pos")
     return out.select([c for c in out.columns if c not in SAMPLER_COLUMNS and c != "truncated"]
                       + [*SAMPLER_COLUMNS, "truncated"])
@@ -83,8 +84,8 @@ def sort_stage(formatted_uri: str, scores_uri: str, assignments_uri: str, out_ur
     assignments = pl.from_arrow(storage.read_parquet(assignments_uri, columns=["sample_id", "cluster_id"]))
     df = sort_rows(formatted, scores, assignments)
     check_invariants(df, formatted.height)
-    directory = storage.join(out_uri, "final")
-    uri = storage.join(directory, "train.parquet")
+    directory = storage.join(out_uri, FINAL_DIR)
+    uri = storage.join(directory, FINAL_FILE)
     storage.write_parquet(uri, df.to_arrow())
     sizes = df.group_by("cluster_id").len().sort("cluster_id")
     manifest = mf.Manifest(

@@ -1,10 +1,12 @@
-"""Library side of `ads train` and the `ads-train` flow: check an artifact, plan a verl run, launch it.
+"""Library side of `ads train` and the `ads-train` flow: plan a verl run on a checked artifact.
 
-Nothing here imports Prefect; verl is imported only to compose and validate the config.
+Nothing here imports Prefect; verl is imported only to compose and validate the config. The artifact
+contract lives in `ads_core.artifact`, launching in `ads_core.train_launch`; both are re-exported here.
 
-    plan = plan_training(TrainRequest(artifact_uri="ads-out/final/train.parquet"))
+    req = TrainRequest(artifact_uri="ads-out/final/train.parquet")
+    check_launch_environment(req)                   # fails at once without CUDA GPUs
+    plan = plan_training(req)
     print(plan.config_yaml, plan.command_line)      # what --dry-run shows
-    check_launch_environment(plan)                  # fails at once without CUDA GPUs
     launch(plan, on_line=print)                     # subprocess, or `ray job submit`
 
 A run directory (default ``./ads-runs/<experiment>``) holds checkpoints, the metrics JSONL and staged
@@ -14,171 +16,55 @@ resumes from the last checkpoint (verl's ``trainer.resume_mode=auto``).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-
 from ads_core import eval_sets as ev
 from ads_core import storage
-from ads_core.sampler import ADSSampler, ADSSamplerConfig
+from ads_core.artifact import (  # noqa: F401 - re-exported: `ads_core.train` is the training API
+    EXTRA_INFO_FIELDS,
+    REQUIRED_COLUMNS,
+    ArtifactError,
+    ArtifactInfo,
+    NamesOptions,
+    check_schema,
+    dataset_of,
+    read_manifest,
+    render_options,
+    validate_artifact,
+)
+from ads_core.artifact import parent as _parent
+from ads_core.sampler import ADSSamplerConfig
+from ads_core.train_launch import (  # noqa: F401 - re-exported
+    HEADLINE_PREFIXES,
+    LaunchError,
+    check_cuda,
+    check_launch_environment,
+    cuda_gpu_count,
+    error_text,
+    final_metrics,
+    headline,
+    launch,
+    launch_mode,
+    parse_console_metrics,
+)
 
 ENTRY_MODULE = "ads_core.integrations.verl.main"
 SAMPLER_KEYS = tuple(ADSSamplerConfig.__dataclass_fields__) + ("cluster_metrics_interval", "strict_ids")
 DECONTAMINATE_MODES = ("off", "report", "drop")
-
-# top-level column -> what it must be (checked on the parquet schema, before verl sees the file)
-REQUIRED_COLUMNS: dict[str, str] = {
-    "data_source": "string",
-    "prompt": "list of {role, content} messages",
-    "reward_model": "struct with ground_truth",
-    "extra_info": "struct with sample_id (and index, cluster_id)",
-    "sample_id": "int64 row id",
-    "cluster_id": "integer cluster label",
-    "rank_in_cluster": "easy-to-hard rank inside the cluster",
-}
-EXTRA_INFO_FIELDS = ("sample_id", "index", "cluster_id")
+WARNING_OPTIONS = ("decontaminate",)  # options plan warnings may name (see TrainPlan.warnings_for)
 
 
-class ArtifactError(ValueError):
-    """The training artifact can't be trained on (missing columns, bad values): fix the data."""
-
-
-class LaunchError(RuntimeError):
-    """This machine can't launch training (no CUDA GPUs, no rollout engine, verl failed)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# the artifact
-
-
-@dataclass
-class ArtifactInfo:
-    uri: str
-    rows: int
-    clusters: int
-    cluster_size_min: int
-    cluster_size_median: float
-    cluster_size_max: int
-    manifest: dict[str, Any] | None
-    out_root: str | None  # OUT when the artifact is OUT/final/train.parquet
-
-    @property
-    def policy_model(self) -> str | None:
-        return ((self.manifest or {}).get("extra") or {}).get("policy_model")
-
-    @property
-    def dataset(self) -> str | None:
-        return ((self.manifest or {}).get("extra") or {}).get("dataset")
-
-
-def _parent(uri: str) -> str:
-    return uri.rstrip("/").rsplit("/", 1)[0] if "/" in uri.rstrip("/") else "."
-
-
-def read_manifest(artifact_uri: str) -> dict[str, Any] | None:
-    """The ``manifest.json`` next to the artifact (OUT/final/manifest.json), if any."""
-    uri = storage.join(_parent(artifact_uri), "manifest.json")
-    try:
-        return storage.read_json(uri) if storage.exists(uri) else None
-    except (OSError, ValueError):
-        return None
-
-
-def _struct_fields(typ: pa.DataType) -> set[str]:
-    return {typ.field(i).name for i in range(typ.num_fields)} if pa.types.is_struct(typ) else set()
-
-
-def check_schema(schema: pa.Schema, uri: str) -> None:
-    """Raise ArtifactError naming every column that is missing or has the wrong shape."""
-    problems = []
-    names = set(schema.names)
-    for col, what in REQUIRED_COLUMNS.items():
-        if col not in names:
-            problems.append(f"missing column {col!r} ({what})")
-    if "prompt" in names:
-        typ = schema.field("prompt").type
-        ok = (pa.types.is_list(typ) or pa.types.is_large_list(typ)) and {"role", "content"} <= _struct_fields(
-            typ.value_type)
-        if not ok:
-            problems.append(f"column 'prompt' must be a list of {{role, content}} messages, got {typ}")
-    if "reward_model" in names and "ground_truth" not in _struct_fields(schema.field("reward_model").type):
-        problems.append("column 'reward_model' must be a struct with a 'ground_truth' field")
-    if "extra_info" in names:
-        fields = _struct_fields(schema.field("extra_info").type)
-        missing = [f for f in EXTRA_INFO_FIELDS if f not in fields]
-        if missing:
-            problems.append(f"extra_info lacks {missing}: the row identity reaches verl's batch only through "
-                            f"extra_info (rebuild with `ads build`)")
-    for col in ("sample_id", "cluster_id"):
-        if col in names and not pa.types.is_integer(schema.field(col).type):
-            problems.append(f"column {col!r} must be an integer, got {schema.field(col).type}")
-    if "rank_in_cluster" in names:
-        typ = schema.field("rank_in_cluster").type
-        if not (pa.types.is_integer(typ) or pa.types.is_floating(typ)):
-            problems.append(f"column 'rank_in_cluster' must be numeric, got {typ}")
-    if problems:
-        raise ArtifactError(f"{uri} is not an ADS training artifact (verl GRPO schema + sampler columns):\n  - "
-                            + "\n  - ".join(problems))
-
-
-def validate_artifact(uri: str, sampler_cfg: ADSSamplerConfig | None = None) -> ArtifactInfo:
-    """Check the schema, the sampler columns and the row ids; build the sampler once as the final check."""
-    import pyarrow.parquet as pq
-
-    if not uri.endswith(".parquet"):
-        raise ArtifactError(f"{uri}: verl reads the training set from a .parquet file (OUT/final/train.parquet)")
-    if not storage.exists(uri):
-        raise ArtifactError(f"{uri}: no such file (build one with `ads build --out OUT`)")
-    fs, path = storage.get_fs(uri)
-    with fs.open(path, "rb") as f:
-        pf = pq.ParquetFile(f)
-        check_schema(pf.schema_arrow, uri)
-        cols = pf.read(columns=["sample_id", "cluster_id", "rank_in_cluster", "extra_info"])
-    rows = cols.num_rows
-    if rows == 0:
-        raise ArtifactError(f"{uri}: the artifact has no rows")
-    for col in ("sample_id", "cluster_id", "rank_in_cluster"):
-        nulls = cols.column(col).null_count
-        if nulls:
-            raise ArtifactError(f"{uri}: column {col!r} has {nulls} null values")
-    sid = cols.column("sample_id").to_numpy()
-    uniq, counts = np.unique(sid, return_counts=True)
-    if (counts > 1).any():
-        raise ArtifactError(f"{uri}: sample_id is not unique ({int((counts > 1).sum())} repeated ids, e.g. "
-                            f"{int(uniq[counts > 1][0])}); the sampler maps rollouts to rows by it")
-    info = cols.column("extra_info").combine_chunks()
-    inner = info.field("sample_id").to_numpy(zero_copy_only=False)
-    if not np.array_equal(inner, sid):
-        raise ArtifactError(f"{uri}: extra_info.sample_id differs from sample_id")
-    inner_cid = info.field("cluster_id").to_numpy(zero_copy_only=False)
-    cid = cols.column("cluster_id").to_numpy()
-    if not np.array_equal(inner_cid.astype(np.int64), cid.astype(np.int64)):
-        raise ArtifactError(f"{uri}: extra_info.cluster_id differs from cluster_id")
-    try:
-        sampler = ADSSampler(cid, cols.column("rank_in_cluster").to_numpy(), sampler_cfg or ADSSamplerConfig())
-    except ValueError as exc:
-        raise ArtifactError(f"{uri}: the ADS sampler rejects the cluster columns: {exc}") from None
-    sizes = sampler.sizes
-    out_root = _parent(_parent(uri)) if _parent(uri).rstrip("/").endswith("/final") else None
-    return ArtifactInfo(uri=uri, rows=rows, clusters=int(sampler.n_clusters), cluster_size_min=int(sizes.min()),
-                        cluster_size_median=float(np.median(sizes)), cluster_size_max=int(sizes.max()),
-                        manifest=read_manifest(uri), out_root=out_root)
-
-
-# ---------------------------------------------------------------------------------------------
-# the plan
+class TrainOptionError(NamesOptions, ValueError):
+    """A training option is out of range or unknown; the message names it by its request field."""
 
 
 @dataclass
@@ -220,6 +106,10 @@ class TrainPlan:
     def command_line(self) -> str:
         return shlex.join(self.command)
 
+    def warnings_for(self, spell: Callable[[str], str]) -> list[str]:
+        """The warnings with the options they name spelled for one interface (``--decontaminate``)."""
+        return [render_options(w, WARNING_OPTIONS, spell) for w in self.warnings]
+
     def summary(self) -> dict[str, Any]:
         a = self.artifact
         return {
@@ -256,15 +146,10 @@ def hydra_quote(value: Any) -> str:
 def sampler_config_from(values: Mapping[str, Any]) -> ADSSamplerConfig:
     unknown = sorted(set(values) - set(SAMPLER_KEYS))
     if unknown:
-        raise ValueError(f"unknown sampler settings {unknown}; known: {', '.join(SAMPLER_KEYS)}")
+        raise TrainOptionError(f"unknown sampler settings {unknown}; known: {', '.join(SAMPLER_KEYS)}",
+                               options=("sampler",))
     known = {k: v for k, v in values.items() if k in ADSSamplerConfig.__dataclass_fields__}
     return ADSSamplerConfig(**known)
-
-
-def _launch_mode(address: str | None) -> str:
-    if not address:
-        return "local"
-    return "ray-job" if address.startswith(("http://", "https://")) else "cluster"
 
 
 def _slug(text: str) -> str:
@@ -312,20 +197,21 @@ def plan_training(req: TrainRequest, resolve_config: bool = True, materialize: b
     decontamination only reports; the plan shows the paths a real run would use.
     """
     if req.decontaminate not in DECONTAMINATE_MODES:
-        raise ValueError(f"decontaminate must be one of {DECONTAMINATE_MODES}, got {req.decontaminate!r}")
+        raise TrainOptionError(f"decontaminate must be one of {DECONTAMINATE_MODES}, got {req.decontaminate!r}",
+                               options=("decontaminate",))
     for name in ("n_gpus_per_node", "nnodes"):
         if int(getattr(req, name)) < 1:
-            raise ValueError(f"{name} must be >= 1")
+            raise TrainOptionError(f"{name} must be >= 1, got {getattr(req, name)}", options=(name,))
     cfg = sampler_config_from(req.sampler)
     info = validate_artifact(req.artifact_uri, cfg)
     model = req.model or info.policy_model
     if not model:
-        raise ArtifactError(f"no model given and {_parent(req.artifact_uri)}/manifest.json records no "
-                            f"extra.policy_model; pass --model")
+        raise ArtifactError(f"no policy to train: {_parent(req.artifact_uri)}/manifest.json records no "
+                            f"extra.policy_model; pass model (a local directory or a hub id)", options=("model",))
     if _looks_like_path(model) and not os.path.exists(os.path.expanduser(model.removeprefix("file://"))):
-        raise ArtifactError(f"model {model!r} does not exist on this machine; pass --model (a local directory "
-                            f"or a hub id)")
-    mode = _launch_mode(req.ray_address)
+        raise ArtifactError(f"the policy {model!r} does not exist on this machine; pass model (a local directory "
+                            f"or a hub id)", options=("model",))
+    mode = launch_mode(req.ray_address)
     experiment = _slug(req.experiment_name or f"{info.dataset or 'dataset'}-ads")
     run_dir = Path(req.run_dir or os.path.join("ads-runs", experiment)).expanduser().resolve()
     warnings: list[str] = []
@@ -362,7 +248,7 @@ def plan_training(req: TrainRequest, resolve_config: bool = True, materialize: b
         report = ev.decontaminate(req.artifact_uri, evals, drop_to=drop_to if materialize else None)
         decon = report.to_dict()
         if report.contaminated:
-            verb = "dropped" if drop else "kept (pass decontaminate=drop to remove them)"
+            verb = "dropped" if drop else "kept (set decontaminate to drop to remove them)"
             warnings.append(f"{report.contaminated} training rows match eval questions {report.matches}: {verb}")
         if drop_to:
             train_file = drop_to
@@ -428,118 +314,3 @@ def resolve_config_yaml(overrides: Sequence[str]) -> str:
     except AssertionError as exc:  # verl's validate_config reports with asserts
         raise vc.ConfigError(f"verl rejected the config: {exc}") from None
     return vc.to_yaml(cfg)
-
-
-# ---------------------------------------------------------------------------------------------
-# launching
-
-
-def cuda_gpu_count() -> int:
-    try:
-        import torch
-    except ImportError:
-        return 0
-    try:
-        return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
-    except Exception:  # noqa: BLE001 - a broken driver counts as no GPU
-        return 0
-
-
-def check_cuda(n_gpus_per_node: int) -> int:
-    """Raise LaunchError unless this machine has at least ``n_gpus_per_node`` CUDA GPUs."""
-    found = cuda_gpu_count()
-    if found == 0:
-        import torch
-
-        build = f"torch {torch.__version__}" + ("" if torch.version.cuda else " (a CPU-only build)")
-        raise LaunchError(
-            f"training needs CUDA GPUs, and this machine has none visible to {build}. "
-            "Use --dry-run (dry_run=True) to check the artifact and the verl config here, run on a GPU machine, "
-            "or pass a Ray address (http://head:8265) to submit the job to a GPU cluster.")
-    if found < n_gpus_per_node:
-        raise LaunchError(f"n_gpus_per_node={n_gpus_per_node} but only {found} CUDA GPU(s) are visible here; "
-                          f"lower --gpus or check CUDA_VISIBLE_DEVICES")
-    return found
-
-
-def check_launch_environment(req: TrainRequest) -> None:
-    """Fail fast, before any config work or Ray start, when this machine can't run the training."""
-    if _launch_mode(req.ray_address) == "ray-job":
-        if not (shutil.which("ray") or Path(sys.executable).with_name("ray").exists()):
-            raise LaunchError("`ray` CLI not found: install ray to submit jobs")
-        return
-    if _launch_mode(req.ray_address) != "local":
-        return  # the driver joins a cluster: GPUs and the rollout engine are the cluster's
-    check_cuda(int(req.n_gpus_per_node))
-    engine = "vllm"
-    for item in req.overrides:
-        if item.lstrip("+").startswith("actor_rollout_ref.rollout.name="):
-            engine = item.split("=", 1)[1].strip("'\"")
-    if engine in ("vllm", "sglang") and importlib.util.find_spec(engine) is None:
-        raise LaunchError(f"the rollout engine {engine!r} is not installed in this environment "
-                          f"(install the `gpu` extra, or set actor_rollout_ref.rollout.name)")
-
-
-def launch(plan: TrainPlan, on_line: Callable[[str], None] | None = None) -> int:
-    """Run the plan's command, passing each output line to ``on_line`` (default: inherit stdout)."""
-    Path(plan.run_dir).mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **plan.env}
-    if on_line is None:
-        return subprocess.run(plan.command, env=env, check=False).returncode
-    proc = subprocess.Popen(plan.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            bufsize=1, errors="replace")
-    assert proc.stdout is not None
-    try:
-        for line in proc.stdout:
-            on_line(line.rstrip("\n"))
-    finally:
-        proc.stdout.close()
-    return proc.wait()
-
-
-_CONSOLE_STEP = re.compile(r"^step:(\d+) - ")
-
-
-def parse_console_metrics(line: str) -> dict[str, float] | None:
-    """verl's console logger line ``step:N - key:value - ...`` as a dict, else None."""
-    m = _CONSOLE_STEP.match(line.strip())
-    if not m:
-        return None
-    out: dict[str, float] = {"step": float(m.group(1))}
-    for part in line.strip().split(" - ")[1:]:
-        key, _, value = part.rpartition(":")
-        try:
-            out[key] = float(value)
-        except ValueError:
-            continue
-    return out
-
-
-def final_metrics(plan: TrainPlan, console_lines: Sequence[str] = ()) -> dict[str, float]:
-    """The last training step's metrics: from the metrics JSONL, else from console lines."""
-    path = Path(plan.metrics_file)
-    last: dict[str, float] | None = None
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            data = {k: float(v) for k, v in rec.get("data", {}).items() if isinstance(v, int | float)}
-            last = {"step": float(rec.get("step", 0)), **data}
-    if last is None:
-        for line in console_lines:
-            parsed = parse_console_metrics(line)
-            if parsed is not None:
-                last = parsed
-    return last or {}
-
-
-HEADLINE_PREFIXES = ("ads/", "val-core/", "critic/score/mean", "critic/rewards/mean", "response_length/mean",
-                     "actor/entropy", "actor/pg_loss", "timing_s/step", "training/global_step", "step")
-
-
-def headline(metrics: Mapping[str, float]) -> dict[str, float]:
-    """The metrics worth a table: summaries, not per-cluster series."""
-    return {k: v for k, v in metrics.items()
-            if k.startswith(HEADLINE_PREFIXES) and not (k.startswith("ads/") and k.count("/") > 1)}

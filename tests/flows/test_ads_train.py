@@ -66,10 +66,10 @@ def test_dry_run_completes_and_shows_the_resolved_config(train_prefect, artifact
 def test_without_cuda_a_real_run_fails_at_once(train_prefect, artifact: Path, monkeypatch: pytest.MonkeyPatch):
     import ray
 
-    from ads_core import train as tr
+    from ads_core import train_launch
     from flows.ads_train import ads_train
 
-    monkeypatch.setattr(tr, "cuda_gpu_count", lambda: 0)
+    monkeypatch.setattr(train_launch, "cuda_gpu_count", lambda: 0)
     start = time.monotonic()
     state = ads_train(artifact_uri=str(artifact), return_state=True)
     assert state.is_failed()

@@ -17,8 +17,9 @@ pytest.importorskip("verl")
 
 from omegaconf import OmegaConf  # noqa: E402
 
-from ads_core import train as tr  # noqa: E402
 from ads_cli.main import app  # noqa: E402
+from ads_core import train as tr  # noqa: E402
+from ads_core import train_launch  # noqa: E402
 from ads_core.integrations.verl import config as vc  # noqa: E402
 
 BASE = ["data.train_files=/data/train.parquet", "actor_rollout_ref.model.path=/models/m"]
@@ -85,7 +86,7 @@ def test_dry_run_prints_a_config_verl_accepts(final_artifact: Path, tmp_path: Pa
 
 
 def test_without_cuda_train_fails_at_once(final_artifact: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(tr, "cuda_gpu_count", lambda: 0)
+    monkeypatch.setattr(train_launch, "cuda_gpu_count", lambda: 0)
     start = time.monotonic()
     result = CliRunner().invoke(app, ["train", str(final_artifact)])
     assert result.exit_code == 2
