@@ -2,8 +2,10 @@
 
 ``write_eval_sets(out)`` formats each set with the format stage (same detection, prompt template and
 ``sample_id``) into ``OUT/eval/<name>.parquet``; ``data_source`` is the set's name, so verl reports
-``val-core/<name>/acc/mean@n``. ``decontaminate(train, evals)`` finds training rows whose normalised
-question equals an eval question, and can write a copy of the training set without them.
+``val-core/<name>/acc/mean@n``. The three sets ship in the package (``ads_core/data/eval``, with their
+license notes), so this works from any install; ``--data-dir`` or ``$ADS_EVAL_DATA_DIR`` override them.
+``decontaminate(train, evals)`` (see ``ads_core.decontam``) finds training rows that match an eval question
+exactly or by 13-gram overlap, and can write a copy of the training set without them.
 """
 
 from __future__ import annotations
@@ -12,18 +14,17 @@ import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ads_core import storage
+from ads_core.decontam import Decontamination, decontaminate
 from ads_core.format import TEMPLATES, FormatConfig, format_dataset
 from ads_core.readers import InputError
-from ads_core.text import normalize_question
 
-# name -> path under the shared data directory (the publisher's layout, see ../shared/data/README.md)
+# name -> path under the data directory (the publisher's layout; see ads_core/data/eval/README.md)
 EVAL_SETS: dict[str, str] = {
     "math500": "math500/test.jsonl",
     "aime24": "aime24/test.jsonl",
@@ -33,15 +34,19 @@ EVAL_DIR = "eval"
 REPORT_NAME = "decontamination.json"
 
 
-def default_data_dir() -> Path | None:
-    """``$ADS_EVAL_DATA_DIR``, else ``../shared/data`` next to this checkout, if it exists."""
+def packaged_data_dir() -> Path:
+    """The eval sets shipped inside the package (MATH-500, AIME24, AMC23 with their license notes)."""
+    return Path(str(resources.files("ads_core") / "data" / "eval"))
+
+
+def default_data_dir() -> Path:
+    """``$ADS_EVAL_DATA_DIR`` when set (it must be a directory), else the packaged sets."""
     env = os.environ.get("ADS_EVAL_DATA_DIR")
-    candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[2] / "shared" / "data")
-    for path in candidates:
-        if path.is_dir():
-            return path
-    return None
+    if env:
+        if not Path(env).is_dir():
+            raise InputError(f"ADS_EVAL_DATA_DIR={env} is not a directory")
+        return Path(env)
+    return packaged_data_dir()
 
 
 def eval_dir(out: str) -> str:
@@ -79,15 +84,13 @@ def resolve_sources(sources: Mapping[str, str] | None = None, names: Sequence[st
     explicit = dict(sources or {})
     wanted = list(names) if names is not None else ([] if explicit else list(EVAL_SETS))
     out: dict[str, str] = {}
-    base = Path(data_dir) if data_dir else default_data_dir()
+    base: Path | None = None
     for name in wanted:
         if name in explicit:
             continue
         if name not in EVAL_SETS:
             raise InputError(f"unknown eval set {name!r}; known: {', '.join(EVAL_SETS)} (or pass NAME=PATH)")
-        if base is None:
-            raise InputError(f"no data directory for eval set {name!r}: set ADS_EVAL_DATA_DIR, pass --data-dir, "
-                             f"or give its path as {name}=PATH")
+        base = base or (Path(data_dir) if data_dir else default_data_dir())
         path = base / EVAL_SETS[name]
         if not path.exists():
             raise InputError(f"eval set {name!r} not found at {path}")
@@ -142,65 +145,6 @@ def existing_eval_sets(out: str) -> dict[str, str]:
     return found
 
 
-# ---------------------------------------------------------------------------------------------
-# decontamination
-
-
-def _questions(table: pa.Table) -> list[str]:
-    if "extra_info" in table.column_names:
-        info = table.column("extra_info").combine_chunks()
-        names = {info.type.field(i).name for i in range(info.type.num_fields)}
-        if "question" in names:
-            return [normalize_question(q or "") for q in info.field("question").to_pylist()]
-    if "prompt" in table.column_names:  # fall back to the last user message
-        out = []
-        for messages in table.column("prompt").to_pylist():
-            users = [m.get("content") or "" for m in messages or [] if m.get("role") == "user"]
-            out.append(normalize_question(users[-1] if users else ""))
-        return out
-    raise InputError("cannot find questions: no extra_info.question and no prompt column")
-
-
-@dataclass
-class Decontamination:
-    train_uri: str
-    train_rows: int
-    matches: dict[str, int]  # eval set -> training rows matching one of its questions
-    rows: list[int]  # row positions of contaminated training rows (sorted, unique)
-    examples: list[dict[str, Any]]  # a few (row, eval set, question) for the report
-    output_uri: str | None = None  # where the cleaned copy was written (drop only)
-
-    @property
-    def contaminated(self) -> int:
-        return len(self.rows)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "contaminated": self.contaminated}
-
-
-def decontaminate(train_uri: str, eval_uris: Mapping[str, str], drop_to: str | None = None,
-                  max_examples: int = 10) -> Decontamination:
-    """Training rows whose normalised question equals a question of an eval set.
-
-    With ``drop_to``, also write the training set without those rows there (same schema).
-    """
-    train = storage.read_parquet(train_uri)
-    train_q = _questions(train)
-    rows: set[int] = set()
-    matches: dict[str, int] = {}
-    examples: list[dict[str, Any]] = []
-    for name, uri in eval_uris.items():
-        eval_q = set(_questions(storage.read_parquet(uri)))
-        eval_q.discard("")
-        hit = [i for i, q in enumerate(train_q) if q in eval_q]
-        matches[name] = len(hit)
-        rows.update(hit)
-        for i in hit[: max(0, max_examples - len(examples))]:
-            examples.append({"row": i, "eval_set": name, "question": train_q[i][:200]})
-    report = Decontamination(train_uri=train_uri, train_rows=train.num_rows, matches=matches,
-                             rows=sorted(rows), examples=examples)
-    if drop_to is not None:
-        mask = pa.array([i not in rows for i in range(train.num_rows)])
-        storage.write_parquet(drop_to, pc.filter(train, mask) if rows else train)
-        report.output_uri = drop_to
-    return report
+# decontamination lives in ads_core.decontam (exact + 13-gram); these names stay importable from here
+__all__ = ["EVAL_SETS", "EvalSet", "Decontamination", "decontaminate", "default_data_dir", "packaged_data_dir",
+           "write_eval_sets", "existing_eval_sets", "resolve_sources", "eval_dir", "eval_uri"]
