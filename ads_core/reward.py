@@ -10,13 +10,29 @@ Comparison, first hit wins:
    thousands separators, a leading ``x =``);
 2. math-verify parses both (LaTeX first, then plain expressions) and finds them equal symbolically or
    numerically (intervals, tuples, sets, matrices, fractions and decimals included).
+
+Math delimiters around an answer (``$…$``, ``$$…$$``, ``\\(…\\)``, ``\\[…\\]``) are removed first, so a ground
+truth such as ``$\\frac{1}{2}$`` checks against ``\\boxed{1/2}``.
+
+Ground truths with more than one answer, two encodings (``encode_alternatives`` and ``encode_answer_set``
+build them, so producers need not hand-write either):
+- **alternatives**, a JSON list of strings, e.g. ``'["2", "-3"]'``: the response is correct if its final
+  answer matches ANY listed answer (or all of them given together, as ``2, -3``: listing every accepted
+  answer is never wrong). This is what a dataset's list-valued answer field becomes.
+- **a set answer** ("find all solutions"), one string with the elements comma-separated, e.g. ``'2, -3'``
+  (MATH's own convention): the response must give every element, in any order; math-verify compares the
+  two as sets, so ``-3, 2`` or ``x=2, x=-3`` are correct and ``2`` alone is not.
+A string that starts with ``[`` but is not a JSON list of strings (an interval ``[2, 5)``, or ``[1, 2]``)
+stays a single answer.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -32,11 +48,24 @@ _SPACES = re.compile(r"\s+|\\[,;:! ]|~")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _LEADING_VAR = re.compile(r"^[a-zA-Z]\s*(?:=|\\in)\s*(?=\S)")
 _DEGREES = re.compile(r"\^\s*\{?\\circ\}?|°")
+_DELIMITED = re.compile(r"^(?:\$\$(.*)\$\$|\$(.*)\$|\\\((.*)\\\)|\\\[(.*)\\\])$", re.DOTALL)
+
+
+def strip_math_delimiters(text: str) -> str:
+    """``$x$``, ``$$x$$``, ``\\(x\\)`` or ``\\[x\\]`` -> ``x`` (whole-string wrappers only)."""
+    s = str(text).strip()
+    m = _DELIMITED.match(s)
+    if m is None:
+        return s
+    inner = next(g for g in m.groups() if g is not None).strip()
+    if any(d in inner for d in ("$", "\\(", "\\)", "\\[", "\\]")):
+        return s  # "$2$ or $3$" is two formulas, not one wrapped answer
+    return inner
 
 
 def normalize_answer(text: str) -> str:
     """A conservative canonical string for an answer (never changes its mathematical meaning)."""
-    s = str(text).strip()
+    s = strip_math_delimiters(text)
     s = s.strip("$").strip()
     s = re.sub(r"\\+(?=[a-zA-Z{}(),\[\]])", r"\\", s)  # collapse doubled backslashes from JSON escaping
     s = s.replace("\\left", "").replace("\\right", "")
@@ -76,14 +105,58 @@ def is_equivalent(prediction: str, ground_truth: str) -> bool:
 
     main = _in_main_thread()
     try:
-        gold = list(_parse(str(ground_truth), main))
-        pred = list(_parse(prediction, main))
+        gold = list(_parse(strip_math_delimiters(ground_truth), main))
+        pred = list(_parse(strip_math_delimiters(prediction), main))
         if not gold or not pred:
             return False
         return bool(verify(gold, pred, timeout_seconds=TIMEOUT_SECONDS if main else None))
     except Exception as exc:  # noqa: BLE001 - a reward must never crash a training step
         log.debug("math-verify failed on %r vs %r: %s", prediction, ground_truth, exc)
         return False
+
+
+def ground_truth_answers(ground_truth: Any) -> list[str]:
+    """The accepted answers: a JSON list of strings (or a list) gives alternatives, anything else one answer."""
+    items: list[Any] | None = None
+    if hasattr(ground_truth, "tolist") and not isinstance(ground_truth, str):
+        ground_truth = ground_truth.tolist()  # a numpy array from a list-typed parquet column
+    if isinstance(ground_truth, list | tuple):
+        items = list(ground_truth)
+    elif isinstance(ground_truth, str) and ground_truth.lstrip().startswith("["):
+        try:
+            parsed = json.loads(ground_truth)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, list) and parsed and all(isinstance(x, str) for x in parsed):
+            items = parsed
+    if items is None:
+        return [str(ground_truth)]
+    answers = [str(x) for x in items if x is not None and str(x).strip()]
+    return answers or [str(ground_truth)]
+
+
+def encode_alternatives(answers: Sequence[str]) -> str:
+    """Ground truth accepting any one of ``answers``: one answer stays itself, several become a JSON list."""
+    kept = [strip_math_delimiters(a) for a in answers if str(a).strip()]
+    if not kept:
+        raise ValueError("no answers to encode")
+    return kept[0] if len(kept) == 1 else json.dumps(kept, ensure_ascii=False)
+
+
+def encode_answer_set(answers: Sequence[str]) -> str:
+    """Ground truth needing all of ``answers`` in any order: comma-separated, as MATH writes them."""
+    kept = [strip_math_delimiters(a) for a in answers if str(a).strip()]
+    if not kept:
+        raise ValueError("no answers to encode")
+    return ", ".join(kept)
+
+
+def is_correct(prediction: str, ground_truth: Any) -> bool:
+    """``is_equivalent`` against each accepted answer (see the module docstring for multi-answer truths)."""
+    answers = ground_truth_answers(ground_truth)
+    if len(answers) > 1:
+        answers.append(", ".join(strip_math_delimiters(a) for a in answers))  # all of them together
+    return any(is_equivalent(prediction, a) for a in answers)
 
 
 def extract_answer(solution_str: str) -> str | None:
@@ -102,5 +175,5 @@ def compute_score(
     answer = extract_answer(solution_str)
     if answer is None:
         return {"score": 0.0, "acc": 0.0, "has_boxed": 0.0}
-    correct = 1.0 if is_equivalent(answer, str(ground_truth)) else 0.0
+    correct = 1.0 if is_correct(answer, ground_truth) else 0.0
     return {"score": correct, "acc": correct, "has_boxed": 1.0}
