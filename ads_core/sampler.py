@@ -340,7 +340,7 @@ class ADSSampler(BaseSampler):
         r = _state_reals(s["r"], "state['r']", k, "success rates, one per cluster")
         p = _state_reals(s["p"], "state['p']", k, "probabilities, one per cluster")
         if abs(math.fsum(p.tolist()) - 1.0) > 1e-6:
-            raise SamplerStateError("state['p']", f"expected a distribution summing to 1, got sum {p.sum()!r}")
+            raise SamplerStateError("state['p']", f"expected a distribution summing to 1, got sum {float(p.sum())!r}")
         windows = _state_list(s["windows"], "state['windows']", k, "windows, one per cluster")
         win = np.broadcast_to(self._cols, (k, b)).copy()
         for i, w in enumerate(windows):
@@ -549,7 +549,7 @@ def _state_mapping(value: Any, field: str, keys: tuple[str, ...]) -> Mapping[str
 def _state_header(state: Any, kind: str, keys: tuple[str, ...], n_rows: int, version: int) -> Mapping[str, Any]:
     """Kind first (the clearest message for a state of another sampler), then the key set, version and rows."""
     if not isinstance(state, Mapping):
-        _fail("state", f"a {kind} state dict", state)
+        _fail("state", f"a dict (a saved {kind} state)", state)
     if "kind" in state and not (isinstance(state["kind"], str) and state["kind"] == kind):
         _fail("state['kind']", repr(kind), state["kind"])
     _state_mapping(state, "state", keys)
@@ -590,10 +590,11 @@ def _state_config(value: Any, cfg: Any, field: str = "state['config']", ignore_s
 def _state_rng(value: Any, field: str) -> np.random.Generator:
     """A generator from a saved numpy PCG64 state, checked first: numpy's setter raises TypeError or
     OverflowError halfway through, accepts some bad values (has_uint32=5) and never says which field."""
+    if isinstance(value, Mapping) and "bit_generator" in value:  # another generator: say so, not "missing key"
+        name = value["bit_generator"]
+        if not (isinstance(name, str) and name == "PCG64"):
+            _fail(_key(field, "bit_generator"), "'PCG64' (numpy's default_rng)", name)
     saved = _state_mapping(value, field, ("bit_generator", "state", "has_uint32", "uinteger"))
-    name = saved["bit_generator"]
-    if not (isinstance(name, str) and name == "PCG64"):
-        _fail(_key(field, "bit_generator"), "'PCG64' (numpy's default_rng)", name)
     inner_field = _key(field, "state")
     inner = _state_mapping(saved["state"], inner_field, ("state", "inc"))
     state = _state_int(inner["state"], _key(inner_field, "state"), 0, 2**128 - 1)
