@@ -13,11 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from ads_core import storage
-from ads_core.build import BuildConfig, build
 from ads_cli.main import app
-from ads_core.cluster import ClusterConfig
-from ads_core.config import ScoreConfig
+from ads_core import storage
+from ads_core.build import build
+from ads_core.config import BuildConfig, ClusterConfig, ScoreConfig
 from ads_core.sort import InvariantError, check_invariants, sort_rows
 
 
@@ -91,10 +90,11 @@ def test_ads_build_cli_with_no_arguments(tmp_path: Path, tiny_model_dir: Path):
                             env=env, capture_output=True, text=True, timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
-    final = pl.from_arrow(storage.read_parquet(str(tmp_path / "ads-out" / "final" / "train.parquet")))
+    final = pl.from_arrow(storage.read_parquet(str(tmp_path / "ads-out" / "gsm8k_sample" / "final" / "train.parquet")))
     check_invariants(final, 300)
     assert "difficulty" in output and "clusters" in output
     assert "Traceback" not in output and "Logging error" not in output
+    assert (tmp_path / "ads-out" / "gsm8k_sample" / "report" / "build_report.png").is_file()
 
 
 def test_ads_build_bad_source_is_one_error_line(tmp_path: Path):

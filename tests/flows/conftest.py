@@ -229,15 +229,28 @@ def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
 
 K = 4
 SHARDS = 2
-STAGE_KEYS = ["format", "score-shard-0", "score-shard-1", "merge", "cluster", "sort", "plot"]
+STAGE_KEYS = ["format", "score-shard-0", "score-shard-1", "merge", "cluster", "sort", "report"]
+SECTIONS = ("format", "score", "cluster", "report", "run")
 
 
-def run_build(source: Path | str, out: Path | str, **params: Any) -> tuple[Any, dict[str, Any] | None]:
+def build_params(**overrides: Any) -> dict[str, Any]:
+    """Flow parameters for the small settings every test uses; `section__field=value` overrides one field."""
+    params: dict[str, Any] = {"dataset": "gsm8k60", "cluster": {"num_clusters": K},
+                              "score": {"num_shards": SHARDS, "max_length": 256}}
+    for key, value in overrides.items():
+        section, sep, name = key.partition("__")
+        if sep and section in SECTIONS:
+            params.setdefault(section, {})[name] = value
+        else:
+            params[key] = value
+    return params
+
+
+def run_build(source: Path | str, out: Path | str, **overrides: Any) -> tuple[Any, dict[str, Any] | None]:
     """The flow in-process on the small settings every test uses; returns (state, result or None)."""
     from flows.ads_build import ads_build
 
-    params = {"dataset": "gsm8k60", "clusters": K, "shards": SHARDS, "max_length": 256, **params}
-    state = ads_build(source=str(source), out=str(out), return_state=True, **params)
+    state = ads_build(source=str(source), out=str(out), return_state=True, **build_params(**overrides))
     return state, (state.result() if state.is_completed() else None)
 
 
@@ -302,4 +315,5 @@ def helpers() -> Any:
     return SimpleNamespace(repo=REPO, prefect=PREFECT, free_port=free_port, wait_http=wait_http, pid_alive=pid_alive,
                            start_process=start_process, stop_process=stop_process, run_build=run_build,
                            read_final=read_final, assert_same_rows=assert_same_rows, task_runs=task_runs,
-                           artifacts_of=artifacts_of, K=K, SHARDS=SHARDS, STAGE_KEYS=STAGE_KEYS)
+                           artifacts_of=artifacts_of, K=K, SHARDS=SHARDS, STAGE_KEYS=STAGE_KEYS,
+                           build_params=build_params)

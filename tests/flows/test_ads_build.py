@@ -3,6 +3,7 @@ reverted sources, force_from, vanished artifacts, bad input, concurrent builds, 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -51,8 +52,11 @@ def test_cold_build_meets_invariants_and_publishes_ui_artifacts(h: Any, clean_bu
     assert "## cluster 0" in arts["ads-gsm8k60-cluster-examples"].data
     assert arts["ads-gsm8k60-score-progress"].type == "progress"
     assert float(arts["ads-gsm8k60-score-progress"].data) == 100.0
-    assert Path(clean_build["final_uri"]).as_uri() in arts["ads-gsm8k60-final"].data
-    assert png.as_uri() in arts["ads-gsm8k60-report-plot"].data
+    assert clean_build["final_uri"] in arts["ads-gsm8k60-final"].data
+    plot = arts["ads-gsm8k60-report-plot"]  # the PNG inline (a browser refuses file:// links from a page)
+    assert plot.type == "markdown" and "file://" not in plot.data
+    inline = plot.data.split("data:image/png;base64,", 1)[1].split(")", 1)[0]
+    assert base64.b64decode(inline) == png.read_bytes()
 
 
 def test_rerun_is_all_cached(h: Any, clean_build: dict[str, Any], sample_source: Path):
@@ -102,7 +106,7 @@ def test_changed_source_recomputes_from_format_and_reverting_it_is_never_stale(
 
 
 def test_force_from_cluster_recomputes_cluster_and_sort_only(h: Any, sample_source: Path, clean_build: dict[str, Any]):
-    _, result = h.run_build(sample_source, clean_build["out"], force_from="cluster")
+    _, result = h.run_build(sample_source, clean_build["out"], run__force_from="cluster")
     stages = result["stages"]
     assert {stages[k] for k in ["format", "score-shard-0", "score-shard-1", "merge"]} == {"Cached"}
     assert stages["cluster"] == "Completed" and stages["sort"] == "Completed"
@@ -148,8 +152,7 @@ def test_two_concurrent_builds_do_the_work_once(h: Any, prefect_api: Any, sample
     script = (
         "import json, sys\n"
         "from flows.ads_build import ads_build\n"
-        f"r = ads_build(source={str(sample_source)!r}, out={str(out)!r}, dataset='gsm8k60', clusters={h.K}, "
-        f"shards={h.SHARDS}, max_length=256)\n"
+        f"r = ads_build(source={str(sample_source)!r}, out={str(out)!r}, **{h.build_params()!r})\n"
         "print('RESULT ' + json.dumps(r['stages']))\n"
     )
     env = prefect_api.env(ADS_LOCK_DIR=os.environ["ADS_LOCK_DIR"], PREFECT_LOGGING_LEVEL="WARNING",
@@ -176,7 +179,7 @@ def test_two_concurrent_builds_do_the_work_once(h: Any, prefect_api: Any, sample
 
 @pytest.mark.slow
 def test_shard_map_on_a_local_dask_cluster(h: Any, sample_source: Path, clean_build: dict[str, Any], tmp_path: Path):
-    state, result = h.run_build(sample_source, tmp_path / "out", dask="local", dask_workers=2)
+    state, result = h.run_build(sample_source, tmp_path / "out", run__dask="local", run__dask_workers=2)
     assert state.is_completed(), state.message
     assert result["stages"]["score-shard-0"] == "Completed" and result["stages"]["score-shard-1"] == "Completed"
     h.assert_same_rows(h.read_final(result["final_uri"]), h.read_final(clean_build["final_uri"]))

@@ -75,7 +75,7 @@ def test_deployment_run_builds_publishes_and_starts_training(helpers: Any, prefe
     assert {"ads-myds-format-counts", "ads-myds-cluster-sizes", "ads-myds-difficulty-quantiles"} <= set(arts)
     assert json.loads(arts["ads-myds-format-counts"].data)[0] == {"what": "read", "rows": 300, "example": ""}
     assert arts["ads-myds-cluster-examples"].type == "markdown"
-    assert Path(final_uri).as_uri() in arts["ads-myds-final"].data  # the link artifact (stored as markdown)
+    assert final_uri in arts["ads-myds-final"].data  # named as a path: a browser will not follow file:// links
     assert float(arts["ads-myds-score-progress"].data) == 100.0
 
     # 3. an ads-train/myds run was started with the artifact's URI, as a child of the build

@@ -62,7 +62,7 @@ def flaky_s3_build(h: Any, s3: Any, sample_source: Path, tiny_model: str) -> dic
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(s3fs.S3FileSystem, "_put_file", flaky(s3fs.S3FileSystem._put_file))
         mp.setattr(s3fs.S3FileSystem, "_pipe_file", flaky(s3fs.S3FileSystem._pipe_file))
-        state, result = h.run_build(sample_source, f"s3://{BUCKET}/builds/gsm8k60", result_storage=s3.block)
+        state, result = h.run_build(sample_source, f"s3://{BUCKET}/builds/gsm8k60", run__result_storage=s3.block)
     assert state.is_completed(), state.message
     result["flow_run_id"] = state.state_details.flow_run_id
     result["failed_writes"] = failed

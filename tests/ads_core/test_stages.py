@@ -1,0 +1,111 @@
+"""The declared stages: their content keys, the model fingerprint, and the in-process build's OUT tree."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from ads_core import manifest as mf
+from ads_core import stages, storage
+from ads_core.config import STAGE_NAMES, BuildConfig
+from ads_core.fingerprint import MEMO_NAME, model_fingerprint
+
+
+def write_artifact(ctx: stages.BuildContext, name: str, rows: int) -> str:
+    """A stage output with its manifest, as the stages write them."""
+    uri = ctx.uri(name)
+    storage.write_parquet(uri, pa.table({"x": list(range(rows))}))
+    mf.write(mf.stage_dir_of(uri), mf.Manifest(stage=name, inputs={}, outputs={name: mf.output_entry(uri, rows)},
+                                               config={}, code_version="test"))
+    return uri
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> stages.BuildContext:
+    source = tmp_path / "data.jsonl"
+    source.write_text('{"question": "1+1?", "answer": "#### 2"}\n')
+    return stages.BuildContext(source=str(source), out=str(tmp_path / "out"), config=BuildConfig())
+
+
+def test_the_stage_list_is_declared_once_in_order():
+    assert tuple(s.name for s in stages.STAGES) == STAGE_NAMES
+    produced = {"source"}
+    for stage in stages.STAGES:  # every input is produced by an earlier stage
+        assert set(stage.inputs) <= produced, stage.name
+        produced |= set(stage.outputs)
+        assert stage.version and stage.outputs
+
+
+def test_cluster_key_follows_input_content_and_its_own_section(ctx: stages.BuildContext):
+    cluster = stages.STAGES_BY_NAME["cluster"]
+    write_artifact(ctx, "scores", 5)
+    key = stages.stage_key(cluster, ctx)
+    assert key == stages.stage_key(cluster, ctx)
+    write_artifact(ctx, "scores", 6)  # other scores
+    changed = stages.stage_key(cluster, ctx)
+    assert changed != key
+    other_k = dataclasses.replace(ctx, config=ctx.config.with_overrides({"cluster.num_clusters": 5}))
+    assert stages.stage_key(cluster, other_k) != changed
+    other_template = dataclasses.replace(ctx, config=ctx.config.with_overrides({"format.template": "plain"}))
+    assert stages.stage_key(cluster, other_template) == changed  # another section: not this stage's business
+    assert stages.stage_key(dataclasses.replace(cluster, version="99"), ctx) != changed  # a bumped version
+    shutil.copytree(ctx.out, ctx.out + "-elsewhere")  # same inputs, but this build writes elsewhere
+    assert stages.stage_key(cluster, dataclasses.replace(ctx, out=ctx.out + "-elsewhere")) != changed
+
+
+def test_format_key_follows_the_source_content(ctx: stages.BuildContext):
+    fmt = stages.STAGES_BY_NAME["format"]
+    key = stages.stage_key(fmt, ctx)
+    Path(ctx.source).write_text('{"question": "1+2?", "answer": "#### 3"}\n')
+    assert stages.stage_key(fmt, ctx) != key
+    assert stages.source_digest("some-org/some-dataset") == "id:some-org/some-dataset"
+
+
+def test_shard_keys_differ_per_shard_and_with_the_model(ctx: stages.BuildContext, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("ADS_CACHE_DIR", str(tmp_path / "cache"))
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"\x00" * 64)
+    ctx = dataclasses.replace(ctx, config=ctx.config.with_overrides({"score.model": str(model),
+                                                                     "score.num_shards": 2}))
+    write_artifact(ctx, "formatted", 4)
+    score = stages.STAGES_BY_NAME["score"]
+    keys = [stages.stage_key(score, ctx, i) for i in range(2)]
+    assert keys[0] != keys[1]
+    (model / "model.safetensors").write_bytes(b"\x01" * 64)  # fine-tuned in place, same size
+    assert stages.stage_key(score, ctx, 0) != keys[0]
+
+
+def test_model_fingerprint_hashes_weight_content_and_memoises_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("ADS_CACHE_DIR", str(tmp_path / "cache"))
+    model = tmp_path / "m"
+    model.mkdir()
+    weights = model / "model.safetensors"
+    (model / "config.json").write_text('{"hidden_size": 8}')
+    weights.write_bytes(b"a" * 1000)
+    first = model_fingerprint(str(model))
+    assert (tmp_path / "cache" / MEMO_NAME).is_file()
+    assert model_fingerprint(str(model)) == first
+    stat = weights.stat()
+    weights.write_bytes(b"b" * 1000)  # same size; rewritten, so a new mtime
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert model_fingerprint(str(model)) != first
+    # While size and mtime are unchanged, the memoised digest is used and the file is not read again.
+    reads: list[str] = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda p, *a, **k: reads.append(str(p)) or real_open(p, *a, **k))
+    model_fingerprint(str(model))
+    assert str(weights) not in reads
+    assert model_fingerprint("org/not-cached-model").startswith("hub:org/not-cached-model")
+
+
+def test_force_from_selects_that_stage_and_every_later_one():
+    assert stages.stages_from("cluster") == {"cluster", "sort", "report"}
+    assert stages.stages_from(None) == set()
