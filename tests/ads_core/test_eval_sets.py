@@ -1,8 +1,11 @@
-"""Eval sets in verl's schema from ../shared/data, and the decontamination check."""
+"""Eval sets in verl's schema from the packaged copies (ads_core/data/eval), and the decontamination check."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -10,15 +13,21 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from ads_core import eval_sets as ev
 from ads_cli.main import app
+from ads_core import eval_sets as ev
 from ads_core.format import OUTPUT_SCHEMA, TEMPLATES, FormatConfig, format_dataset, normalize_question
 from ads_core.readers import InputError
 from ads_core.reward import compute_score
 
 
-def test_writes_the_three_sets_in_verl_schema(tmp_path: Path, shared_data: Path):
-    results = ev.write_eval_sets(str(tmp_path), data_dir=shared_data)
+def packaged_rows(name: str) -> list[dict]:
+    path = ev.packaged_data_dir() / ev.EVAL_SETS[name]
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_writes_the_three_sets_in_verl_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("ADS_EVAL_DATA_DIR", raising=False)
+    results = ev.write_eval_sets(str(tmp_path))  # the packaged sets
     assert {k: v.rows for k, v in results.items()} == {"math500": 500, "aime24": 30, "amc23": 40}
     for name in results:
         table = pq.read_table(tmp_path / "eval" / f"{name}.parquet")
@@ -38,29 +47,82 @@ def test_writes_the_three_sets_in_verl_schema(tmp_path: Path, shared_data: Path)
                                                     sorted(results)}
 
 
-def test_uses_the_training_template_and_user_paths(tmp_path: Path, shared_data: Path):
-    format_dataset(str(shared_data / "gsm8k" / "test.jsonl"), str(tmp_path), FormatConfig(template="boxed"))
+def test_the_packaged_sets_ship_inside_the_package_with_license_notes():
+    import ads_core
+
+    base = ev.packaged_data_dir()
+    assert base.is_relative_to(Path(ads_core.__file__).parent)  # travels with the package, not the checkout
+    readme = (base / "README.md").read_text()
+    assert all(f"`{path}`" in readme for path in ev.EVAL_SETS.values())
+    assert "MIT License" in (base / "math500" / "LICENSE").read_text() and "public competition problems" in readme
+    for name, count in {"math500": 500, "aime24": 30, "amc23": 40}.items():
+        rows = packaged_rows(name)
+        assert len(rows) == count and all(r["problem"].strip() and str(r["answer"]).strip() for r in rows)
+
+
+def test_the_packaged_sets_format_like_the_publishers_files(tmp_path: Path, shared_data: Path):
+    """The trimmed AIME/AMC copies (no solutions) give the same questions and ground truths as the originals."""
+    ours = ev.write_eval_sets(str(tmp_path / "ours"))
+    theirs = ev.write_eval_sets(str(tmp_path / "theirs"), data_dir=shared_data)
+    for name in ev.EVAL_SETS:
+        a, b = pq.read_table(ours[name].uri).to_pylist(), pq.read_table(theirs[name].uri).to_pylist()
+        assert [(r["prompt"], r["reward_model"], r["sample_id"]) for r in a] == \
+               [(r["prompt"], r["reward_model"], r["sample_id"]) for r in b], name
+
+
+def test_the_cli_works_from_anywhere(tmp_path: Path):
+    """A fresh install: cwd with no ../shared, no ADS_EVAL_DATA_DIR; all three sets with their row counts."""
+    cwd = tmp_path / "elsewhere" / "project"
+    cwd.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k != "ADS_EVAL_DATA_DIR"}
+    code = "from ads_cli.main import app; app()"
+    done = subprocess.run([sys.executable, "-c", code, "eval-sets", "--out", "out"], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    counts = {n: pq.read_metadata(cwd / "out" / "eval" / f"{n}.parquet").num_rows for n in ev.EVAL_SETS}
+    assert counts == {"math500": 500, "aime24": 30, "amc23": 40}
+    manifest = json.loads((cwd / "out" / "eval" / "manifest.json").read_text())
+    assert {k: v["rows"] for k, v in manifest["sets"].items()} == counts
+    assert all(Path(v["source"]).is_relative_to(ev.packaged_data_dir()) for v in manifest["sets"].values())
+
+
+def test_the_data_dir_can_be_overridden(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    mine = tmp_path / "mine" / "aime24"
+    mine.mkdir(parents=True)
+    (mine / "test.jsonl").write_text(json.dumps({"problem": "What is 2+3?", "answer": "5"}) + "\n")
+    monkeypatch.setenv("ADS_EVAL_DATA_DIR", str(tmp_path / "mine"))
+    assert ev.write_eval_sets(str(tmp_path / "a"), names=["aime24"])["aime24"].rows == 1
+    # --data-dir beats the environment
+    assert ev.write_eval_sets(str(tmp_path / "b"), names=["aime24"],
+                              data_dir=ev.packaged_data_dir())["aime24"].rows == 30
+    monkeypatch.setenv("ADS_EVAL_DATA_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(InputError, match="ADS_EVAL_DATA_DIR=.*nowhere is not a directory"):
+        ev.write_eval_sets(str(tmp_path / "c"), names=["aime24"])
+
+
+def test_uses_the_training_template_and_user_paths(tmp_path: Path):
+    gsm = ev.packaged_data_dir().parent / "gsm8k_sample.jsonl"
+    format_dataset(str(gsm), str(tmp_path), FormatConfig(template="boxed"))
     mine = tmp_path / "mine.jsonl"
     mine.write_text(json.dumps({"problem": "What is 1+1?", "answer": "2"}) + "\n")
-    results = ev.write_eval_sets(str(tmp_path), sources={"tiny": str(mine)}, names=["aime24"],
-                                 data_dir=shared_data)
+    results = ev.write_eval_sets(str(tmp_path), sources={"tiny": str(mine)}, names=["aime24"])
     assert set(results) == {"tiny", "aime24"}
     row = pq.read_table(results["tiny"].uri).to_pylist()[0]
     assert row["prompt"][0]["content"] == TEMPLATES["boxed"].replace("{question}", "What is 1+1?")
 
 
-def test_bad_requests_are_input_errors(tmp_path: Path, shared_data: Path):
+def test_bad_requests_are_input_errors(tmp_path: Path):
     with pytest.raises(InputError, match="unknown eval set"):
-        ev.write_eval_sets(str(tmp_path), names=["gpqa"], data_dir=shared_data)
+        ev.write_eval_sets(str(tmp_path), names=["gpqa"])
     with pytest.raises(InputError, match="not found"):
         ev.write_eval_sets(str(tmp_path), names=["math500"], data_dir=tmp_path)
     with pytest.raises(InputError, match="lowercase"):
         ev.write_eval_sets(str(tmp_path), sources={"Bad Name": "x.jsonl"})
 
 
-def test_decontamination_reports_and_drops_matching_rows(tmp_path: Path, shared_data: Path):
-    ev.write_eval_sets(str(tmp_path), names=["math500", "amc23"], data_dir=shared_data)
-    math = [json.loads(line) for line in (shared_data / "math500" / "test.jsonl").read_text().splitlines()][:3]
+def test_decontamination_reports_and_drops_matching_rows(tmp_path: Path):
+    ev.write_eval_sets(str(tmp_path), names=["math500", "amc23"])
+    math = packaged_rows("math500")[:3]
     rows = [{"problem": "  " + math[0]["problem"].upper() + " ", "answer": math[0]["answer"]},  # case/space only
             {"problem": math[1]["problem"], "answer": "x"},
             {"problem": "A fresh question about 17 apples?", "answer": "17"}]
