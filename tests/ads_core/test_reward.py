@@ -9,7 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from ads_core.reward import compute_score, extract_answer, is_equivalent, normalize_answer
+from ads_core.eval_sets import packaged_data_dir
+from ads_core.reward import (
+    compute_score,
+    encode_alternatives,
+    encode_answer_set,
+    extract_answer,
+    ground_truth_answers,
+    is_equivalent,
+    normalize_answer,
+    strip_math_delimiters,
+)
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -135,3 +145,68 @@ def test_normalize_answer_is_conservative():
     assert normalize_answer("x = 5") == "5"
     assert normalize_answer("1,000,000") == "1000000"
     assert normalize_answer("(1,2)") == "(1,2)"  # tuples keep their commas
+
+
+# ---------------------------------------------------------------------------------------------
+# multi-answer ground truths and math delimiters (real MATH-500 answers from the packaged copy)
+
+
+def packaged_math500() -> list[dict]:
+    return read_jsonl(packaged_data_dir() / "math500" / "test.jsonl")
+
+
+def test_dollar_wrapped_ground_truths_verify_against_boxed_answers():
+    picked = math500_answers(packaged_data_dir())  # same layout as ../shared/data
+    names = list(picked)
+    for i, name in enumerate(names):
+        gt, other = picked[name], picked[names[(i + 1) % len(names)]]
+        for wrapped in (f"${gt}$", f"$$ {gt} $$", f"\\({gt}\\)", f"\\[{gt}\\]"):
+            assert compute_score("math500", respond(gt), wrapped)["acc"] == 1.0, (name, wrapped)
+            assert compute_score("math500", respond(other), wrapped)["acc"] == 0.0, (name, wrapped, other)
+    assert compute_score("x", respond("1/2"), "$\\frac{1}{2}$")["acc"] == 1.0
+    assert compute_score("x", respond("\\frac{1}{3}"), "$\\frac{1}{2}$")["acc"] == 0.0
+    assert strip_math_delimiters("$2$ or $3$") == "$2$ or $3$"  # two formulas, not one wrapped answer
+
+
+def test_a_json_list_ground_truth_accepts_any_listed_answer():
+    answers = [r["answer"] for r in packaged_math500()]
+    first, second, third = answers[0], answers[1], answers[2]  # three different real answers
+    truth = encode_alternatives([f"${first}$", second])
+    assert json.loads(truth) == [first, second]  # delimiters dropped, a JSON list of strings
+    assert compute_score("math500", respond(first), truth)["acc"] == 1.0
+    assert compute_score("math500", respond(second), truth)["acc"] == 1.0
+    assert compute_score("math500", respond(third), truth)["acc"] == 0.0
+    assert compute_score("x", respond("-3"), '["2", "-3"]')["acc"] == 1.0
+    assert compute_score("x", respond("2, -3"), '["2", "-3"]')["acc"] == 1.0  # giving all of them is fine
+    assert compute_score("x", respond("3"), '["2", "-3"]')["acc"] == 0.0
+    assert compute_score("x", respond("\\frac{1}{2}"), ["0.5", "7"])["acc"] == 1.0  # an actual list too
+    assert encode_alternatives(["$5$"]) == "5"  # one answer stays a plain string
+
+
+def test_a_numpy_list_ground_truth_from_parquet_is_alternatives():
+    import numpy as np
+
+    assert compute_score("x", respond("4"), np.array(["3", "4"], dtype=object))["acc"] == 1.0
+    assert compute_score("x", respond("5"), np.array(["3", "4"], dtype=object))["acc"] == 0.0
+
+
+@pytest.mark.parametrize("truth", ["1,-2", "-2,1", "3, 5, 7"])  # real MATH-500 "enter all solutions" answers
+def test_a_comma_separated_ground_truth_is_a_set_answer(truth: str):
+    assert truth in {r["answer"] for r in packaged_math500()}
+    parts = [p.strip() for p in truth.split(",")]
+    assert compute_score("math500", respond(", ".join(reversed(parts))), truth)["acc"] == 1.0  # any order
+    assert compute_score("math500", respond(", ".join(parts[1:])), truth)["acc"] == 0.0  # one missing
+    assert compute_score("math500", respond(parts[0]), truth)["acc"] == 0.0
+    assert encode_answer_set([f"${p}$" for p in parts]) == ", ".join(parts)
+    # the same answers as alternatives: one of them is enough
+    assert compute_score("math500", respond(parts[0]), encode_alternatives(parts))["acc"] == 1.0
+
+
+def test_strings_that_only_look_like_lists_stay_one_answer():
+    assert ground_truth_answers("[2, 5)") == ["[2, 5)"]  # an interval, not JSON
+    assert ground_truth_answers("[1, 2]") == ["[1, 2]"]  # JSON, but numbers: a closed interval
+    assert compute_score("x", respond("[1,2]"), "[1, 2]")["acc"] == 1.0
+    assert compute_score("x", respond("1"), "[1, 2]")["acc"] == 0.0
+    assert ground_truth_answers('["a", ""]') == ["a"] and ground_truth_answers("[]") == ["[]"]
+    with pytest.raises(ValueError, match="no answers"):
+        encode_alternatives(["", " "])
