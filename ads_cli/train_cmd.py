@@ -97,13 +97,15 @@ def eval_sets_cmd(
                       "default set of that name.")] = None,
     names: Annotated[str | None, typer.Option(help="Comma-separated default sets (math500,aime24,amc23).")] = None,
     data_dir: Annotated[str | None, typer.Option(help="Directory with math500/, aime24/, amc23/ "
-                                                 "(default: $ADS_EVAL_DATA_DIR or ../shared/data).")] = None,
+                                                 "(default: $ADS_EVAL_DATA_DIR, else the copies shipped in "
+                                                 "the package).")] = None,
     template: Annotated[str | None, typer.Option(help="Prompt template with {question} (default: the "
                                                  "training set's, from OUT/formatted).")] = None,
     train: Annotated[str | None, typer.Option(help="Training artifact to check for contamination "
                                               "(default: OUT/final/train.parquet if present).")] = None,
     drop: Annotated[bool, typer.Option("--drop", help="Also write OUT/eval/train_decontaminated.parquet "
-                                       "without the matching rows.")] = False,
+                                       "without the matching rows, and those rows to "
+                                       "train_decontaminated.rejects.parquet (reason contaminated).")] = False,
 ) -> None:
     """Write validation sets (MATH-500, AIME24, AMC23) in verl's schema and check the training set against them."""
     from ads_core import eval_sets as ev
@@ -127,11 +129,22 @@ def eval_sets_cmd(
             raise fail(f"{train}: no such training artifact")
         return
     drop_to = storage.join(ev.eval_dir(out), "train_decontaminated.parquet") if drop else None
-    report = ev.decontaminate(train_uri, {r.name: r.uri for r in results.values()}, drop_to=drop_to)
-    storage.write_json(storage.join(ev.eval_dir(out), ev.REPORT_NAME), report.to_dict())
+    try:
+        report = ev.decontaminate(train_uri, {r.name: r.uri for r in results.values()}, drop_to=drop_to)
+    except InputError as exc:
+        raise fail(f"{train_uri}: {exc}") from None
+    report_uri = storage.join(ev.eval_dir(out), ev.REPORT_NAME)
+    storage.write_json(report_uri, report.to_dict())
     console.print(f"decontamination: {report.contaminated} of {report.train_rows} training rows match an eval "
-                  f"question {report.matches}", highlight=False)
-    for ex in report.examples[:5]:
-        console.print(f"  row {ex['row']} ({ex['eval_set']}): {escape(ex['question'][:100])}", highlight=False)
+                  f"question (exact or {report.ngram}-gram overlap); report: {escape(report_uri)}", highlight=False)
+    for name, hits in report.hits.items():
+        m = report.methods[name]
+        console.print(f"  {name}: {report.matches[name]} (exact {m['exact']}, {report.ngram}-gram {m['ngram']})",
+                      highlight=False)
+        for hit in hits[:3]:
+            console.print(f"    row {hit['row']} ~ {name} row {hit['eval_row']} ({hit['method']}, overlap "
+                          f"{hit['overlap']:.0%}): {escape(hit['train_text'][:80])!r} ~ "
+                          f"{escape(hit['eval_text'][:80])!r}", highlight=False)
     if report.output_uri:
-        console.print(f"without them: {escape(report.output_uri)}", highlight=False)
+        console.print(f"without them: {escape(report.output_uri)}; dropped rows: {escape(report.rejects_uri or '')}",
+                      highlight=False)

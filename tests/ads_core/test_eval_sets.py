@@ -141,17 +141,23 @@ def test_decontamination_reports_and_drops_matching_rows(tmp_path: Path):
     assert kept.num_rows == 1 and kept.column("extra_info").to_pylist()[0]["question"].startswith("A fresh")
 
 
-def test_eval_sets_cli_with_decontamination(tmp_path: Path, shared_data: Path):
+def test_eval_sets_cli_with_decontamination(tmp_path: Path):
     final = tmp_path / "final"
     final.mkdir()
-    aime = [json.loads(line) for line in (shared_data / "aime24" / "test.jsonl").read_text().splitlines()]
-    train = pa.table({"extra_info": [{"question": aime[0]["problem"]}, {"question": "unrelated"}]})
-    pq.write_table(train, final / "train.parquet")
-    result = CliRunner().invoke(app, ["eval-sets", "--out", str(tmp_path), "--names", "aime24,amc23",
-                                      "--data-dir", str(shared_data), "--drop"])
+    aime = packaged_rows("aime24")
+    near = "From a practice sheet: " + aime[3]["problem"].replace("Find", "Determine", 1)  # not an exact copy
+    questions = [aime[0]["problem"], "unrelated", near]
+    pq.write_table(pa.table({"extra_info": [{"question": q} for q in questions]}), final / "train.parquet")
+    result = CliRunner().invoke(app, ["eval-sets", "--out", str(tmp_path), "--names", "aime24,amc23", "--drop"])
     assert result.exit_code == 0, result.output
-    assert "1 of 2 training rows match" in result.output
+    assert "2 of 3 training rows match" in result.output
+    assert "aime24: 2 (exact 1, 13-gram 1)" in result.output and "row 2 ~ aime24 row 3 (ngram" in result.output
     report = json.loads((tmp_path / "eval" / ev.REPORT_NAME).read_text())
-    assert report["matches"] == {"aime24": 1, "amc23": 0}
+    assert report["matches"] == {"aime24": 2, "amc23": 0} and report["rows"] == [0, 2]
+    assert [(h["row"], h["eval_row"], h["method"]) for h in report["hits"]["aime24"]] == [(0, 0, "exact"),
+                                                                                        (2, 3, "ngram")]
+    assert report["hits"]["aime24"][1]["train_text"] == near
     assert pq.read_metadata(tmp_path / "eval" / "train_decontaminated.parquet").num_rows == 1
+    rejects = pq.read_table(tmp_path / "eval" / "train_decontaminated.rejects.parquet").to_pylist()
+    assert [(r["source_row"], r["reason"]) for r in rejects] == [(0, "contaminated"), (2, "contaminated")]
     assert set(ev.existing_eval_sets(str(tmp_path))) == {"aime24", "amc23"}  # the cleaned copy isn't an eval set
