@@ -49,7 +49,8 @@ def render_options(message: str, options: Iterable[str], spell: Callable[[str], 
     names = sorted(set(options), key=len, reverse=True)
     if not names:
         return message
-    pattern = re.compile(r"(?<![\w.-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
+    # not inside a dotted key, a path, a hyphenated word or a quoted value
+    pattern = re.compile(r"(?<![\w./'\"-])(" + "|".join(map(re.escape, names)) + r")(?![\w/'\"-])")
     return pattern.sub(lambda m: spell(m.group(1)), message)
 
 

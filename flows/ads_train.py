@@ -9,71 +9,34 @@
    subprocess, or `ray job submit` when given an http:// Ray address, streaming its log into this run, and
    publish the last step's metrics as a table artifact.
 
+Runs are named `train-<dataset>-<UTC time>`. Bad input or a machine that can't train (`tasks.train.
+EXPECTED_ERRORS`) fails the run with one line that names the parameter to change, without a traceback;
+any other error keeps its traceback. The tasks live in `tasks/train.py`.
+
 `ads train ARTIFACT [--model M] [--dry-run]` is the same thing without Prefect.
 """
 
 from __future__ import annotations
 
-import collections
+from datetime import UTC, datetime
 from typing import Any
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.cache_policies import NO_CACHE
+from prefect.states import Failed, State
 
 from ads_core import train as tr
+from tasks import train as tt
 
 
-def _key(experiment: str, what: str) -> str:
-    """Prefect artifact keys: lowercase letters, digits and dashes."""
-    slug = "".join(c if c.isascii() and c.isalnum() else "-" for c in f"ads-train-{experiment}-{what}".lower())
-    while "--" in slug:
-        slug = slug.replace("--", "-")
-    return slug.strip("-")
+def _run_name() -> str:
+    """``train-<dataset>-<UTC time>``, from this run's ``artifact_uri`` parameter."""
+    from prefect.runtime import flow_run
+
+    return tt.train_run_name(str(flow_run.parameters.get("artifact_uri") or ""), datetime.now(UTC))
 
 
-def config_markdown(plan: tr.TrainPlan, dry_run: bool) -> str:
-    s = plan.summary()
-    rows = "\n".join(f"| {k} | `{v}` |" for k, v in s.items() if k not in ("warnings", "val_files"))
-    vals = "".join(f"\n  - `{v}`" for v in plan.val_files) or " none (validation off)"
-    warns = "".join(f"\n- {w}" for w in plan.warnings) or "\n- none"
-    decon = ""
-    if plan.decontamination is not None:
-        d = plan.decontamination
-        decon = f"\n\n**Decontamination:** {d['contaminated']} of {d['train_rows']} training rows match {d['matches']}"
-    return (
-        f"# ads-train {'dry run' if dry_run else 'run'}: `{plan.artifact.uri}`\n\n"
-        f"| setting | value |\n|---|---|\n{rows}\n\n**Eval sets:**{vals}\n\n**Warnings:**{warns}{decon}\n\n"
-        f"## Command\n\n```bash\n{plan.command_line}\n```\n\n"
-        f"## Resolved verl config\n\n```yaml\n{plan.config_yaml}```\n"
-    )
-
-
-@task(name="plan-training", cache_policy=NO_CACHE, retries=0)
-def plan_training(req: tr.TrainRequest, dry_run: bool) -> tr.TrainPlan:
-    return tr.plan_training(req, materialize=not dry_run)
-
-
-@task(name="run-verl", cache_policy=NO_CACHE, retries=0)
-def run_verl(plan: tr.TrainPlan) -> dict[str, float]:
-    logger = get_run_logger()
-    tail: collections.deque[str] = collections.deque(maxlen=60)
-    console_steps: list[str] = []
-
-    def on_line(line: str) -> None:
-        tail.append(line)
-        if tr.parse_console_metrics(line) is not None:
-            console_steps.append(line)
-        logger.info(line)
-
-    logger.info("launching (%s): %s", plan.mode, plan.command_line)
-    code = tr.launch(plan, on_line=on_line)
-    if code != 0:
-        raise tr.LaunchError(f"verl exited with status {code}; last lines:\n" + "\n".join(tail))
-    return tr.final_metrics(plan, console_steps[-1:])
-
-
-@flow(name="ads-train", validate_parameters=True)
+@flow(name="ads-train", flow_run_name=_run_name, validate_parameters=True)
 def ads_train(
     artifact_uri: str,
     model: str | None = None,
@@ -88,7 +51,7 @@ def ads_train(
     run_dir: str | None = None,
     experiment_name: str | None = None,
     decontaminate: str = "report",
-) -> dict[str, Any]:
+) -> dict[str, Any] | State:
     """Train GRPO with the ADS sampler on verl, on the final artifact of an `ads-build` run.
 
     Args:
@@ -115,13 +78,23 @@ def ads_train(
         run_dir=run_dir, experiment_name=experiment_name, total_training_steps=total_training_steps,
         decontaminate=decontaminate,
     )
+    try:
+        return _train(req, dry_run)
+    except tt.EXPECTED_ERRORS as exc:  # bad input or a machine that can't train: one line, no traceback
+        message = tt.error_line(exc)
+        logger.error(message)
+        return Failed(message=message)
+
+
+def _train(req: tr.TrainRequest, dry_run: bool) -> dict[str, Any]:
+    logger = get_run_logger()
     if not dry_run:
         tr.check_launch_environment(req)  # no CUDA here -> fail now, not deep inside Ray
-    plan = plan_training(req, dry_run)
+    plan = tt.plan_training(req, dry_run)
     experiment = plan.experiment
-    for warning in plan.warnings:
+    for warning in plan.warnings_for(tt.spell_param):
         logger.warning(warning)
-    create_markdown_artifact(key=_key(experiment, "config"), markdown=config_markdown(plan, dry_run),
+    create_markdown_artifact(key=tt.artifact_key(experiment, "config"), markdown=tt.config_markdown(plan, dry_run),
                              description=f"resolved verl config for {plan.artifact.uri}")
     result: dict[str, Any] = {"dry_run": dry_run, "mode": plan.mode, "command": plan.command,
                               "run_dir": plan.run_dir, "summary": plan.summary()}
@@ -131,10 +104,10 @@ def ads_train(
         logger.info("dry run: config and command above; nothing launched")
         result["config_yaml"] = plan.config_yaml
         return result
-    metrics = run_verl(plan)
+    metrics = tt.run_verl(plan)
     table = [{"metric": k, "value": v} for k, v in sorted(tr.headline(metrics).items())]
     if table:
-        create_table_artifact(key=_key(experiment, "metrics"), table=table,
+        create_table_artifact(key=tt.artifact_key(experiment, "metrics"), table=table,
                               description=f"last training step of {experiment}")
     result["metrics"] = metrics
     return result

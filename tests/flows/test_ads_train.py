@@ -1,11 +1,16 @@
 """The `ads-train` flow under Prefect's test harness: a dry run completes and publishes the resolved config;
-without CUDA a real run fails at once; a broken artifact fails with the reason."""
+without CUDA a real run fails at once; a broken artifact fails with the reason, in one line that names the
+flow parameter and without a traceback; an unexpected error keeps its traceback; runs are named
+`train-<dataset>-<UTC time>`."""
 
 from __future__ import annotations
 
+import logging
 import os
-import time
+import re
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -24,6 +29,28 @@ def train_prefect(tmp_path_factory: pytest.TempPathFactory):
     with temporary_settings({PREFECT_RESULTS_LOCAL_STORAGE_PATH: storage}):
         with prefect_test_harness(server_startup_timeout=120):
             yield
+
+
+def run_of(state: Any, level: int = 0) -> tuple[str, list[str]]:
+    """The flow run's name and every log line at LEVEL or above it and its tasks sent to the API (tracebacks
+    included)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.logging.handlers import APILogWorker
+
+    flow_run_id = state.state_details.flow_run_id
+    APILogWorker.drain_all(timeout=10)
+    with get_client(sync_client=True) as client:
+        name = client.read_flow_run(flow_run_id).name
+        logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
+    return name, [log.message for log in logs if log.level >= level]
+
+
+def assert_run_name(name: str, dataset: str, before: datetime) -> None:
+    m = re.fullmatch(rf"train-{re.escape(dataset)}-(\d{{8}}T\d{{6}}Z)", name)
+    assert m, name
+    stamp = datetime.strptime(m.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    assert before.replace(microsecond=0) <= stamp <= datetime.now(UTC)  # UTC, taken when the run started
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +72,7 @@ def test_dry_run_completes_and_shows_the_resolved_config(train_prefect, artifact
 
     from flows.ads_train import ads_train
 
+    before = datetime.now(UTC)
     state = ads_train(artifact_uri=str(artifact), dry_run=True, run_dir=str(tmp_path / "run"), eval_sets=[],
                       sampler={"active_clusters": 2, "mini_cluster_size": 16}, n_gpus_per_node=2,
                       overrides=["trainer.save_freq=5"], return_state=True)
@@ -61,28 +89,75 @@ def test_dry_run_completes_and_shows_the_resolved_config(train_prefect, artifact
     assert "## Resolved verl config" in text and "use_v1: false" in text and "mini_cluster_size: 16" in text
     assert "-m ads_core.integrations.verl.main" in text
     assert not (tmp_path / "run").exists()
+    name, _ = run_of(state)
+    assert_run_name(name, manifest_dataset(artifact), before)
+
+
+def manifest_dataset(artifact: Path) -> str:
+    import json
+
+    return json.loads((artifact.parent / "manifest.json").read_text())["extra"]["dataset"]
 
 
 def test_without_cuda_a_real_run_fails_at_once(train_prefect, artifact: Path, monkeypatch: pytest.MonkeyPatch):
     import ray
 
+    from ads_core import train as tr
     from ads_core import train_launch
     from flows.ads_train import ads_train
 
+    def no_planning(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("planned although the machine cannot train")
+
     monkeypatch.setattr(train_launch, "cuda_gpu_count", lambda: 0)
-    start = time.monotonic()
+    monkeypatch.setattr(tr, "plan_training", no_planning)
     state = ads_train(artifact_uri=str(artifact), return_state=True)
     assert state.is_failed()
-    assert "needs CUDA GPUs" in state.message and "dry" in state.message
-    assert time.monotonic() - start < 15
+    assert "needs CUDA GPUs" in state.message
+    assert "dry_run=true" in state.message and "--dry-run" not in state.message  # the flow's parameter
+    assert "ray_address" in state.message and "--ray-address" not in state.message
+    assert "\n" not in state.message
+    _, logs = run_of(state)
+    assert not any("Traceback" in line for line in logs), logs
+    _, errors = run_of(state, logging.ERROR)
+    assert len(errors) == 1 and "needs CUDA GPUs" in errors[0]  # one error line in the run log
     assert not ray.is_initialized()
 
 
 def test_a_broken_artifact_fails_with_the_reason(train_prefect, artifact: Path, tmp_path: Path):
     from flows.ads_train import ads_train
 
-    broken = tmp_path / "final" / "train.parquet"
-    broken.parent.mkdir()
+    broken = tmp_path / "mybroken" / "final" / "train.parquet"
+    broken.parent.mkdir(parents=True)
     pq.write_table(pq.read_table(artifact).drop(["rank_in_cluster"]), broken)
+    before = datetime.now(UTC)
     state = ads_train(artifact_uri=str(broken), dry_run=True, return_state=True)
     assert state.is_failed() and "missing column 'rank_in_cluster'" in state.message
+    assert "\n" not in state.message
+    name, logs = run_of(state)
+    assert not any("Traceback" in line for line in logs), logs
+    assert any("missing column 'rank_in_cluster'" in line for line in logs)
+    assert_run_name(name, "mybroken", before)  # no manifest: OUT's folder name
+
+
+def test_an_unknown_policy_names_the_model_parameter(train_prefect, artifact: Path, tmp_path: Path):
+    from flows.ads_train import ads_train
+
+    state = ads_train(artifact_uri=str(artifact), dry_run=True, model=str(tmp_path / "no-such-model"),
+                      eval_sets=[], return_state=True)
+    assert state.is_failed() and "does not exist on this machine" in state.message
+    assert "pass model (" in state.message and "--model" not in state.message
+
+
+def test_an_unexpected_error_keeps_its_traceback(train_prefect, artifact: Path, monkeypatch: pytest.MonkeyPatch):
+    from ads_core import train as tr
+    from flows.ads_train import ads_train
+
+    def broken_planner(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("a bug in the planner")
+
+    monkeypatch.setattr(tr, "plan_training", broken_planner)
+    state = ads_train(artifact_uri=str(artifact), dry_run=True, return_state=True)
+    assert state.is_failed() and "a bug in the planner" in state.message
+    _, logs = run_of(state)
+    assert any("Traceback" in line and "broken_planner" in line for line in logs), logs

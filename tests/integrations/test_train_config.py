@@ -4,7 +4,6 @@ the fast failure without CUDA."""
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -86,12 +85,61 @@ def test_dry_run_prints_a_config_verl_accepts(final_artifact: Path, tmp_path: Pa
 
 
 def test_without_cuda_train_fails_at_once(final_artifact: Path, monkeypatch: pytest.MonkeyPatch):
+    def no_planning(*args, **kwargs):
+        raise AssertionError("planned although the machine cannot train")
+
     monkeypatch.setattr(train_launch, "cuda_gpu_count", lambda: 0)
-    start = time.monotonic()
+    monkeypatch.setattr(tr, "plan_training", no_planning)  # the check comes before any config work
     result = CliRunner().invoke(app, ["train", str(final_artifact)])
     assert result.exit_code == 2
-    assert "needs CUDA GPUs" in result.output and "--dry-run" in result.output
-    assert time.monotonic() - start < 5
+    assert "needs CUDA GPUs" in result.output
+    assert "--dry-run" in result.output and "--ray-address" in result.output  # the CLI's flags
+    assert "dry_run" not in result.output and "ray_address" not in result.output
+    assert "Traceback" not in result.output
+
+
+def test_too_few_gpus_names_the_gpus_flag(final_artifact: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(train_launch, "cuda_gpu_count", lambda: 1)
+    result = CliRunner().invoke(app, ["train", str(final_artifact), "--gpus", "4"])
+    assert result.exit_code == 2
+    assert "only 1 CUDA GPU(s)" in result.output and "lower --gpus" in result.output
+    assert "n_gpus_per_node" not in result.output
+
+
+def test_a_missing_policy_names_the_model_flag(final_artifact: Path, tmp_path: Path):
+    missing = tmp_path / "model" / "nope"  # "model" inside a path must stay as it is
+    result = CliRunner().invoke(app, ["train", str(final_artifact), "--dry-run", "--no-eval", "--model", str(missing)])
+    assert result.exit_code == 2
+    assert "does not exist on this machine" in result.output and "pass --model (" in result.output
+    assert f"{tmp_path.name}/model/nope" in " ".join(result.output.split()).replace(" ", "")
+
+
+@pytest.mark.parametrize(("uri", "manifest", "expected"), [
+    ("ads-out/gsm8k/final/train.parquet", None, "gsm8k"),
+    ("s3://bucket/builds/math/final/train.parquet", None, "math"),
+    ("/data/mine/train.parquet", None, "mine"),
+    ("train.parquet", None, "dataset"),
+    ("ads-out/x/final/train.parquet", {"extra": {"dataset": "from-manifest"}}, "from-manifest"),
+])
+def test_the_dataset_of_an_artifact(uri: str, manifest, expected: str):
+    assert tr.dataset_of(uri, manifest) == expected
+
+
+def test_the_sort_stage_writes_the_contract_training_checks(final_artifact: Path):
+    """The writer (sort) and the reader (validate_artifact) share one contract; a real artifact satisfies it."""
+    from ads_core import artifact
+
+    schema = pq.read_schema(final_artifact)
+    assert schema.names[-len(artifact.SAMPLER_COLUMNS) - 1:-1] == list(artifact.SAMPLER_COLUMNS)
+    extra = schema.field("extra_info").type
+    inner = {extra.field(i).name for i in range(extra.num_fields)}
+    assert set(artifact.EXTRA_INFO_WRITTEN) <= inner and set(artifact.EXTRA_INFO_FIELDS) <= inner
+    table = pq.read_table(final_artifact)
+    info = tr.validate_artifact(str(final_artifact))
+    assert info.rows == table.num_rows
+    assert info.clusters == len(set(table.column("cluster_id").to_pylist()))
+    assert info.out_root == str(final_artifact.parent.parent)
+    assert table.column("extra_info").combine_chunks().field("index").to_pylist() == list(range(table.num_rows))
 
 
 def test_plan_with_eval_sets_decontamination_and_remote_staging(built_out: Path, final_artifact: Path,
@@ -125,7 +173,7 @@ def test_plan_with_eval_sets_decontamination_and_remote_staging(built_out: Path,
     assert plan.model == tr.read_manifest(str(final_artifact))["extra"]["policy_model"]
 
 
-def test_ray_job_submission_command(final_artifact: Path, tmp_path: Path):
+def test_ray_job_submission_command(final_artifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     req = tr.TrainRequest(str(final_artifact), eval_sets=[], run_dir=str(tmp_path), nnodes=2, n_gpus_per_node=8,
                           ray_address="http://head:8265", model="Qwen/Qwen2.5-Math-1.5B")
     plan = tr.plan_training(req, resolve_config=False)
@@ -133,7 +181,10 @@ def test_ray_job_submission_command(final_artifact: Path, tmp_path: Path):
     assert plan.command[1:5] == ["job", "submit", "--address", "http://head:8265"]
     assert plan.command[plan.command.index("--") + 1:][:3] == ["python", "-m", tr.ENTRY_MODULE]
     assert "trainer.nnodes=2" in plan.command and "trainer.val_before_train=false" in plan.command
-    tr.check_launch_environment(req)  # no local CUDA needed to submit to a cluster
+    monkeypatch.setattr(train_launch, "cuda_gpu_count", lambda: 0)
+    assert tr.check_launch_environment(req) is None  # no local CUDA needed to submit to a cluster...
+    with pytest.raises(tr.LaunchError, match="needs CUDA GPUs"):  # ...while a local run needs it
+        tr.check_launch_environment(tr.TrainRequest(str(final_artifact)))
     cluster = tr.plan_training(tr.TrainRequest(str(final_artifact), eval_sets=[], run_dir=str(tmp_path),
                                                ray_address="auto"), resolve_config=False)
     assert cluster.mode == "cluster" and "ray_kwargs.ray_init.address=auto" in cluster.overrides
@@ -201,7 +252,8 @@ def test_entry_point_runs_our_task_runner_in_ray_up_to_the_gpu_workers(final_art
     assert "Total available GPUs 0 is less than total desired GPUs 1" in output
 
 
-def test_a_dry_run_plan_writes_nothing_and_missing_models_are_caught(final_artifact: Path, tmp_path: Path):
+def test_a_dry_run_plan_writes_nothing_and_missing_models_are_caught(final_artifact: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch):
     import fsspec
 
     fs = fsspec.filesystem("memory")
@@ -218,5 +270,8 @@ def test_a_dry_run_plan_writes_nothing_and_missing_models_are_caught(final_artif
     with pytest.raises(tr.ArtifactError, match="does not exist on this machine"):
         tr.plan_training(tr.TrainRequest(str(final_artifact), model=str(tmp_path / "no-model"), eval_sets=[]),
                          resolve_config=False)
-    # joining a cluster needs no local GPU or rollout engine
-    tr.check_launch_environment(tr.TrainRequest(str(final_artifact), ray_address="auto"))
+    # joining a cluster needs no local GPU or rollout engine (a local run on this machine would)
+    monkeypatch.setattr(train_launch, "cuda_gpu_count", lambda: 0)
+    assert tr.check_launch_environment(tr.TrainRequest(str(final_artifact), ray_address="auto")) is None
+    with pytest.raises(tr.LaunchError):
+        tr.check_launch_environment(tr.TrainRequest(str(final_artifact)))
