@@ -47,6 +47,8 @@ class FormatConfig(Section):
     max_solution_chars: int = _tuning(default=64_000, ge=1, description="Longer solutions are rejected.")
     max_answer_chars: int = _tuning(default=1_000, ge=1, description="Longer answers are rejected.")
     batch_rows: int = _tuning(default=20_000, ge=1, description="Rows per read batch.")
+    min_kept: float = Field(0.5, ge=0, le=1, description="Fail (exit 2) when fewer than this share of the rows "
+                            "is kept; the rejects and the manifest are still written. 0: never fail.")
 
     def template_string(self) -> str:
         from ads_core.format_schema import TEMPLATES
@@ -98,6 +100,13 @@ class ClusterConfig(Section):
     silhouette_sample: int = _tuning(default=5_000, ge=0, description="Rows for the silhouette estimate.")
     n_init: int = _tuning(default=16, ge=1, description="k-means++ seedings tried.")
     pca_sample: int | None = _tuning(default=65_536, ge=0, description="Rows for the PCA covariance; 0 = all.")
+    refit: bool = Field(False, description="With a previous build: refit K-Means from scratch (ids are then "
+                        "matched to the previous ones) instead of starting from the previous centroids.")
+    refit_new_share: float = _tuning(default=0.3, ge=0, le=1, description="Refit instead of warm-starting when "
+                                     "more than this share of rows is new since the previous build.")
+    refit_inertia_change: float = _tuning(default=0.2, ge=0, description="Refit when the rows' mean squared "
+                                          "distance to the previous centroids changed by more than this "
+                                          "(relative to the previous build's).")
 
     @field_validator("pca_dim", "pca_sample")
     @classmethod

@@ -12,22 +12,33 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ads_core import format_detect, format_rows, format_schema, readers, storage, text
+from ads_core import (
+    format_arrow,
+    format_detect,
+    format_evidence,
+    format_rows,
+    format_schema,
+    format_sources,
+    format_values,
+    readers,
+    storage,
+    text,
+)
 from ads_core import manifest as mf
 from ads_core.config import FormatConfig
 from ads_core.format_detect import Layout, detect_layout
 from ads_core.format_rows import Converted, Reject, convert_row
 from ads_core.format_schema import OUTPUT_SCHEMA, REJECT_REASONS, REJECTS_SCHEMA, TEMPLATES
+from ads_core.format_sources import dataset_name, folder_of
 from ads_core.readers import InputError, RawRow
 from ads_core.text import clean_instruction, last_boxed, normalize_question, sample_id_of
 
@@ -43,18 +54,8 @@ STAGE = "format"
 
 # Every module whose code shapes the stage's output: the manifest's code_version hashes them all, and a
 # cache key that should follow the stage's code should hash these too (not this facade alone).
-CODE_MODULES = (sys.modules[__name__], format_detect, format_rows, format_schema, text, readers)
-
-
-def dataset_name(source: str) -> str:
-    """Run name from a source, as the reference derives it: last path part, suffix dropped, sanitised."""
-    last = source.rstrip("/").split("/")[-1]
-    for suffix in readers.SUPPORTED_SUFFIXES:
-        if last.lower().endswith(suffix):
-            last = last[: -len(suffix)]
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", last).strip("_")
-    return name or "dataset"
-
+CODE_MODULES = (sys.modules[__name__], format_detect, format_evidence, format_rows, format_values, format_schema,
+                format_sources, format_arrow, text, readers)
 
 
 @dataclass
@@ -62,30 +63,61 @@ class FormatSummary:
     rows_in: int = 0
     rows_out: int = 0
     rejects: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)  # reason -> its first reject, for the error
 
     @property
     def rows_rejected(self) -> int:
         return sum(self.rejects.values())
 
 
-def _source_meta(row: dict[str, Any], layout: Layout) -> str | None:
-    skip = {layout.question, layout.solution, layout.answer, layout.options, layout.body, layout.messages,
-            layout.data_source, "extra_info", "reward_model", "prompt"}
+def _source_meta(row: dict[str, Any], layout: Layout, folder: str | None) -> str | None:
+    skip = layout.used() | {"extra_info", "reward_model", "prompt"}
     meta = {k: v for k, v in row.items() if k not in skip and isinstance(v, (str, int, float, bool))
             and not (isinstance(v, str) and len(v) > 500)}
+    if folder and "folder" not in meta:
+        meta["folder"] = folder  # the subject folder of a one-problem-per-file tree (MATH)
     return readers.safe_text(json.dumps(meta, ensure_ascii=False, sort_keys=True)) if meta else None
 
 
-def _iter_batches(source: str, cfg: FormatConfig) -> Iterator[list[RawRow]]:
-    try:
-        files = readers.list_source_files(source)
-    except FileNotFoundError:
-        if readers.looks_like_hub_id(source):
-            yield from readers.iter_hub_batches(source, cfg.split, cfg.batch_rows)
-            return
-        raise InputError(f"{source}: no such file or directory") from None
-    for file in files:
-        yield from readers.iter_file_batches(file, cfg.batch_rows)
+class _Layouts:
+    """One detected layout per file; small files (one problem each) reuse the layout of their column set."""
+
+    MAX_LISTED = 100  # files listed one by one in the manifest; the rest are counted
+
+    def __init__(self, source: str, cfg: FormatConfig) -> None:
+        self.source, self.cfg = source, cfg
+        self.by_file: dict[str, Layout] = {}
+        self.by_columns: dict[tuple[str, ...], Layout] = {}
+        self.detected: dict[str, dict[str, Any]] = {}
+        self.evidence: dict[str, dict[str, Any]] = {}
+        self.folders: dict[str, str | None] = {}
+        self.unlisted = 0
+
+    def get(self, raw: RawRow, batch: list[RawRow]) -> Layout:
+        file = raw.source_file
+        layout = self.by_file.get(file)
+        if layout is not None:
+            return layout
+        sample = [r.data for r in batch if r.data is not None and r.source_file == file][:200]
+        key = tuple(sorted({k for row in sample for k in row}))
+        if len(sample) < 20:  # too few rows to judge alone: other files with the same columns help
+            layout = self.by_columns.get(key)
+            if layout is None:
+                sample += [r.data for r in batch if r.data is not None and r.source_file != file
+                           and tuple(sorted(r.data)) == key][: 200 - len(sample)]
+        if layout is None:
+            layout = detect_layout(file, sample, self.cfg)
+            self.by_columns.setdefault(key, layout)
+        self.by_file[file] = layout
+        self.folders[file] = folder_of(self.source, file) if storage.exists(self.source) else None
+        if len(self.detected) < self.MAX_LISTED:
+            self.detected[file] = layout.describe()
+            if layout.evidence:
+                self.evidence[file] = layout.evidence
+            log.info("%s: detected layout %s", file, layout.describe())
+        else:
+            self.unlisted += 1
+        return layout
 
 
 def format_dataset(
@@ -96,7 +128,9 @@ def format_dataset(
 ) -> mf.Manifest:
     """Format SOURCE into `out_uri/formatted/`; returns the stage manifest.
 
-    Raises InputError for unusable input; row-level problems become rejects with reasons.
+    Raises InputError for unusable input; row-level problems become rejects with reasons. A run that
+    keeps less than `cfg.min_kept` of its non-duplicate rows raises InputError too, after the rejects and the manifest
+    are written, so the reasons can be inspected.
     """
     cfg = cfg or FormatConfig()
     template = cfg.template_string()
@@ -108,7 +142,7 @@ def format_dataset(
     source_hash = storage.tree_hash(source, readers.SUPPORTED_SUFFIXES) if source_is_local else None
 
     summary = FormatSummary()
-    layouts: dict[str, Layout] = {}
+    layouts = _Layouts(source, cfg)
     seen: dict[int, tuple[str, int]] = {}
 
     with storage.atomic_local_file(train_uri, ".parquet") as train_tmp, \
@@ -116,13 +150,14 @@ def format_dataset(
         train_writer = pq.ParquetWriter(train_tmp, OUTPUT_SCHEMA, compression="zstd")
         rejects_writer = pq.ParquetWriter(rejects_tmp, REJECTS_SCHEMA, compression="zstd")
         try:
-            for batch in _iter_batches(source, cfg):
+            for batch in format_sources.iter_source_batches(source, cfg.split, cfg.batch_rows):
                 out_rows: list[dict[str, Any]] = []
                 rejects: list[dict[str, Any]] = []
 
                 def reject(raw: RawRow, reason: str, message: str, preview: str | None,
                            rejects: list[dict[str, Any]] = rejects) -> None:
                     summary.rejects[reason] += 1
+                    summary.examples.setdefault(reason, f"{raw.source_file} row {raw.source_row}: {message}")
                     rejects.append({"source_file": raw.source_file, "source_row": raw.source_row,
                                     "reason": reason, "message": message, "raw": preview})
 
@@ -131,11 +166,7 @@ def format_dataset(
                     if raw.data is None:
                         reject(raw, raw.reject_reason or "bad_row", raw.reject_message or "unreadable row", raw.raw)
                         continue
-                    layout = layouts.get(raw.source_file)
-                    if layout is None:
-                        sample = [r.data for r in batch if r.data is not None and r.source_file == raw.source_file]
-                        layout = layouts[raw.source_file] = detect_layout(raw.source_file, sample[:200], cfg)
-                        log.info("%s: detected layout %s", raw.source_file, layout.describe())
+                    layout = layouts.get(raw, batch)
                     try:
                         conv = convert_row(raw.data, layout, cfg)
                     except Reject as rej:
@@ -148,26 +179,8 @@ def format_dataset(
                                                  f"of {first_file}", _row_preview(raw.data))
                         continue
                     seen[sid] = (raw.source_file, raw.source_row)
-                    ds_value = raw.data.get(layout.data_source) if layout.data_source else None
-                    data_source = (readers.safe_text(ds_value) if isinstance(ds_value, str) and ds_value.strip()
-                                   else name)
-                    source_id = raw.data.get(layout.id_column) if layout.id_column else None
-                    prompt = conv.prompt or [{"role": "user", "content": template.replace("{question}",
-                                                                                        conv.question)}]
-                    out_rows.append({
-                        "data_source": data_source,
-                        "prompt": prompt,
-                        "ability": "math",
-                        "reward_model": {"style": "rule", "ground_truth": conv.answer},
-                        "extra_info": {
-                            "index": summary.rows_out, "sample_id": sid, "question": conv.question,
-                            "solution": conv.solution, "answer": conv.answer, "split": cfg.split,
-                            "source_file": raw.source_file, "source_row": raw.source_row,
-                            "source_id": None if source_id is None else readers.safe_text(str(source_id)),
-                            "source_meta": _source_meta(raw.data, layout),
-                        },
-                        "sample_id": sid,
-                    })
+                    out_rows.append(_output_row(raw, layout, conv, cfg, name, template, sid, summary.rows_out,
+                                                layouts.folders.get(raw.source_file)))
                     summary.rows_out += 1
                 if out_rows:
                     train_writer.write_table(pa.Table.from_pylist(out_rows, schema=OUTPUT_SCHEMA))
@@ -182,6 +195,9 @@ def format_dataset(
             raise InputError(f"{source}: no rows (the file is empty)")
 
     assert summary.rows_in == summary.rows_out + summary.rows_rejected
+    extra: dict[str, Any] = {"detected": layouts.detected, "name": name, "evidence": layouts.evidence}
+    if layouts.unlisted:
+        extra["files_not_listed"] = layouts.unlisted
     manifest = mf.Manifest(
         stage=STAGE,
         inputs={"source": {"uri": source, "sha256": source_hash}},
@@ -192,10 +208,54 @@ def format_dataset(
         counts={"rows_in": summary.rows_in, "rows_out": summary.rows_out,
                 "rows_rejected": summary.rows_rejected,
                 "rejects_by_reason": dict(sorted(summary.rejects.items()))},
-        extra={"detected": {file: layout.describe() for file, layout in layouts.items()}, "name": name},
+        extra=extra,
     )
     mf.write(stage_dir, manifest)
+    _check_kept(source, summary, cfg.min_kept, rejects_uri)
     return manifest
+
+
+def _output_row(raw: RawRow, layout: Layout, conv: Converted, cfg: FormatConfig, name: str, template: str,
+                sid: int, index: int, folder: str | None) -> dict[str, Any]:
+    assert raw.data is not None
+    ds_value = raw.data.get(layout.data_source) if layout.data_source else None
+    data_source = readers.safe_text(ds_value) if isinstance(ds_value, str) and ds_value.strip() else name
+    source_id = raw.data.get(layout.id_column) if layout.id_column else None
+    prompt = conv.prompt or [{"role": "user", "content": template.replace("{question}", conv.question)}]
+    return {
+        "data_source": data_source,
+        "prompt": prompt,
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": conv.answer},
+        "extra_info": {
+            "index": index, "sample_id": sid, "question": conv.question,
+            "solution": conv.solution, "answer": conv.answer, "split": cfg.split,
+            "source_file": raw.source_file, "source_row": raw.source_row,
+            "source_id": None if source_id is None else readers.safe_text(str(source_id)),
+            "source_meta": _source_meta(raw.data, layout, folder),
+        },
+        "sample_id": sid,
+    }
+
+
+def _check_kept(source: str, summary: FormatSummary, min_kept: float, rejects_uri: str) -> None:
+    """InputError when too few rows survived: the top reasons, one example each (the rejects are written)."""
+    usable = summary.rows_in - summary.rejects["duplicate"]  # repeats are not a sign of a misread input
+    if summary.rows_out >= min_kept * usable:
+        return
+    top = summary.rejects.most_common(3)
+    reasons = "; ".join(f"{reason} x{n} (e.g. {_clip(summary.examples[reason])})" for reason, n in top)
+    raise InputError(
+        f"{source}: only {summary.rows_out} of {usable} rows kept ({summary.rows_out / usable:.0%}, "
+        f"below min_kept {min_kept:.0%}; duplicates not counted); top reject reasons: {reasons}; "
+        f"all rejects are in {rejects_uri}. "
+        "Fix the input or the column choice (set question_col, answer_col), or set min_kept lower",
+        options=("question_col", "answer_col", "min_kept"))
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _row_preview(row: dict[str, Any]) -> str:

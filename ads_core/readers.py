@@ -1,32 +1,59 @@
-"""Streaming readers for the input formats users have: JSONL, JSON, CSV, Parquet, directories, HF ids.
+"""Streaming readers for the input formats users have: JSONL, JSON, CSV (each optionally .gz), Parquet, Arrow.
 
 Each reader yields batches of `RawRow`s so a 1M-row file never sits in Python objects at once.
 A row that cannot even be parsed (bad JSON, non-UTF-8 bytes, not an object) is yielded with a
 `reject` reason instead of data, so the format stage can account for it: nothing is lost.
 Unusable *files* (missing, corrupt, empty, unknown type) raise `InputError`.
+
+Every text format accepts `\\n`, `\\r\\n` and a lone `\\r` as line ends, and a leading UTF-8 BOM.
+Which files a SOURCE names (directories, `save_to_disk` folders, hub cache snapshots) is decided in
+`format_sources`.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import os
 import re
 import sys
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ads_core import storage
 
-SUPPORTED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".parquet")
+_GZ = (".jsonl.gz", ".ndjson.gz", ".json.gz", ".csv.gz")
+SUPPORTED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".parquet", ".arrow", *_GZ)
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")  # what errors="surrogateescape" makes of an undecodable byte
+_OPTION_NAME = re.compile(r"\b([a-z]+(?:_[a-z]+)*_(?:col|cols|kept))\b")
+MAX_EMBEDDED_JSON_CHARS = 100_000
+MAX_EMBEDDED_JSON_DEPTH = 20
 
 
 class InputError(Exception):
-    """Input that cannot be used at all. The CLI prints it as one `error:` line and exits 2."""
+    """Input that cannot be used at all. The CLI prints it as one `error:` line and exits 2.
+
+    A message that tells the user to set an option names it by its config field (`set question_col`),
+    so each interface can show its own spelling: `render(lambda f: "--" + f.replace("_", "-"))` for
+    the CLI, `render(lambda f: f"format.{f}=")` for a flow parameter. `options` lists the fields named.
+    """
+
+    def __init__(self, message: str, options: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.options = tuple(options)
+
+    def render(self, spell: Callable[[str], str]) -> str:
+        """The message with every option in `options` spelled by SPELL."""
+        if not self.options:
+            return self.message
+        wanted = set(self.options)
+        return _OPTION_NAME.sub(lambda m: spell(m.group(1)) if m.group(1) in wanted else m.group(1), self.message)
 
 
 @dataclass(slots=True)
@@ -39,42 +66,50 @@ class RawRow:
     raw: str | None = None
 
 
-def list_source_files(source: str) -> list[str]:
-    """The files a SOURCE names: one file, or every supported file below a directory."""
-    fs, path = storage.get_fs(source)
-    if not fs.exists(path):
-        raise FileNotFoundError(source)
-    if fs.isdir(path):
-        # Hidden names are skipped: an interrupted atomic write leaves `.NAME.xxxx.tmp.parquet` behind.
-        root = path.rstrip("/") + "/"
-        files = sorted(f for f in fs.find(path) if f.lower().endswith(SUPPORTED_SUFFIXES)
-                       and not any(part.startswith(".") for part in f.removeprefix(root).split("/")))
-        if not files:
-            raise InputError(
-                f"{source}: directory holds no {', '.join(SUPPORTED_SUFFIXES)} files"
-            )
-        proto = source.split("://", 1)[0] + "://" if "://" in source else ""
-        return [proto + f if proto and not f.startswith(proto) else f for f in files]
-    if not path.lower().endswith(SUPPORTED_SUFFIXES):
-        raise InputError(
-            f"{source}: unknown file type (supported: {', '.join(SUPPORTED_SUFFIXES)}, a directory "
-            "of those, or a Hugging Face dataset id)"
-        )
-    return [source]
+def list_source_files(source: str, split: str = "train") -> list[str]:
+    """The files a SOURCE names (see `format_sources.list_source_files`)."""
+    from ads_core import format_sources
+
+    return format_sources.list_source_files(source, split)
+
+
+def is_supported(path: str) -> bool:
+    return path.lower().endswith(SUPPORTED_SUFFIXES)
 
 
 def iter_file_batches(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
-    suffix = Path(uri.split("?", 1)[0]).suffix.lower()
-    if suffix in (".jsonl", ".ndjson"):
-        yield from _iter_jsonl(uri, batch_rows)
-    elif suffix == ".json":
-        yield from _iter_json(uri, batch_rows)
-    elif suffix == ".csv":
-        yield from _iter_csv(uri, batch_rows)
-    elif suffix == ".parquet":
-        yield from _iter_parquet(uri, batch_rows)
+    lower = uri.split("?", 1)[0].lower()
+    gz = lower.endswith(".gz")
+    base = lower[:-3] if gz else lower
+    if base.endswith((".jsonl", ".ndjson")):
+        yield from _guard_gzip(uri, gz, _iter_jsonl(uri, batch_rows, gz))
+    elif base.endswith(".json"):
+        yield from _guard_gzip(uri, gz, _iter_json(uri, batch_rows, gz))
+    elif base.endswith(".csv"):
+        yield from _guard_gzip(uri, gz, _iter_csv(uri, batch_rows, gz))
+    elif base.endswith((".parquet", ".arrow")):
+        from ads_core import format_arrow
+
+        yield from format_arrow.iter_columnar_batches(uri, batch_rows)
     else:  # pragma: no cover - list_source_files filters suffixes
         raise InputError(f"{uri}: unknown file type")
+
+
+def _guard_gzip(uri: str, gz: bool, batches: Iterator[list[RawRow]]) -> Iterator[list[RawRow]]:
+    """A corrupt or truncated .gz is an unusable file, not a traceback."""
+    if not gz:
+        yield from batches
+        return
+    try:
+        yield from batches
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise InputError(f"{uri}: not a readable gzip file ({exc or type(exc).__name__})") from exc
+
+
+def _open_binary(uri: str, gz: bool) -> IO[bytes]:
+    fs, path = storage.get_fs(uri)
+    fh = fs.open(path, "rb")
+    return gzip.GzipFile(fileobj=fh, mode="rb") if gz else fh  # type: ignore[return-value]
 
 
 def safe_text(text: str | bytes) -> str:
@@ -99,30 +134,66 @@ def _object_row(uri: str, row: int, obj: Any, raw: str | bytes) -> RawRow:
                   _preview(raw))
 
 
-def _iter_jsonl(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
-    fs, path = storage.get_fs(uri)
+def loads_limited(text: str, max_chars: int = MAX_EMBEDDED_JSON_CHARS,
+                  max_depth: int = MAX_EMBEDDED_JSON_DEPTH) -> Any:
+    """json.loads for JSON embedded in a cell: ValueError (never RecursionError) past the size or depth limit."""
+    if len(text) > max_chars:
+        raise ValueError(f"embedded JSON has {len(text)} characters (limit {max_chars})")
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:  # nesting outside strings, counted before the parser can recurse
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > max_depth:
+                raise ValueError(f"embedded JSON is nested more than {max_depth} levels deep")
+        elif ch in "]}":
+            depth -= 1
+    try:
+        return json.loads(text)
+    except RecursionError as exc:  # pragma: no cover - the depth scan above refuses first
+        raise ValueError("embedded JSON is nested too deeply") from exc
+
+
+def _lines(fh: IO[bytes]) -> Iterator[str]:
+    """Lines split at \\n, \\r\\n or a lone \\r; a BOM dropped; undecodable bytes kept as surrogate escapes."""
+    text = io.TextIOWrapper(fh, encoding="utf-8-sig", errors="surrogateescape", newline=None)
+    yield from text
+
+
+def _iter_jsonl(uri: str, batch_rows: int, gz: bool = False) -> Iterator[list[RawRow]]:
     batch: list[RawRow] = []
-    with fs.open(path, "rb") as fh:
-        for line_no, line in enumerate(fh):
+    with _open_binary(uri, gz) as fh:
+        for line_no, line in enumerate(_lines(fh)):
             if not line.strip():
                 continue
-            try:
-                text = line.decode("utf-8")
-            except UnicodeDecodeError as exc:
+            line = line.rstrip("\n")
+            bad = _ESCAPED_BYTE.search(line)
+            if bad:
+                byte = len(line[: bad.start()].encode("utf-8", errors="surrogateescape"))
                 batch.append(RawRow(uri, line_no, None, "bad_encoding",
-                                    f"line {line_no + 1} is not valid UTF-8 (byte {exc.start})", _preview(line)))
+                                    f"line {line_no + 1} is not valid UTF-8 (byte {byte})", _preview(line)))
             else:
                 try:
-                    obj = json.loads(text)
+                    obj = json.loads(line)
                 except json.JSONDecodeError as exc:
                     batch.append(RawRow(uri, line_no, None, "bad_json",
                                         f"line {line_no + 1} is not valid JSON: {exc.msg} at column {exc.colno}",
-                                        _preview(text)))
+                                        _preview(line)))
                 except (ValueError, RecursionError) as exc:  # a >4300-digit integer, nesting too deep
                     batch.append(RawRow(uri, line_no, None, "bad_json",
-                                        f"line {line_no + 1} cannot be parsed: {exc}", _preview(text)))
+                                        f"line {line_no + 1} cannot be parsed: {exc}", _preview(line)))
                 else:
-                    batch.append(_object_row(uri, line_no, obj, text))
+                    batch.append(_object_row(uri, line_no, obj, line))
             if len(batch) >= batch_rows:
                 yield batch
                 batch = []
@@ -130,12 +201,32 @@ def _iter_jsonl(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
         yield batch
 
 
-def _iter_json(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
-    data = storage.read_bytes(uri)
+def _json_rows(uri: str, obj: Any) -> list[Any]:
+    """The rows of a parsed .json file: a list, an object holding one list of rows, or one row object."""
+    if isinstance(obj, list):
+        return obj
+    if not isinstance(obj, dict):
+        raise InputError(f"{uri}: a .json file must hold a list of rows, found a {type(obj).__name__}")
+    row_lists = {k: v for k, v in obj.items() if isinstance(v, list) and v and isinstance(v[0], dict)}
+    if len(row_lists) == 1:
+        return next(iter(row_lists.values()))
+    if len(row_lists) > 1:
+        raise InputError(f"{uri}: a .json file must hold a list of rows (or an object with exactly one list); "
+                         f"found lists of rows under {', '.join(row_lists)}")
+    if any(isinstance(v, str) and v.strip() for v in obj.values()):
+        return [obj]  # one problem per file (the original MATH distribution)
+    raise InputError(f"{uri}: a .json file must hold a list of rows (or an object with exactly one list)")
+
+
+def _iter_json(uri: str, batch_rows: int, gz: bool = False) -> Iterator[list[RawRow]]:
+    with _open_binary(uri, gz) as fh:
+        data = fh.read()
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(f"{uri}: not valid UTF-8 (byte {exc.start}); a .json file must be UTF-8 text") from exc
+    if not text.strip():
+        raise InputError(f"{uri}: no rows (the file is empty)")
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -143,32 +234,34 @@ def _iter_json(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
                          "if it holds one object per line, name it .jsonl") from exc
     except (ValueError, RecursionError) as exc:  # a >4300-digit integer, nesting too deep
         raise InputError(f"{uri}: cannot be parsed as JSON ({exc})") from exc
-    if isinstance(obj, dict):
-        lists = [v for v in obj.values() if isinstance(v, list)]
-        if len(lists) != 1:
-            raise InputError(f"{uri}: a .json file must hold a list of rows (or an object with exactly one list)")
-        obj = lists[0]
-    if not isinstance(obj, list):
-        raise InputError(f"{uri}: a .json file must hold a list of rows, found a {type(obj).__name__}")
-    for start in range(0, len(obj), batch_rows):
+    rows = _json_rows(uri, obj)
+    for start in range(0, len(rows), batch_rows):
         yield [_object_row(uri, start + i, item, json.dumps(item, default=str)[:300])
-               for i, item in enumerate(obj[start:start + batch_rows])]
+               for i, item in enumerate(rows[start:start + batch_rows])]
 
 
-def _iter_csv(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
+def _csv_header(uri: str, header: list[str]) -> list[str]:
+    header = [h.strip() for h in header]
+    dups = sorted({h for h in header if header.count(h) > 1})
+    if dups:
+        raise InputError(f"{uri}: duplicate column names in the CSV header: {', '.join(map(repr, dups))}; "
+                         "rename them so each column has one name")
+    return header
+
+
+def _iter_csv(uri: str, batch_rows: int, gz: bool = False) -> Iterator[list[RawRow]]:
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-    fs, path = storage.get_fs(uri)
     batch: list[RawRow] = []
-    with fs.open(path, "rb") as raw_fh:
-        fh = io.TextIOWrapper(raw_fh, encoding="utf-8", errors="surrogateescape", newline="")
-        reader = csv.reader(fh)
+    with _open_binary(uri, gz) as raw_fh:
+        fh = io.TextIOWrapper(raw_fh, encoding="utf-8-sig", errors="surrogateescape", newline="")
+        reader = csv.reader(fh)  # the csv module itself ends records at \r, \n or \r\n
         try:
             header = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:
             raise InputError(f"{uri}: cannot read the CSV header: {exc}") from exc
-        header = [h.strip() for h in header]
+        header = _csv_header(uri, header)
         row_no = 0
         while True:
             try:
@@ -194,26 +287,6 @@ def _iter_csv(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
                 batch = []
     if batch:
         yield batch
-
-
-def _iter_parquet(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    fs, path = storage.get_fs(uri)
-    with fs.open(path, "rb") as fh:
-        try:
-            pf = pq.ParquetFile(fh)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise InputError(f"{uri}: not a readable Parquet file ({exc})") from exc
-        row = 0
-        try:
-            for record_batch in pf.iter_batches(batch_size=batch_rows):
-                rows = record_batch.to_pylist()
-                yield [RawRow(uri, row + i, r) for i, r in enumerate(rows)]
-                row += len(rows)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise InputError(f"{uri}: Parquet file is corrupt or truncated after row {row} ({exc})") from exc
 
 
 def looks_like_hub_id(source: str) -> bool:

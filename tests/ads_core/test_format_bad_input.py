@@ -110,7 +110,8 @@ def test_parquet_with_corrupt_pages(tmp_path):
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
-        (b'{"question": "q", "answer": "1"}', "must hold a list"),
+        (b'{"version": 2, "note": 3}', "must hold a list"),  # an object that is neither a row nor holds rows
+        (b'{"train": [{"q": 1}], "test": [{"q": 2}]}', "exactly one list"),
         (b'{"train": [], "test": []}', "exactly one list"),
         (b'"just a string"', "found a str"),
         (b'[{"question": "q", ', "not valid JSON"),
@@ -191,7 +192,8 @@ def test_truncated_jsonl_last_line_is_bad_json(tmp_path):
         ({"question": {"text": "What?"}, "answer": "1"}, "bad_type"),
         ({"question": ["What?"], "answer": "1"}, "bad_type"),
         ({"question": "What is 5+5?", "answer": {"value": 10}}, "bad_type"),
-        ({"question": "What is 5+5?", "answer": [10]}, "bad_type"),
+        ({"question": "What is 5+5?", "answer": [[10]]}, "bad_type"),
+        ({"question": "What is 5+5?", "answer": [{"value": 10}]}, "bad_type"),
         ({"question": "What is 5+5?", "answer": True}, "bad_type"),
         (b'{"question": "What is 0/0?", "answer": NaN}', "bad_type"),
         (b'{"question": "What is 1/0?", "answer": Infinity}', "bad_type"),
@@ -295,7 +297,11 @@ def test_parquet_with_wrong_types(tmp_path):
         }
     )
     pq.write_table(table, tmp_path / "typed.parquet")
-    assert ads_format(tmp_path / "typed.parquet", tmp_path / "out").exit_code == 0
+    # Nothing is kept, so the run fails (min_kept), but only after the rejects and the manifest are written.
+    line = assert_exit_2(ads_format(tmp_path / "typed.parquet", tmp_path / "out"), "typed.parquet", "0 of 4 rows kept",
+                         "bad_type x2", "--min-kept")
+    assert "row 0" in line and "rejects.parquet" in line
+    assert manifest_counts(tmp_path / "out")["rows_rejected"] == 4
     assert rejects_of(tmp_path / "out") == [
         (0, "bad_type"),
         (1, "missing_question"),
@@ -313,11 +319,12 @@ def test_many_problems_in_one_file_are_each_accounted_for(tmp_path):
         {"question": "what is 2+2?", "answer": "4"},
         b"\xff\xfe\xfd",
         {"question": "What is 9-2?", "answer": 7},
+        *({"question": f"What is {i}*3?", "answer": 3 * i} for i in range(2, 5)),  # enough kept for min_kept
     ]
     (tmp_path / "mixed.jsonl").write_bytes(jsonl_bytes(*rows))
     result = ads_format(tmp_path / "mixed.jsonl", tmp_path / "out")
     assert result.exit_code == 0
-    assert kept_rows(tmp_path / "out") == [0, 6]
+    assert kept_rows(tmp_path / "out") == [0, 6, 7, 8, 9]
     assert rejects_of(tmp_path / "out") == [
         (1, "bad_json"),
         (2, "missing_question"),
@@ -363,7 +370,8 @@ def test_random_rows_are_all_accounted_for(lines, blank_every):
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "rows.jsonl", Path(tmp) / "out"
         src.write_bytes(b"\n".join(lines) + b"\n")
-        cfg = FormatConfig(question_col="question", answer_col="answer", max_question_chars=50, max_answer_chars=50)
+        cfg = FormatConfig(question_col="question", answer_col="answer", max_question_chars=50, max_answer_chars=50,
+                           min_kept=0)
         counts = format_dataset(str(src), str(out), cfg).counts
 
         data_lines = [i for i, line in enumerate(lines) if line.strip()]
