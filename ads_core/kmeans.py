@@ -326,3 +326,39 @@ def run_backend(backend: KMeansBackend, x: np.ndarray, init: np.ndarray, max_ite
     result.labels = labels.astype(np.int32, copy=False)
     result.centroids = np.asarray(result.centroids, dtype=np.float32)
     return result
+
+
+def cluster_means(x: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
+    """float64 [k, d] mean of each cluster's rows; NaN rows for empty clusters."""
+    sums = np.zeros((k, x.shape[1]), dtype=np.float64)
+    _chunked_sum(sums, x, labels)
+    counts = np.bincount(labels, minlength=k).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return sums / counts[:, None]
+
+
+def match_ids(new_centres: np.ndarray, old_centres: np.ndarray) -> np.ndarray:
+    """The id (0..k_new-1, each once) of each new cluster: the old id it is matched to, when it has one.
+
+    Hungarian assignment (scipy's linear_sum_assignment) on squared centre distances, both sets in the same
+    space. New clusters left over (k_new > k_old) get fresh ids k_old, k_old+1, ...; when k_new < k_old, the
+    matched clusters holding ids >= k_new move into the ids left free below it, so ids stay 0..k-1 as every
+    later stage expects. A NaN centre (an empty cluster) costs the most, so it is matched last."""
+    from scipy.optimize import linear_sum_assignment
+
+    new = np.asarray(new_centres, dtype=np.float64)
+    old = np.asarray(old_centres, dtype=np.float64)
+    k_new, k_old = len(new), len(old)
+    cost = (new**2).sum(1)[:, None] - 2 * new @ old.T + (old**2).sum(1)[None, :]
+    bad = ~np.isfinite(cost)
+    cost[bad] = (np.nanmax(cost[~bad]) if (~bad).any() else 0.0) + 1.0
+    rows, cols = linear_sum_assignment(np.maximum(cost, 0))
+    ids = np.full(k_new, -1, dtype=np.int64)
+    ids[rows] = cols
+    unmatched = np.flatnonzero(ids < 0)
+    ids[unmatched] = k_old + np.arange(len(unmatched))
+    high = np.flatnonzero(ids >= k_new)
+    if len(high):
+        free = np.setdiff1d(np.arange(k_new), ids)
+        ids[high[np.argsort(ids[high])]] = free[: len(high)]
+    return ids.astype(np.int32)

@@ -6,6 +6,9 @@ summed in float64; then the top components come from a partial symmetric eigende
 exact on small data and, for d <= a few thousand, cheaper than randomized SVD over all rows.
 Normalisation is folded into the chunked passes (one scale per row), so no N x d temporaries are made
 besides the N x pca_dim features, and memory stays near the size of the embeddings.
+
+A fitted model is saved as two plain .npy arrays (`save_pca` / `load_pca`: mean [d], components [k, d];
+no pickle), so a later build can project new embeddings into the same space.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from ads_core import storage
 
 _CHUNK_BYTES = 32 << 20  # float32 bytes per row chunk in the streaming passes
 
@@ -128,3 +133,32 @@ def fit_pca(x: np.ndarray, dim: int, *, sample: int | None = None, seed: int = 0
     ratio = values / total if total > 0 else np.zeros(len(values))
     return PCAModel(mean, comps.astype(np.float32), ratio, values)
 
+
+def save_npy(uri: str, array: np.ndarray) -> None:
+    """np.save to any storage URI, atomically, never pickling."""
+    with storage.atomic_local_file(uri, ".npy") as tmp:
+        np.save(tmp, array, allow_pickle=False)
+
+
+def load_npy(uri: str) -> np.ndarray:
+    """np.load from any storage URI; object arrays (which would need pickle) are refused."""
+    import io
+
+    try:
+        return np.load(io.BytesIO(storage.read_bytes(uri)), allow_pickle=False)
+    except ValueError as exc:
+        raise ValueError(f"{uri}: not a plain numeric .npy array ({exc})") from exc
+
+
+def save_pca(mean_uri: str, components_uri: str, pca: PCAModel) -> None:
+    save_npy(mean_uri, np.asarray(pca.mean, dtype=np.float32))
+    save_npy(components_uri, np.asarray(pca.components, dtype=np.float32))
+
+
+def load_pca(mean_uri: str, components_uri: str) -> PCAModel:
+    """A saved projection (mean, components); the variance figures are not kept, only what transform needs."""
+    mean, comps = load_npy(mean_uri), load_npy(components_uri)
+    if mean.ndim != 1 or comps.ndim != 2 or comps.shape[1] != mean.shape[0]:
+        raise ValueError(f"{components_uri}: PCA components of shape {comps.shape} do not fit the mean of shape "
+                         f"{mean.shape} in {mean_uri}")
+    return PCAModel(mean.astype(np.float32), comps.astype(np.float32), np.full(len(comps), np.nan))

@@ -227,6 +227,9 @@ def test_cluster_stage_writes_assignments_centroids_stats_and_manifest(blobs, tm
     on_disk = json.loads((d / "manifest.json").read_text())
     assert on_disk["stage"] == "cluster" == manifest.stage
     assert manifest.counts == {"rows": len(x), "clusters": K}
-    assert set(manifest.outputs) == {"assignments", "centroids", "stats"}
+    assert set(manifest.outputs) == {"assignments", "centroids", "stats", "pca_mean", "pca_components"}
+    assert np.load(d / "pca_components.npy").shape == (16, x.shape[1]) and stats["pca"] and stats["normalize"]
+    assert stats["embedding_dim"] == x.shape[1]
+    assert manifest.extra["refresh"] == {"path": "fresh", "reason": "no previous build"}
     assert manifest.outputs["assignments"]["rows"] == len(x)
     assert manifest.config["num_clusters"] == K
