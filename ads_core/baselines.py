@@ -13,18 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ads_core.sampler import (
-    BaseSampler,
-    _check,
-    _is_int,
-    _state_config,
-    _state_header,
-    _state_int,
-    _state_list,
-    _state_reals,
-    _state_rng,
-    as_sampler_columns,
-)
+from ads_core.sampler import BaseSampler, _check, as_sampler_columns
+from ads_core.sampler_state import is_int, state_config, state_header, state_int, state_list, state_reals, state_rng
 
 STATE_VERSION = 1
 
@@ -35,8 +25,8 @@ class UniformSamplerConfig:
     seed: int = 42
 
     def __post_init__(self) -> None:
-        _check(_is_int(self.batch_size) and self.batch_size >= 1, "batch_size must be >= 1")
-        _check(_is_int(self.seed) and self.seed >= 0, "seed must be a non-negative int")
+        _check(is_int(self.batch_size) and self.batch_size >= 1, "batch_size must be >= 1")
+        _check(is_int(self.seed) and self.seed >= 0, "seed must be a non-negative int")
 
 
 class UniformSampler(BaseSampler):
@@ -91,11 +81,11 @@ class UniformSampler(BaseSampler):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a ``state_dict``; all fields are checked first, so a refused state changes nothing."""
-        s = _state_header(state, "UniformSampler", _UNIFORM_KEYS, self.n_rows, STATE_VERSION)
-        _state_config(s["config"], self.cfg)  # the seed too: it picks every epoch's permutation
-        steps = _state_int(s["steps"], "state['steps']")
-        epoch = _state_int(s["epoch"], "state['epoch']")
-        cursor = _state_int(s["cursor"], "state['cursor']", 0, self.n_rows)
+        s = state_header(state, "UniformSampler", _UNIFORM_KEYS, self.n_rows, STATE_VERSION)
+        state_config(s["config"], self.cfg)  # the seed too: it picks every epoch's permutation
+        steps = state_int(s["steps"], "state['steps']")
+        epoch = state_int(s["epoch"], "state['epoch']")
+        cursor = state_int(s["cursor"], "state['cursor']", 0, self.n_rows)
         perm = self._permutation(epoch)
         self.steps, self._epoch, self._cursor, self._perm = steps, epoch, cursor, perm
 
@@ -116,11 +106,11 @@ class DifficultyTargetedConfig:
     temperature: float = 0.1  # attention temperature when embeddings are given
 
     def __post_init__(self) -> None:
-        _check(_is_int(self.batch_size) and self.batch_size >= 1, "batch_size must be >= 1")
-        _check(_is_int(self.seed) and self.seed >= 0, "seed must be a non-negative int")
+        _check(is_int(self.batch_size) and self.batch_size >= 1, "batch_size must be >= 1")
+        _check(is_int(self.seed) and self.seed >= 0, "seed must be a non-negative int")
         _check(0.0 <= self.target <= 1.0, "target must be in [0, 1]")
-        _check(_is_int(self.memory_size) and self.memory_size >= 1, "memory_size must be >= 1")
-        _check(_is_int(self.candidate_pool) and self.candidate_pool >= 1, "candidate_pool must be >= 1")
+        _check(is_int(self.memory_size) and self.memory_size >= 1, "memory_size must be >= 1")
+        _check(is_int(self.candidate_pool) and self.candidate_pool >= 1, "candidate_pool must be >= 1")
         _check(self.rank_bandwidth > 0 and self.temperature > 0, "rank_bandwidth and temperature must be > 0")
         _check(0.0 <= self.cross_cluster_weight <= 1.0, "cross_cluster_weight must be in [0, 1]")
         _check(self.prior_strength > 0, "prior_strength must be > 0")
@@ -249,13 +239,13 @@ class DifficultyTargetedSampler(BaseSampler):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a ``state_dict``; all fields are checked first, so a refused state changes nothing."""
-        s = _state_header(state, "DifficultyTargetedSampler", _DOTS_KEYS, self.n_rows, STATE_VERSION)
-        _state_config(s["config"], self.cfg)
-        steps = _state_int(s["steps"], "state['steps']")
-        memory = _state_list(s["memory_rows"], "state['memory_rows']", self.cfg.memory_size, "rows", at_most=True)
-        rows = [_state_int(v, f"state['memory_rows'][{i}]", 0, self.n_rows - 1) for i, v in enumerate(memory)]
-        succ = _state_reals(s["memory_success"], "state['memory_success']", len(rows), "values, one per memory row")
-        rng = _state_rng(s["rng"], "state['rng']")
+        s = state_header(state, "DifficultyTargetedSampler", _DOTS_KEYS, self.n_rows, STATE_VERSION)
+        state_config(s["config"], self.cfg)
+        steps = state_int(s["steps"], "state['steps']")
+        memory = state_list(s["memory_rows"], "state['memory_rows']", self.cfg.memory_size, "rows", at_most=True)
+        rows = [state_int(v, f"state['memory_rows'][{i}]", 0, self.n_rows - 1) for i, v in enumerate(memory)]
+        succ = state_reals(s["memory_success"], "state['memory_success']", len(rows), "values, one per memory row")
+        rng = state_rng(s["rng"], "state['rng']")
         self._mem_rows, self._mem_succ, self._rng = np.array(rows, dtype=np.int64), succ, rng
         self.steps = steps
 

@@ -14,18 +14,18 @@ The fixes relative to the reference are listed in ``docs/sampler.md``.
 from __future__ import annotations
 
 import hashlib
-import math
-import reprlib
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, NoReturn, Protocol, Self, get_args, runtime_checkable
+from typing import Any, Literal, Protocol, Self, get_args, runtime_checkable
 
 import numpy as np
 
+from ads_core.sampler_state import ADS_STATE_VERSION, check_ads_state, is_int
+from ads_core.sampler_state import INT64_MAX as INT64_MAX  # re-exported: it lived here first
+from ads_core.sampler_state import SamplerStateError as SamplerStateError
+
 Weighting = Literal["success", "learnability", "inverse"]
 WEIGHTINGS: tuple[str, ...] = get_args(Weighting)
-STATE_VERSION = 1
-INT64_MAX = 2**63 - 1  # bound of every counter in a saved state
+STATE_VERSION = ADS_STATE_VERSION
 SAMPLER_COLUMNS = ("cluster_id", "rank_in_cluster")
 
 
@@ -61,13 +61,13 @@ class ADSSamplerConfig:
     inter_cluster_weighting: Weighting = "success"  # success: r, learnability: r(1-r), inverse: 1-r
 
     def __post_init__(self) -> None:
-        _check(_is_int(self.active_clusters) and self.active_clusters >= 1, "active_clusters must be >= 1")
-        _check(_is_int(self.mini_cluster_size) and self.mini_cluster_size >= 1, "mini_cluster_size must be >= 1")
+        _check(is_int(self.active_clusters) and self.active_clusters >= 1, "active_clusters must be >= 1")
+        _check(is_int(self.mini_cluster_size) and self.mini_cluster_size >= 1, "mini_cluster_size must be >= 1")
         _check(0.0 <= self.boundary_eps <= 0.5, "boundary_eps must be in [0, 0.5]")
         _check(0.0 <= self.alpha <= 1.0, "alpha must be in [0, 1]")
         _check(0.0 <= self.r_init <= 1.0, "r_init must be in [0, 1]")
-        _check(_is_int(self.seed) and self.seed >= 0, "seed must be a non-negative int")
-        _check(self.reset_every is None or _is_int(self.reset_every), "reset_every must be an int or None")
+        _check(is_int(self.seed) and self.seed >= 0, "seed must be a non-negative int")
+        _check(self.reset_every is None or is_int(self.reset_every), "reset_every must be an int or None")
         _check(0.0 <= self.prob_floor <= 1.0, "prob_floor must be in [0, 1]")
         _check(
             self.inter_cluster_weighting in WEIGHTINGS,
@@ -325,50 +325,10 @@ class ADSSampler(BaseSampler):
         Every field is checked before anything is assigned, so a refused state (a ``SamplerStateError``,
         a ``ValueError`` naming the field) leaves this sampler exactly as it was.
         """
-        s = _state_header(state, "ADSSampler", _ADS_KEYS, self.n_rows, STATE_VERSION)
-        fp = s["fingerprint"]
-        if not (isinstance(fp, str) and fp == self.fingerprint):
-            raise SamplerStateError(
-                "state['fingerprint']", "state was saved for another artifact (clustering or row order differ)"
-            )
-        _state_config(s["config"], self.cfg, ignore_seed=True)
-        steps = _state_int(s["steps"], "state['steps']")
-        # steps_in_epoch counts from the last reset, which happens as soon as it reaches reset_every
-        in_epoch_max = min(steps, self.reset_every - 1) if self.reset_every else steps
-        steps_in_epoch = _state_int(s["steps_in_epoch"], "state['steps_in_epoch']", 0, in_epoch_max)
-        k, b = self.n_clusters, self.cfg.mini_cluster_size
-        r = _state_reals(s["r"], "state['r']", k, "success rates, one per cluster")
-        p = _state_reals(s["p"], "state['p']", k, "probabilities, one per cluster")
-        if abs(math.fsum(p.tolist()) - 1.0) > 1e-6:
-            raise SamplerStateError("state['p']", f"expected a distribution summing to 1, got sum {float(p.sum())!r}")
-        windows = _state_list(s["windows"], "state['windows']", k, "windows, one per cluster")
-        win = np.broadcast_to(self._cols, (k, b)).copy()
-        for i, w in enumerate(windows):
-            field, m, size = f"state['windows'][{i}]", int(self._wsize[i]), int(self.sizes[i])
-            what = f"positions (cluster {self.cluster_ids[i]} has {size} rows, its window min({b}, {size}))"
-            positions = _state_list(w, field, m, what)
-            prev = -1
-            for j, v in enumerate(positions):  # strictly ascending inside [0, size): bounds that leave room
-                prev = win[i, j] = _state_int(v, f"{field}[{j}]", prev + 1, size - m + j, " (ascending positions)")
-        total = int(self._wsize.sum())  # a row is classified at most once per update, and only inside a window
-        counts = _state_list(s["last_counts"], "state['last_counts']", 3, "counts (easier, keep, harder)")
-        counts = [_state_int(v, f"state['last_counts'][{i}]", 0, total) for i, v in enumerate(counts)]
-        if sum(counts) > total:
-            raise SamplerStateError(
-                "state['last_counts']",
-                f"expected counts summing to at most {total} (rows in all windows), got {sum(counts)}",
-            )
-        rng = _state_rng(s["rng"], "state['rng']")
+        checked = check_ads_state(state, self)
         # all checked: nothing below can fail
-        self.r, self.p, self._win, self._rng = r, p, win, rng
-        self.steps, self.steps_in_epoch = steps, steps_in_epoch
-        self._counts = np.array(counts, dtype=np.int64)
-
-
-_ADS_KEYS = (
-    "kind", "version", "config", "n_rows", "fingerprint", "steps", "steps_in_epoch",
-    "r", "p", "windows", "last_counts", "rng",
-)  # fmt: skip
+        self.r, self.p, self._win, self._rng = checked.r, checked.p, checked.windows, checked.rng
+        self.steps, self.steps_in_epoch, self._counts = checked.steps, checked.steps_in_epoch, checked.last_counts
 
 
 def shift_window(window: list[int], easier: list[int], harder: list[int], size: int) -> list[int]:
@@ -460,154 +420,6 @@ def read_sampler_columns(uri: str, columns: tuple[str, str] = SAMPLER_COLUMNS) -
     return out[0], out[1]
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool)
-
-
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise ValueError(message)
-
-
-# -- saved-state checks (shared with the baselines) ---------------------------------------------------
-
-
-class SamplerStateError(ValueError):
-    """A saved state that can't be loaded; ``field`` is the offending entry, e.g. ``state['windows'][3][1]``."""
-
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(field, problem)  # both in args, so the error pickles (Prefect ships exceptions)
-        self.field, self.problem = field, problem
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.problem}"
-
-
-def _show(value: Any) -> str:
-    """A short repr for messages: a huge int's repr can be megabytes long, or raise."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return f"an int of {value.bit_length()} bits"
-    try:
-        return reprlib.repr(value)
-    except ValueError:  # a huge int nested somewhere (int-to-str digit limit)
-        return f"a {type(value).__name__}"
-
-
-def _key(field: str, key: Any) -> str:
-    return f"{field}[{_show(key)}]"
-
-
-def _fail(field: str, expected: str, value: Any) -> NoReturn:
-    raise SamplerStateError(field, f"expected {expected}, got {_show(value)}")
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
-
-
-def _state_int(value: Any, field: str, lo: int = 0, hi: int | None = INT64_MAX, note: str = "") -> int:
-    """An int (not a bool, float or string) in [lo, hi]."""
-    if not (_is_int(value) and lo <= value and (hi is None or value <= hi)):
-        _fail(field, (f"an int in [{lo}, {hi}]" if hi is not None else f"an int >= {lo}") + note, value)
-    return int(value)
-
-
-def _state_list(value: Any, field: str, length: int, what: str, at_most: bool = False) -> list[Any]:
-    """A list (or tuple, or 1-D array) of exactly ``length`` entries, or at most that many."""
-    if isinstance(value, np.ndarray) and value.ndim == 1:
-        value = value.tolist()
-    expected = f"{'at most ' if at_most else ''}{length} {what}"
-    if not isinstance(value, list | tuple):
-        _fail(field, f"a list of {expected}", value)
-    if len(value) > length or (len(value) < length and not at_most):
-        raise SamplerStateError(field, f"expected {expected}, got {len(value)}")
-    return list(value)
-
-
-def _state_reals(value: Any, field: str, length: int, what: str, lo: float = 0.0, hi: float = 1.0) -> np.ndarray:
-    """``length`` finite numbers in [lo, hi] (NaN fails every comparison; bools and strings are refused)."""
-    values = _state_list(value, field, length, what)
-    for i, v in enumerate(values):
-        if not (_is_real(v) and lo <= v <= hi):
-            _fail(f"{field}[{i}]", f"a finite number in [{lo:g}, {hi:g}]", v)
-    return np.array([float(v) for v in values], dtype=np.float64)
-
-
-def _state_mapping(value: Any, field: str, keys: tuple[str, ...]) -> Mapping[str, Any]:
-    """A dict with exactly ``keys``: a missing or unexpected key is named."""
-    if not isinstance(value, Mapping):
-        _fail(field, "a dict", value)
-    for key in keys:
-        if key not in value:
-            raise SamplerStateError(_key(field, key), "missing")
-    for key in value:
-        if key not in keys:
-            raise SamplerStateError(_key(field, key), f"unexpected key (expected only {list(keys)})")
-    return value
-
-
-def _state_header(state: Any, kind: str, keys: tuple[str, ...], n_rows: int, version: int) -> Mapping[str, Any]:
-    """Kind first (the clearest message for a state of another sampler), then the key set, version and rows."""
-    if not isinstance(state, Mapping):
-        _fail("state", f"a dict (a saved {kind} state)", state)
-    if "kind" in state and not (isinstance(state["kind"], str) and state["kind"] == kind):
-        _fail("state['kind']", repr(kind), state["kind"])
-    _state_mapping(state, "state", keys)
-    if not (_is_int(state["version"]) and state["version"] == version):
-        _fail("state['version']", f"state version {version}", state["version"])
-    if not (_is_int(state["n_rows"]) and state["n_rows"] == n_rows):
-        raise SamplerStateError(
-            "state['n_rows']",
-            f"state was saved for another artifact: expected {n_rows} rows, got {_show(state['n_rows'])}",
-        )
-    return state
-
-
-def _same_kind(got: Any, want: Any) -> bool:
-    if want is None:
-        return got is None
-    if isinstance(want, str):
-        return isinstance(got, str)
-    if _is_int(want):
-        return _is_int(got)
-    return _is_real(got) if isinstance(want, float) else type(got) is type(want)
-
-
-def _state_config(value: Any, cfg: Any, field: str = "state['config']", ignore_seed: bool = False) -> None:
-    """Every config field equal to ``cfg``'s (same kind of value too: True is not 1); the seed may be free."""
-    mine = asdict(cfg)
-    saved = _state_mapping(value, field, tuple(mine))
-    for key, want in mine.items():
-        got, where = saved[key], _key(field, key)
-        if key == "seed" and ignore_seed:  # superseded by the saved generator state
-            _state_int(got, where, 0, None)
-        elif not (_same_kind(got, want) and got == want):
-            raise SamplerStateError(
-                where, f"state was saved with a different config: expected {want!r}, got {_show(got)}"
-            )
-
-
-def _state_rng(value: Any, field: str) -> np.random.Generator:
-    """A generator from a saved numpy PCG64 state, checked first: numpy's setter raises TypeError or
-    OverflowError halfway through, accepts some bad values (has_uint32=5) and never says which field."""
-    if isinstance(value, Mapping) and "bit_generator" in value:  # another generator: say so, not "missing key"
-        name = value["bit_generator"]
-        if not (isinstance(name, str) and name == "PCG64"):
-            _fail(_key(field, "bit_generator"), "'PCG64' (numpy's default_rng)", name)
-    saved = _state_mapping(value, field, ("bit_generator", "state", "has_uint32", "uinteger"))
-    inner_field = _key(field, "state")
-    inner = _state_mapping(saved["state"], inner_field, ("state", "inc"))
-    state = _state_int(inner["state"], _key(inner_field, "state"), 0, 2**128 - 1)
-    inc = _state_int(inner["inc"], _key(inner_field, "inc"), 0, 2**128 - 1)
-    if inc % 2 == 0:
-        _fail(_key(inner_field, "inc"), "an odd int (PCG64's increment is always odd)", inc)
-    has_uint32 = _state_int(saved["has_uint32"], _key(field, "has_uint32"), 0, 1)
-    uinteger = _state_int(saved["uinteger"], _key(field, "uinteger"), 0, 2**32 - 1)
-    bit_generator = np.random.PCG64(0)
-    bit_generator.state = {
-        "bit_generator": "PCG64",
-        "state": {"state": state, "inc": inc},
-        "has_uint32": has_uint32,
-        "uinteger": uinteger,
-    }
-    return np.random.Generator(bit_generator)
