@@ -172,6 +172,10 @@ def format_dataset(
                     except Reject as rej:
                         reject(raw, rej.reason, f"row {raw.source_row}: {rej.message}", _row_preview(raw.data))
                         continue
+                    if any(text.has_surrogates(t) for t in (conv.question, conv.answer, conv.solution or "")):
+                        reject(raw, "bad_encoding", f"row {raw.source_row}: a field used in the output (options, "
+                                                    "body or solution) is not valid UTF-8", _row_preview(raw.data))
+                        continue
                     sid = sample_id_of(conv.question)
                     if sid in seen:
                         first_file, first_row = seen[sid]

@@ -44,6 +44,7 @@ class InputError(Exception):
     """
 
     def __init__(self, message: str, options: tuple[str, ...] = ()) -> None:
+        message = " ".join(str(message).split())  # one line, even when it quotes a multi-line library error
         super().__init__(message)
         self.message = message
         self.options = tuple(options)
@@ -306,8 +307,8 @@ def iter_hub_batches(dataset_id: str, split: str, batch_rows: int) -> Iterator[l
         ds = datasets.load_dataset(dataset_id, split=split)
     except Exception as exc:  # noqa: BLE001 - datasets raises many types; all mean "not usable here"
         raise InputError(
-            f"{dataset_id}: no such local file, and the Hugging Face dataset could not be loaded from the "
-            f"local cache (split {split!r}; no network at run time): {type(exc).__name__}: {exc}"
+            f"{dataset_id}: no such local file, and not loadable as a Hugging Face dataset from the local cache "
+            f"(split {split!r}; no network at run time): {type(exc).__name__}: {str(exc)[:200]}"
         ) from exc
     label = f"hf://{dataset_id}[{split}]"
     row = 0

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from ads_cli.main import app
 from ads_core.format import REJECT_REASONS, FormatConfig, format_dataset
+from ads_core.readers import InputError
 
 GOOD = {"question": "What is 2+2?", "answer": "4"}
 
@@ -146,7 +147,9 @@ def test_hugging_face_id_not_in_the_local_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # an empty cache
     monkeypatch.chdir(tmp_path)
     result = ads_format("no-such-org/no-such-dataset", tmp_path / "out")
-    assert_exit_2(result, "no-such-org/no-such-dataset", "Hugging Face", "local cache")
+    assert_exit_2(result, "no-such-org/no-such-dataset", "Hugging Face", "no network")
+    with pytest.raises(InputError, match="from the local cache"):  # the CLI may respell words that are option names
+        format_dataset("no-such-org/no-such-dataset", str(tmp_path / "out"), FormatConfig())
 
 
 def test_column_names_with_rich_markup_are_printed_literally(tmp_path):
