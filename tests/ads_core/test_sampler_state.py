@@ -398,3 +398,21 @@ def test_error_survives_copy_with_its_field():
     clone = copy.copy(info.value)
     assert (clone.field, str(clone)) == ("state['steps']", str(info.value))
     assert re.match(r"state\['steps'\]: expected an int", str(clone))
+
+
+def test_one_error_class_and_check_ads_state_only_parses():
+    """Old imports and the baselines share one class; ``check_ads_state`` returns the state, assigns nothing."""
+    from ads_core import sampler, sampler_state
+
+    assert sampler.SamplerStateError is sampler_state.SamplerStateError
+    with pytest.raises(sampler.SamplerStateError):  # raised by the helpers the baselines import
+        target("uniform").load_state_dict(put(saved("uniform"), ("cursor",), -1))
+    state, s = saved("ads"), target("ads")
+    before = snapshot(s)
+    parsed = sampler_state.check_ads_state(copy.deepcopy(state), s)
+    assert snapshot(s) == before
+    assert (parsed.steps, parsed.steps_in_epoch) == (state["steps"], state["steps_in_epoch"])
+    assert (parsed.r.tolist(), parsed.p.tolist(), parsed.last_counts.tolist()) == (
+        state["r"], state["p"], state["last_counts"])  # fmt: skip
+    assert [row[: len(w)].tolist() for row, w in zip(parsed.windows, state["windows"], strict=True)] == state["windows"]
+    assert parsed.rng.bit_generator.state == state["rng"]
