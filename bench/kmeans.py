@@ -1,6 +1,6 @@
 """Our cluster stage (L2 -> PCA 128 -> K-Means) against the reference's way, on clustered synthetic embeddings.
 
-    .venv/bin/python bench/kmeans.py [--n 200000] [--dim 1536] [--k 64] [--seed 0]
+    .venv/bin/python bench/kmeans.py [--n 200000] [--dim 1536] [--k 64] [--seed 0] [--refresh]
 
 (a) ours: `ads_core.cluster.cluster_embeddings(x, ClusterConfig(num_clusters=K))` with its defaults
     (auto backend: faiss on CPU), timed as a whole: finite check + normalisation, PCA, K-Means, labels.
@@ -22,6 +22,11 @@ embeddings have a large common mean, which the L2 normalisation and PCA centring
 Sub-clusters of a topic are ~3 noise sd apart along the line joining them, so neighbours overlap a little;
 topics are far apart. K-Means has real local optima here (two centres in one sub-cluster, one centre on
 two), so the init matters, as on real embeddings. The last line is the speed-up (reference / ours).
+
+--refresh adds a refresh of that build (issue 10's case): 1% of rows deleted, 1% nudged (noise of 0.5 sd),
+5% new rows from the same blobs appended. It times and compares the three ways to cluster it: warm start
+from our centroids (the default path), refit + Hungarian id matching (`refit=True`) and a cold build without
+the previous state, each with the share of surviving rows that kept their cluster id.
 """
 
 from __future__ import annotations
@@ -46,8 +51,9 @@ SHARED_OFFSET = 20.0  # one offset common to all rows
 NOISE_SD = (0.7, 1.3)  # per-blob isotropic noise sd
 
 
-def make_blobs(n: int, d: int, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Clustered float32 rows and their true blob ids; see the module docstring. Written in row chunks."""
+def make_blobs(n: int, d: int, k: int, seed: int = 0, rows_seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Clustered float32 rows and their true blob ids; see the module docstring. Written in row chunks.
+    `rows_seed` draws other rows (labels and noise) around the same blobs."""
     rng = np.random.default_rng(seed)
     weights = rng.lognormal(0.0, 0.8, k)
     sizes = np.maximum(np.floor(weights / weights.sum() * n).astype(np.int64), 1)
@@ -58,6 +64,7 @@ def make_blobs(n: int, d: int, k: int, seed: int = 0) -> tuple[np.ndarray, np.nd
     centres = (topics[np.arange(k) % groups] + offsets + _random_directions(rng, 1, d) * SHARED_OFFSET)
     centres = centres.astype(np.float32)
     sigma = rng.uniform(*NOISE_SD, k).astype(np.float32)
+    rng = rng if rows_seed is None else np.random.default_rng([seed, rows_seed])
     labels = rng.permutation(np.repeat(np.arange(k, dtype=np.int32), sizes))
     x = np.empty((n, d), dtype=np.float32)
     for s in range(0, n, CHUNK):
@@ -137,12 +144,39 @@ def reference(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, float]:
     return feats, km.labels_.astype(np.int32), float(km.inertia_)
 
 
+def refresh(x: np.ndarray, ours: object, cfg: object, args: argparse.Namespace) -> None:
+    """Warm start vs refit vs cold on the refreshed data; see the module docstring."""
+    from ads_core.cluster import PreviousClustering, cluster_embeddings
+
+    rng = np.random.default_rng(args.seed + 1)
+    n = len(x)
+    kept_rows = np.flatnonzero(rng.random(n) >= 0.01)
+    m = n // 20
+    new_rows, _ = make_blobs(m, args.dim, args.k, args.seed, rows_seed=1)
+    x2 = np.concatenate([x[kept_rows], new_rows])
+    nudge = rng.random(len(kept_rows)) < 0.01
+    x2[np.flatnonzero(nudge)] += rng.standard_normal((int(nudge.sum()), args.dim), dtype=np.float32) * 0.5
+    old_labels = np.concatenate([ours.labels[kept_rows], np.full(m, -1, np.int32)])
+    prev = PreviousClustering(ours.centroids, ours.pca, cfg.normalize, ours.inertia / n, old_labels, args.dim, n)
+    print(f"refresh: {len(x2)} rows ({len(kept_rows)} kept of {n}, {int(nudge.sum())} nudged, {m} new)")
+    both = old_labels >= 0
+    for name, c, p in (("warm start", cfg, prev), ("refit+match", cfg.model_copy(update={"refit": True}), prev),
+                       ("cold", cfg, None)):
+        t0 = time.perf_counter()
+        res = cluster_embeddings(x2, c, p)
+        secs = time.perf_counter() - t0
+        kept = float((res.labels[both] == old_labels[both]).mean())
+        print(f"  {name:11s}: {secs:7.2f} s  path {res.refresh['path']:10s} ids kept {kept:.2%}  "
+              f"inertia {res.inertia:.2f} ({res.iterations} Lloyd iterations)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--dim", type=int, default=1536)
     ap.add_argument("--k", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--refresh", action="store_true", help="also time a refresh: warm start vs refit vs cold")
     args = ap.parse_args()
 
     from sklearn.metrics import adjusted_rand_score
@@ -182,6 +216,8 @@ def main() -> int:
           f"sklearn {ref_inertia_own:.2f}")
     print(f"ARI ours vs reference {adjusted_rand_score(ref_labels, ours.labels):.4f}; vs true blobs: ours "
           f"{adjusted_rand_score(truth, ours.labels):.4f}, reference {adjusted_rand_score(truth, ref_labels):.4f}")
+    if args.refresh:
+        refresh(x, ours, cfg, args)
     speedup = p_ref.seconds / p_ours.seconds
     ok = speedup >= 3 and rel <= 0.01
     print(f"targets: speed-up >= 3x {'ok' if speedup >= 3 else 'MISSED'}, inertia within 1% "
