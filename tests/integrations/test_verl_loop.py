@@ -184,7 +184,7 @@ def test_dataloader_state_round_trip_gives_the_same_next_batch(cfg, tmp_path: Pa
     expected = rows_of(next(loader_iter), trainer.ads_sampler)
 
     fresh = make_trainer(cfg)
-    fresh.train_dataloader.load_state_dict(torch.load(state_file, weights_only=False))
+    fresh.train_dataloader.load_state_dict(torch.load(state_file, weights_only=True))  # no pickle needed
     assert fresh.ads_sampler.ads.steps == 0  # torchdata applies the state lazily, at iter()
     resumed_iter = iter(fresh.train_dataloader)
     assert rows_of(next(resumed_iter), fresh.ads_sampler) == expected
@@ -238,7 +238,8 @@ def test_resume_at_an_epoch_boundary_keeps_the_schedule(cfg, tmp_path: Path, cap
     assert len(list(iter(resumed.train_dataloader))) == 3  # a full new epoch
 
 
-def test_epoch_boundary_without_our_restore_would_lose_the_schedule(cfg, tmp_path: Path):
+def test_epoch_boundary_without_our_restore_would_lose_the_schedule(cfg, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture):
     """Control for the test above: verl alone (data.pt skipped, no ads_sampler.json) restarts the schedule."""
     ckpt = tmp_path / "ckpt"
     cfg = OmegaConf.merge(cfg, {"data": {"train_max_samples": 24},
@@ -257,9 +258,83 @@ def test_epoch_boundary_without_our_restore_would_lose_the_schedule(cfg, tmp_pat
         resumed._load_checkpoint()
     assert resumed.ads_sampler.ads.steps == 0  # fresh schedule: this is what the override prevents
     (ckpt / "global_step_3" / "data.pt.bak").rename(ckpt / "global_step_3" / "data.pt")
+    capsys.readouterr()
     again = make_trainer(cfg)
-    again._load_checkpoint()  # no JSON: the schedule is recovered from data.pt's sampler state
-    assert again.ads_sampler.ads.steps == 3
+    again._load_checkpoint()  # no JSON: data.pt is not unpickled for the schedule, which starts fresh, loudly
+    assert again.ads_sampler.ads.steps == 0
+    assert f"WARNING: no {ADS_STATE_FILE} in {ckpt / 'global_step_3'}; the ADS schedule starts fresh" in (
+        capsys.readouterr().out)
+
+
+class _WritesMarker:
+    """Unpickling this calls open(marker, "w"): a stand-in for a data.pt that runs code."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+def craft_data_pt(path: Path, marker: Path) -> None:
+    torch.save({"_sampler_iter_state": {"sampler_state": _WritesMarker(marker)}}, path)
+
+
+def test_a_crafted_data_pt_is_never_unpickled(cfg, tmp_path: Path, capsys: pytest.CaptureFixture):
+    from verl.trainer.ppo import ray_trainer
+
+    from ads_core.integrations.verl.trainer import CheckpointStateError, read_sampler_state
+
+    ckpt = tmp_path / "ckpt"
+    marker = tmp_path / "marker"
+    # 24 rows / batch 8: step 2 is mid-epoch (verl reads data.pt), step 3 an epoch boundary (it skips it)
+    cfg = OmegaConf.merge(cfg, {"data": {"train_max_samples": 24},
+                                "trainer": {"default_local_dir": str(ckpt), "resume_mode": "auto"}})
+    trainer = make_trainer(cfg)
+    rng = np.random.default_rng(6)
+    for step, batch_dict in enumerate(trainer.train_dataloader, start=1):
+        trainer.global_steps = step
+        trainer._update_actor(rollout_step(trainer, batch_dict, rng))
+        if step in (2, 3):
+            trainer._save_checkpoint()
+    boundary, mid = ckpt / "global_step_3", ckpt / "global_step_2"
+
+    # the schedule reader looks at our JSON only
+    (boundary / ADS_STATE_FILE).unlink()
+    craft_data_pt(boundary / "data.pt", marker)
+    assert read_sampler_state(str(boundary)) is None
+    assert not marker.exists()
+    # a resume at the epoch boundary without our JSON: a warning and a fresh schedule, no unpickling
+    capsys.readouterr()
+    resumed = make_trainer(cfg)
+    resumed._load_checkpoint()
+    assert "WARNING: no ads_sampler.json" in capsys.readouterr().out
+    assert resumed.ads_sampler.ads.steps == 0 and not marker.exists()
+
+    # mid-epoch, verl itself loads data.pt: weights-only, so the crafted file is refused with a clear error
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("2")
+    craft_data_pt(mid / "data.pt", marker)
+    with pytest.raises(CheckpointStateError, match=r"data\.pt: holds global \S*open outside the weights-only"):
+        make_trainer(cfg)._load_checkpoint()
+    assert not marker.exists()
+    assert ray_trainer.torch is torch  # verl's module sees the real torch again
+
+    # control: the crafted file does run code when unpickled the old way
+    torch.load(mid / "data.pt", weights_only=False)
+    assert marker.exists()
+
+
+def test_an_unreadable_sampler_state_names_the_file(tmp_path: Path):
+    from ads_core.integrations.verl.trainer import CheckpointStateError, read_sampler_state
+
+    (tmp_path / ADS_STATE_FILE).write_text('{"global_step": 3, "sampler": ')
+    with pytest.raises(CheckpointStateError, match=rf"{ADS_STATE_FILE}: unreadable ADS sampler state"):
+        read_sampler_state(str(tmp_path))
+    (tmp_path / ADS_STATE_FILE).write_text('{"global_step": 3, "sampler": [1, 2]}')
+    with pytest.raises(CheckpointStateError, match="no 'sampler' object"):
+        read_sampler_state(str(tmp_path))
+    (tmp_path / ADS_STATE_FILE).write_text('{"global_step": 3, "sampler": {"kind": "ADSSampler"}}')
+    assert read_sampler_state(str(tmp_path)) == {"kind": "ADSSampler"}
 
 
 def test_feedback_falls_back_to_the_sign_of_the_score(cfg):

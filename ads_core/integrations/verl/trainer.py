@@ -5,26 +5,44 @@
   the checkpoint holds the post-update schedule, and add ``ads/*`` to the metrics ``fit`` reduces and logs.
 * ``_save_checkpoint()``: also writes ``global_step_N/ads_sampler.json`` (the schedule, readable JSON).
 * ``_load_checkpoint()``: verl 0.9 skips ``data.pt`` when the step is at an epoch boundary; we then
-  restore the schedule from ``ads_sampler.json`` (or from ``data.pt`` itself), so no resume loses it.
+  restore the schedule from ``ads_sampler.json``, so no resume loses it.
+
+No pickle from checkpoints: we read the schedule only from our JSON, and while verl's own
+``_load_checkpoint`` runs, its ``torch.load(data.pt, weights_only=False)`` is made weights-only (plain
+containers, numbers, strings and tensors, plus the empty allow-list ``DATA_PT_SAFE_GLOBALS``), so a crafted
+``data.pt`` can't run code. A checkpoint without ``ads_sampler.json`` resumes with a warning.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import pickle
+import re
+import types
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 from ads_core.integrations.verl.sampler import ADSVerlSampler
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)
+    from verl.trainer.ppo import ray_trainer
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
 log = logging.getLogger("ads.verl")
 
 ADS_STATE_FILE = "ads_sampler.json"
+# Classes data.pt may hold beyond torch's weights-only set. torchdata's loader state and our sampler's
+# state_dict are plain containers, so none is needed; add one here only if a verl release requires it.
+DATA_PT_SAFE_GLOBALS: tuple[Any, ...] = ()
+
+
+class CheckpointStateError(ValueError):
+    """A checkpoint's sampler or dataloader state can't be read safely; the message says what to do."""
 
 
 class ADSRayPPOTrainer(RayPPOTrainer):
@@ -82,18 +100,24 @@ class ADSRayPPOTrainer(RayPPOTrainer):
         return folder if os.path.isabs(folder) else os.path.join(os.getcwd(), folder)
 
     def _load_checkpoint(self) -> Any:
-        result = super()._load_checkpoint()
+        with weights_only_data_pt():
+            result = super()._load_checkpoint()
         step = int(getattr(self, "global_steps", 0) or 0)
         if step <= 0:
             return result
         folder = self._resumed_folder()
         state = read_sampler_state(folder)
-        if state is None:
-            log.warning("no ADS sampler state in %s: the schedule starts fresh", folder)
-            print(f"[ads] WARNING: no ADS sampler state in {folder}; the schedule starts fresh")
-            return result
         steps_per_epoch = len(self.train_dataloader)
-        if steps_per_epoch > 0 and step % steps_per_epoch == 0:
+        at_boundary = steps_per_epoch > 0 and step % steps_per_epoch == 0
+        if state is None:
+            if at_boundary or not os.path.exists(os.path.join(folder, "data.pt")):
+                why = "the ADS schedule starts fresh"
+            else:
+                why = "the ADS schedule comes only from verl's data.pt (read weights-only)"
+            log.warning("no %s in %s: %s", ADS_STATE_FILE, folder, why)
+            print(f"[ads] WARNING: no {ADS_STATE_FILE} in {folder}; {why}")
+            return result
+        if at_boundary:
             # verl skipped data.pt ("epoch boundary"): the schedule would silently restart without this
             self.ads_sampler.restore_schedule(state)
             print(f"[ads] restored the ADS schedule of step {step} (epoch boundary) from {folder}")
@@ -105,32 +129,60 @@ class ADSRayPPOTrainer(RayPPOTrainer):
 
 
 def read_sampler_state(folder: str) -> dict[str, Any] | None:
-    """The ADS schedule saved in a checkpoint folder: ``ads_sampler.json``, else the sampler part of ``data.pt``."""
+    """The ADS schedule saved in a checkpoint folder's ``ads_sampler.json``; None when there is none.
+
+    Never unpickles anything: ``data.pt`` is not read here.
+    """
     path = os.path.join(folder, ADS_STATE_FILE)
-    if os.path.exists(path):
-        with open(path) as f:
-            return json.load(f)["sampler"]
-    data_pt = os.path.join(folder, "data.pt")
-    if os.path.exists(data_pt):
-        import torch
-
-        try:
-            state = torch.load(data_pt, weights_only=False)
-            return _find_ads_state(state)
-        except Exception as exc:  # noqa: BLE001 - best effort fallback
-            log.warning("could not read the ADS state from %s: %s", data_pt, exc)
-    return None
-
-
-def _find_ads_state(obj: Any, depth: int = 0) -> dict[str, Any] | None:
-    """Search a torchdata loader state for our sampler's ``state_dict`` (layout differs across versions)."""
-    if depth > 6:
+    if not os.path.exists(path):
         return None
-    if isinstance(obj, dict):
-        if obj.get("kind") == "ADSVerlSampler" and "ads" in obj:
-            return obj["ads"]
-        for value in obj.values():
-            found = _find_ads_state(value, depth + 1)
-            if found is not None:
-                return found
-    return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise CheckpointStateError(f"{path}: unreadable ADS sampler state ({exc}); delete it to resume with a "
+                                   f"fresh schedule") from None
+    sampler = doc.get("sampler") if isinstance(doc, dict) else None
+    if not isinstance(sampler, dict):
+        raise CheckpointStateError(f"{path}: no 'sampler' object in the ADS sampler state; delete it to resume "
+                                   f"with a fresh schedule")
+    return sampler
+
+
+class _WeightsOnlyTorch(types.ModuleType):
+    """``torch`` as verl's trainer module sees it while a checkpoint loads: ``load`` is weights-only."""
+
+    def __init__(self, real: types.ModuleType) -> None:
+        super().__init__(real.__name__)
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def load(self, f: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs["weights_only"] = True
+        try:
+            with self._real.serialization.safe_globals(list(DATA_PT_SAFE_GLOBALS)):
+                return self._real.load(f, *args, **kwargs)
+        except pickle.UnpicklingError as exc:
+            found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+            what = f"global {found.group(1)}" if found else "an object"
+            raise CheckpointStateError(
+                f"{f}: holds {what} outside the weights-only allow-list, so it is not unpickled. "
+                f"Delete it to resume without the dataloader position (the ADS schedule comes from "
+                f"{ADS_STATE_FILE}).") from None
+
+
+@contextlib.contextmanager
+def weights_only_data_pt() -> Iterator[None]:
+    """While verl's ``_load_checkpoint`` runs, its ``torch.load`` of ``data.pt`` is weights-only.
+
+    Only the name ``torch`` inside ``verl.trainer.ppo.ray_trainer`` is swapped (the workers load their own
+    shards in other processes); it is restored afterwards, also on error.
+    """
+    real = ray_trainer.torch
+    ray_trainer.torch = _WeightsOnlyTorch(real)
+    try:
+        yield
+    finally:
+        ray_trainer.torch = real
