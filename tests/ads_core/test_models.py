@@ -61,7 +61,25 @@ def test_missing_model_gives_a_clear_error(tmp_path: Path):
         models.load_causal_lm(str(tmp_path / "nope"))
 
 
-def test_dtype_follows_the_hardware():
-    assert models.pick_dtype("cpu") == torch.float32
-    assert models.pick_dtype("cuda") == torch.bfloat16
-    assert models.pick_dtype("cpu", "bfloat16") == torch.bfloat16
+def test_the_dtype_reaches_the_loaded_weights_and_the_logits(tiny_model_dir: Path, tmp_path: Path):
+    """An explicit dtype is what the weights and the forward pass really use; with "auto" on CPU the model
+    runs in fp32 even when the checkpoint was saved in bf16 (the hardware decides, not the file)."""
+    half = models.load_causal_lm(str(tiny_model_dir), device="cpu", dtype="bfloat16")
+    assert half.dtype == torch.bfloat16
+    assert {p.dtype for p in half.model.parameters()} == {torch.bfloat16}
+    ids = half.tokenizer("What is 12+30?", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        assert half.model(ids).logits.dtype == torch.bfloat16
+
+    half.model.save_pretrained(tmp_path / "bf16")
+    half.tokenizer.save_pretrained(tmp_path / "bf16")
+    assert json.loads((tmp_path / "bf16" / "config.json").read_text()).get("dtype") == "bfloat16"
+    auto = models.load_causal_lm(str(tmp_path / "bf16"), device="cpu")
+    assert {p.dtype for p in auto.model.parameters()} == {torch.float32}
+    with torch.no_grad():
+        assert auto.model(ids).logits.dtype == torch.float32
+
+
+def test_gpu_devices_default_to_bf16_and_an_explicit_dtype_wins():
+    assert models.pick_dtype("cuda:1") == torch.bfloat16  # an indexed GPU is still a GPU
+    assert models.pick_dtype("cuda:0", "float16") == torch.float16

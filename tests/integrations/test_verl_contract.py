@@ -27,11 +27,23 @@ def source(func) -> str:
 
 
 def test_verl_version_is_in_the_supported_range():
+    """The range the integration claims is the one the `train` extra pins, and the installed verl is in it."""
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+
     from ads_core.integrations.verl import SUPPORTED_VERL
 
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    pins = [Requirement(r) for r in pyproject["project"]["optional-dependencies"]["train"]]
+    verl_pins = [r for r in pins if r.name == "verl"]
+    assert len(verl_pins) == 1, f"the train extra should pin verl once: {pins}"
+    assert verl_pins[0].specifier == SpecifierSet(SUPPORTED_VERL), (
+        f"the train extra pins verl{verl_pins[0].specifier}, the integration claims {SUPPORTED_VERL}")
     v = Version(version("verl"))
-    assert SUPPORTED_VERL == ">=0.9.1,<0.10"
-    assert Version("0.9.1") <= v < Version("0.10"), f"verl {v} is outside the tested range {SUPPORTED_VERL}"
+    assert v in SpecifierSet(SUPPORTED_VERL), f"verl {v} is outside the tested range {SUPPORTED_VERL}"
 
 
 def test_ray_ppo_trainer_methods_we_override_or_call():
@@ -77,6 +89,8 @@ def test_train_dataloader_takes_our_sampler():
 
 
 def test_checkpoint_layout_we_read_and_write():
+    import torch
+    from verl.trainer.ppo import ray_trainer
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
     save = source(RayPPOTrainer._save_checkpoint)
@@ -86,6 +100,9 @@ def test_checkpoint_layout_we_read_and_write():
     assert '"data.pt"' in load and "self.train_dataloader.load_state_dict" in load
     assert 'global_step_folder.split("global_step_")[-1]' in load  # sets self.global_steps
     assert "resume_from_path" in load and "find_latest_ckpt_path" in load
+    # weights_only_data_pt() makes this read safe by swapping the module's name `torch` while it runs
+    assert re.search(r"torch\.load\(dataloader_local_path\b", load), "verl reads data.pt differently now"
+    assert ray_trainer.torch is torch
 
 
 def test_gen_batch_keeps_extra_info_and_uid():
@@ -148,7 +165,8 @@ def test_our_config_keys_exist_in_verls_config():
 
 
 def test_reward_function_loads_and_acc_reaches_the_batch(tmp_path, policy_model: str):
-    """verl loads compute_score from pkg://, and the naive reward manager copies our `acc` into the extras."""
+    """verl loads compute_score from pkg://, and the naive reward manager copies our `acc` into the extras:
+    1 for a correct final answer, 0 for a wrong one and for none at all."""
     import numpy as np
     import torch
     from transformers import AutoTokenizer
@@ -157,7 +175,6 @@ def test_reward_function_loads_and_acc_reaches_the_batch(tmp_path, policy_model:
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
     from ads_core.integrations.verl.config import compose
-    from ads_core.reward import compute_score
 
     cfg = compose(["data.train_files=/x.parquet", f"actor_rollout_ref.model.path={policy_model}"])
     fn = get_custom_reward_fn(cfg)
@@ -165,15 +182,22 @@ def test_reward_function_loads_and_acc_reaches_the_batch(tmp_path, policy_model:
         "score": 1.0, "acc": 1.0, "has_boxed": 1.0}
     tokenizer = AutoTokenizer.from_pretrained(policy_model)
     manager = get_reward_manager_cls("naive")(cfg, tokenizer, fn)
-    prompt = torch.tensor([tokenizer.encode("q")])
-    response = torch.tensor([tokenizer.encode("so the answer is \\boxed{350}")])
-    data = DataProto.from_dict(
-        tensors={"prompts": prompt, "responses": response,
-                 "attention_mask": torch.ones(1, prompt.shape[1] + response.shape[1], dtype=torch.long)},
-        non_tensors={"data_source": np.array(["gsm8k"], dtype=object),
-                     "reward_model": np.array([{"ground_truth": "350"}], dtype=object),
-                     "extra_info": np.array([{"sample_id": 1}], dtype=object)})
-    result = manager.loop.run_until_complete(manager.run_single(data))
-    decoded = tokenizer.decode(response[0], skip_special_tokens=True)
-    assert result["reward_extra_info"]["acc"] == compute_score("gsm8k", decoded, "350")["acc"]
-    assert set(result["reward_extra_info"]) >= {"score", "acc"}
+
+    def reward_of(response_text: str, ground_truth: str) -> dict:
+        prompt = torch.tensor([tokenizer.encode("q")])
+        response = torch.tensor([tokenizer.encode(response_text)])
+        data = DataProto.from_dict(
+            tensors={"prompts": prompt, "responses": response,
+                     "attention_mask": torch.ones(1, prompt.shape[1] + response.shape[1], dtype=torch.long)},
+            non_tensors={"data_source": np.array(["gsm8k"], dtype=object),
+                         "reward_model": np.array([{"ground_truth": ground_truth}], dtype=object),
+                         "extra_info": np.array([{"sample_id": 1}], dtype=object)})
+        return manager.loop.run_until_complete(manager.run_single(data))
+
+    right = reward_of("so the answer is \\boxed{350}", "350")
+    wrong = reward_of("so the answer is \\boxed{351}", "350")
+    unboxed = reward_of("so the answer is 350", "350")
+    assert set(right["reward_extra_info"]) >= {"score", "acc"}
+    assert (right["reward_extra_info"]["acc"], right["reward_extra_info"]["score"]) == (1.0, 1.0)
+    assert (wrong["reward_extra_info"]["acc"], wrong["reward_extra_info"]["score"]) == (0.0, 0.0)
+    assert unboxed["reward_extra_info"]["acc"] == 0.0 and unboxed["reward_extra_info"]["has_boxed"] == 0.0
