@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ads_cli.common import console, fail, progress_bar
-from ads_cli.options import COMMON_PARAMETERS, config_parameters, resolve_config, with_signature
+from ads_cli.options import COMMON_PARAMETERS, cli_flag, config_parameters, resolve_config, with_signature
 from ads_core import defaults
 from ads_core.readers import InputError
 
@@ -44,7 +44,7 @@ def format_cmd(
         with progress_bar("format rows") as advance:
             manifest = format_dataset(source, out, cfg, progress=advance)
     except InputError as exc:
-        raise fail(for_cli(str(exc))) from None
+        raise fail(for_cli(exc)) from None
     print_format_summary(manifest.counts, manifest.extra.get("detected", {}), out)
 
 
@@ -148,7 +148,7 @@ def build_cmd(
             result = ads_build(source=source or None, dataset=name, out=out, format=cfg.format, score=cfg.score,
                                cluster=cfg.cluster, report=cfg.report, run=cfg.run)
         except (InputError, ModelLoadError, ValueError, ParameterTypeError) as exc:
-            raise fail(for_cli(str(exc))) from None
+            raise fail(for_cli(exc)) from None
         finally:
             set_progress_factory(None)
             for handler, level in zip(quiet, levels, strict=True):
@@ -167,16 +167,11 @@ def build_cmd(
 with_signature(build_cmd, config_parameters(("format", "score", "cluster", "run")) + COMMON_PARAMETERS)
 
 
-def for_cli(message: str) -> str:
-    """Name options the way this interface spells them: config field names become their flags."""
-    import re
-
-    from ads_cli.options import cli_fields, flag_of
-
-    for section, field_name, field in cli_fields(("format", "score", "cluster", "run")):
-        message = re.sub(rf"(?<![\w.-])(?:{section}\.)?{field_name}(?![\w])=?", flag_of(section, field_name, field),
-                         message)
-    return message
+def for_cli(exc: Exception) -> str:
+    """The error as this interface spells options: `set question_col` becomes `set --question-col`."""
+    if isinstance(exc, InputError):
+        return exc.render(cli_flag)
+    return str(exc)
 
 
 def _looks_like_path(source: str) -> bool:

@@ -39,6 +39,14 @@ def flag_of(section: str, name: str, field: Any) -> str:
     return str(extra.get("flag") or "--" + name.replace("_", "-"))
 
 
+def cli_flag(field_name: str) -> str:
+    """The flag of a config field named in a library message (`question_col` -> `--question-col`)."""
+    for section, name, field in cli_fields(tuple(BuildConfig.model_fields)):
+        if name == field_name:
+            return flag_of(section, name, field).split("/")[0]
+    return "--set <section>." + field_name
+
+
 def cli_fields(sections: tuple[str, ...]) -> list[tuple[str, str, Any]]:
     """(section, field name, FieldInfo) of every field that has a flag of its own."""
     found = []

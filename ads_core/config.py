@@ -80,6 +80,11 @@ class ScoreConfig(Section):
     trust_remote_code: bool = _tuning(default=False, description="Allow the model's own code.")
     num_shards: int = Field(1, ge=1, le=100_000, description="Score shards (units of resume and parallelism).",
                             json_schema_extra={"flag": "--shards"})
+    cache: bool = Field(True, description="Reuse the stored score of every row whose text, model and scoring "
+                        "options are unchanged (a refresh scores only new or edited rows).",
+                        json_schema_extra={"flag": "--score-cache/--no-score-cache"})
+    cache_uri: str | None = Field(None, description="Row score cache: a local path, s3:// or memory:// URI "
+                                  "(default: <ADS cache dir>/score-cache, shared by every dataset and OUT).")
 
 
 class ClusterConfig(Section):
@@ -100,6 +105,8 @@ class ClusterConfig(Section):
     silhouette_sample: int = _tuning(default=5_000, ge=0, description="Rows for the silhouette estimate.")
     n_init: int = _tuning(default=16, ge=1, description="k-means++ seedings tried.")
     pca_sample: int | None = _tuning(default=65_536, ge=0, description="Rows for the PCA covariance; 0 = all.")
+    previous: str | None = Field(None, description="A previous build (its OUT, or OUT/clusters) whose cluster ids "
+                                 "this build keeps; default: the build already in this OUT, if any.")
     refit: bool = Field(False, description="With a previous build: refit K-Means from scratch (ids are then "
                         "matched to the previous ones) instead of starting from the previous centroids.")
     refit_new_share: float = _tuning(default=0.3, ge=0, le=1, description="Refit instead of warm-starting when "

@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ads_core import manifest as mf
-from ads_core import storage
+from ads_core import score_cache, storage
 from ads_core.config import ScoreConfig
 from ads_core.scorer import ScorerBackend, make_backend, tokenize_row
 
@@ -50,47 +51,92 @@ def _inputs_table(formatted_uri: str) -> pa.Table:
 
 def score_shard(formatted_uri: str, out_uri: str, index: int, cfg: ScoreConfig,
                 progress: Callable[[int], None] | None = None,
-                scorer: tuple[ScorerBackend, Any] | None = None) -> mf.Manifest:
-    """Score rows [start, end) of shard `index` of `cfg.num_shards`; writes scores.parquet + manifest."""
+                scorer: tuple[ScorerBackend, Any] | Callable[[], tuple[ScorerBackend, Any]] | None = None
+                ) -> mf.Manifest:
+    """Score rows [start, end) of shard `index` of `cfg.num_shards`; writes scores.parquet + manifest.
+
+    Rows found in the row score cache keep their stored values; only the others are scored, and the
+    model is loaded only when there are any (`scorer` may be a loader called on first need).
+    """
     table = _inputs_table(formatted_uri)
     start, end = shard_bounds(table.num_rows, cfg.num_shards, index)
     part = table.slice(start, end - start).to_pylist()
-    backend, tokenizer = scorer or make_backend(cfg)
-    rows = [tokenize_row(tokenizer, r["question"], r["solution"], r["answer"], cfg) for r in part]
-    result = backend.score(rows, progress) if rows else None
-    hidden = result.embeddings.shape[1] if result else 0
-    emb = result.embeddings if result else np.zeros((0, 0), np.float32)
-    out = pa.table({
-        "sample_id": pa.array([r["sample_id"] for r in part], pa.int64()),
-        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(emb.reshape(-1), pa.float32()), hidden)
-        if result else pa.array([], pa.list_(pa.float32(), 0)),
-        "difficulty": pa.array(result.difficulty if result else [], pa.float64()),
-        "n_tokens": pa.array(result.n_tokens if result else [], pa.int32()),
-        "n_target_tokens": pa.array(result.n_target_tokens if result else [], pa.int32()),
-        "truncated": pa.array([r.truncated for r in rows], pa.bool_()),
-        "nll_target": pa.array([r.nll_target for r in rows], pa.string()),
-    })
+    keys = [score_cache.row_key(r["question"], r["solution"], r["answer"]) for r in part]
+    cache = _open_cache(cfg)
+    values = cache.lookup(keys) if cache else {}
+    missing = [i for i, k in enumerate(keys) if k not in values]
+    if progress and len(part) > len(missing):
+        progress(len(part) - len(missing))
+    backend_name, stats = "cache", {}
+    if missing:
+        backend, tokenizer = scorer() if callable(scorer) else (scorer or make_backend(cfg))
+        rows = [tokenize_row(tokenizer, part[i]["question"], part[i]["solution"], part[i]["answer"], cfg)
+                for i in missing]
+        result = backend.score(rows, progress)
+        backend_name, stats = backend.name, result.stats
+        fresh = pa.table({
+            "row_key": pa.array([keys[i] for i in missing], pa.string()),
+            "embedding": pa.array(list(result.embeddings.astype(np.float32)), pa.list_(pa.float32())),
+            "difficulty": pa.array(result.difficulty, pa.float64()),
+            "n_tokens": pa.array(result.n_tokens, pa.int32()),
+            "n_target_tokens": pa.array(result.n_target_tokens, pa.int32()),
+            "truncated": pa.array([r.truncated for r in rows], pa.bool_()),
+            "nll_target": pa.array([r.nll_target for r in rows], pa.string()),
+        })
+        if cache:
+            cache.add(fresh)
+        values.update({row["row_key"]: row for row in fresh.to_pylist()})
+    out = _scores_table([r["sample_id"] for r in part], [values[k] for k in keys])
     directory = shard_dir(out_uri, index, cfg.num_shards)
     uri = storage.join(directory, "scores.parquet")
     storage.write_parquet(uri, out)
+    truncated = int(pc.sum(out.column("truncated")).as_py() or 0)
     manifest = mf.Manifest(
         stage=STAGE_SHARD,
         inputs={"formatted": mf.input_entry(formatted_uri)},
         outputs={"scores": mf.output_entry(uri, out.num_rows)},
         config={**mf.config_dict(cfg), "shard_index": index, "row_start": start, "row_end": end},
         code_version=mf.version_of("score", VERSION),
-        counts={"rows": out.num_rows, "truncated": int(sum(r.truncated for r in rows)),
-                "nll_on_answer": int(sum(r.nll_target == "answer" for r in rows))},
-        extra={"backend": backend.name, "hidden_size": hidden, **(result.stats if result else {})},
+        counts={"rows": out.num_rows, "rows_scored": len(missing), "rows_reused": out.num_rows - len(missing),
+                "truncated": truncated,
+                "nll_on_answer": int(pc.sum(pc.equal(out.column("nll_target"), "answer")).as_py() or 0)},
+        extra={"backend": backend_name, "hidden_size": _hidden(out), **stats},
     )
     mf.write(directory, manifest)
     return manifest
 
 
+def _open_cache(cfg: ScoreConfig) -> score_cache.ScoreCache | None:
+    if not cfg.cache:
+        return None
+    from ads_core.fingerprint import model_fingerprint
+
+    space = score_cache.namespace(cfg, model_fingerprint(cfg.model), VERSION)
+    return score_cache.ScoreCache(cfg.cache_uri or score_cache.default_root(), space)
+
+
+def _hidden(table: pa.Table) -> int:
+    typ = table.schema.field("embedding").type
+    return int(typ.list_size) if pa.types.is_fixed_size_list(typ) else 0
+
+
+def _scores_table(sample_ids: list[int], rows: list[dict[str, Any]]) -> pa.Table:
+    """The shard's scores in row order, embeddings as float32 fixed-size lists."""
+    hidden = len(rows[0]["embedding"]) if rows else 0
+    flat = np.asarray([r["embedding"] for r in rows], np.float32).reshape(-1)
+    return pa.table({
+        "sample_id": pa.array(sample_ids, pa.int64()),
+        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), hidden),
+        "difficulty": pa.array([r["difficulty"] for r in rows], pa.float64()),
+        "n_tokens": pa.array([r["n_tokens"] for r in rows], pa.int32()),
+        "n_target_tokens": pa.array([r["n_target_tokens"] for r in rows], pa.int32()),
+        "truncated": pa.array([r["truncated"] for r in rows], pa.bool_()),
+        "nll_target": pa.array([r["nll_target"] for r in rows], pa.string()),
+    })
+
+
 def merge_scores(formatted_uri: str, shard_uris: list[str], out_uri: str) -> mf.Manifest:
     """Concatenate shard scores in formatted-row order; every sample_id must appear exactly once."""
-    import pyarrow.compute as pc
-
     tables = [storage.read_parquet(u) for u in shard_uris]
     merged = pa.concat_tables(tables) if tables else None
     expected = storage.read_parquet(formatted_uri, columns=["sample_id"]).column("sample_id")
@@ -107,6 +153,7 @@ def merge_scores(formatted_uri: str, shard_uris: list[str], out_uri: str) -> mf.
     merged = merged.take(order)
     if pc.any(pc.is_nan(merged.column("difficulty"))).as_py():
         raise MergeError("a difficulty is NaN; the model produced non-finite values")
+    scored = sum(int(mf.read(mf.stage_dir_of(u)).counts.get("rows_scored", 0)) for u in shard_uris)
     directory = storage.join(out_uri, "scores")
     uri = storage.join(directory, "scores.parquet")
     storage.write_parquet(uri, merged)
@@ -117,7 +164,8 @@ def merge_scores(formatted_uri: str, shard_uris: list[str], out_uri: str) -> mf.
         outputs={"scores": mf.output_entry(uri, merged.num_rows)},
         config={"num_shards": len(shard_uris)},
         code_version=mf.version_of("score", VERSION),
-        counts={"rows": merged.num_rows, "truncated": int(pc.sum(merged.column("truncated")).as_py() or 0)},
+        counts={"rows": merged.num_rows, "rows_scored": scored, "rows_reused": merged.num_rows - scored,
+                "truncated": int(pc.sum(merged.column("truncated")).as_py() or 0)},
     )
     mf.write(directory, manifest)
     return manifest

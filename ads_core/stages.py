@@ -146,9 +146,8 @@ def run_score_shard(ctx: BuildContext, shard: int | None) -> mf.Manifest:
     cfg = ctx.config.score
     index = shard or 0
     start, end = shard_bounds(storage.parquet_num_rows(ctx.uri("formatted")), cfg.num_shards, index)
-    scorer = cached_scorer(cfg)
     with ctx.progress(f"score (embed + NLL) shard {index + 1}/{cfg.num_shards}", end - start) as advance:
-        return score_shard(ctx.uri("formatted"), ctx.out, index, cfg, advance, scorer=scorer)
+        return score_shard(ctx.uri("formatted"), ctx.out, index, cfg, advance, scorer=lambda: cached_scorer(cfg))
 
 
 def run_merge(ctx: BuildContext, _: int | None) -> mf.Manifest:
@@ -161,7 +160,25 @@ def run_cluster(ctx: BuildContext, _: int | None) -> mf.Manifest:
     from ads_core.cluster import cluster_stage
 
     with ctx.progress("cluster", None):
-        return cluster_stage(ctx.uri("scores"), ctx.out, ctx.config.cluster)
+        return cluster_stage(ctx.uri("scores"), ctx.out, ctx.config.cluster, previous_dir=previous_clusters(ctx))
+
+
+def previous_clusters(ctx: BuildContext) -> str:
+    """Where the previous build's cluster state is: `cluster.previous`, else this OUT's own clusters/."""
+    previous = ctx.config.cluster.previous
+    if not previous:
+        return storage.join(ctx.out, "clusters")
+    previous = previous.rstrip("/")
+    return previous if previous.endswith("/clusters") else storage.join(previous, "clusters")
+
+
+def _previous_key(ctx: BuildContext) -> dict[str, Any]:
+    """An explicit previous build is an input (its centroids by content). This OUT's own previous state
+    is not: keying on it would make every rerun a miss, and a changed OUT fails the intact check anyway."""
+    if not ctx.config.cluster.previous:
+        return {}
+    centroids = storage.join(previous_clusters(ctx), "centroids.npy")
+    return {"previous": mf.artifact_hash(centroids) if storage.exists(centroids) else None}
 
 
 def run_sort(ctx: BuildContext, _: int | None) -> mf.Manifest:
@@ -192,8 +209,8 @@ STAGES: tuple[Stage, ...] = (
           resources=Resources(accelerator="optional"), sharded=True, key_extra=_model_key),
     Stage("merge", None, ("formatted", "score_shard"), ("scores",), "1", run_merge,
           key_config=lambda cfg: {"num_shards": cfg.score.num_shards}),
-    Stage("cluster", "cluster", ("scores",), ("assignments", "centroids"), "1", run_cluster,
-          resources=Resources(accelerator="optional")),
+    Stage("cluster", "cluster", ("scores",), ("assignments", "centroids"), "2", run_cluster,
+          resources=Resources(accelerator="optional"), key_extra=_previous_key),
     Stage("sort", None, ("formatted", "scores", "assignments"), ("final",), "1", run_sort,
           key_config=lambda cfg: {"model": cfg.score.model, "dataset": cfg.format.name}),
     Stage("report", "report", ("final", "assignments"), ("report",), "1", run_report,

@@ -52,16 +52,10 @@ AMBIGUOUS = {
         ["--answer-col", "final_answer"],
         ("What is 1+1?", "2"),
     ),
-    "two_solution_columns": (
-        [{"question": "What is 1+1?", "solution": "1+1=\\boxed{2}", "rationale": "add them", "answer": "2"}],
-        "--solution-col",
-        ["--solution-col", "rationale"],
-        ("What is 1+1?", "2"),
-    ),
     "no_question_column": (
-        [{"text": "What is 1+1?", "result": "2"}],
+        [{"blob": "What is 1+1?", "value": "2"}],
         "--question-col",
-        ["--question-col", "text", "--answer-col", "result"],
+        ["--question-col", "blob", "--answer-col", "value"],
         ("What is 1+1?", "2"),
     ),
     "no_answer_column": (
@@ -71,15 +65,15 @@ AMBIGUOUS = {
         ("What is 1+1?", "2"),
     ),
     "options_without_answer": (
-        [{"question": "Which is 2?", "options": ["1", "2"], "correct": "B"}],
+        [{"question": "Which is 2?", "options": ["1", "2"], "pick": "B"}],
         "--answer-col",
-        ["--answer-col", "correct"],
+        ["--answer-col", "pick"],
         ("Which is 2?\n\nA. 1\nB. 2", "B"),
     ),
     "override_in_other_case": (
-        [{"text": "What is 1+1?", "result": "2"}],
+        [{"Blob": "What is 1+1?", "Value": "2"}],
         "--question-col",
-        ["--question-col", "TEXT", "--answer-col", "Result"],
+        ["--question-col", "BLOB", "--answer-col", "value"],
         ("What is 1+1?", "2"),
     ),
 }
@@ -103,6 +97,19 @@ def test_undecidable_columns_exit_2_then_the_override_works(tmp_path, case):
     assert train.select("question", "gt").row(0) == expected
     assert train.height == 1  # the second row is an exact duplicate of the first
     assert "rejected: duplicate" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [([{"text": "What is 1+1?", "result": "2"}], ("What is 1+1?", "2")),  # less common names, found by evidence
+     ([{"question": "Which is 2?", "options": ["1", "2"], "correct": "B"}], ("Which is 2?\n\nA. 1\nB. 2", "B")),
+     ([{"question": "What is 1+1?", "solution": "1+1=\\boxed{2}", "rationale": "add"}], ("What is 1+1?", "2"))],
+)
+def test_columns_found_by_evidence_need_no_flag(tmp_path, rows, expected):
+    src = write_jsonl(tmp_path / "rows.jsonl", rows)
+    result = ads_format(str(src), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    assert train_of(tmp_path / "out").select("question", "gt").row(0) == expected
 
 
 def test_override_naming_a_missing_column(tmp_path):
@@ -162,7 +169,7 @@ def test_name_split_and_templates(tmp_path):
 
 @pytest.mark.parametrize(
     ("args", "needle"),
-    [(["--template", "nope"], "unknown template 'nope'"), (["--template-text", "no placeholder"], "{question}")],
+    [(["--template", "nope"], "--template: Input should be 'ads_think', 'boxed' or 'plain' (got 'nope')"), (["--template-text", "no placeholder"], "{question}")],
 )
 def test_bad_template_exits_2(tmp_path, args, needle):
     src = write_jsonl(tmp_path / "rows.jsonl", [{"question": "What is 1+1?", "answer": "2"}])
