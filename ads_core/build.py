@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ads_core import defaults, storage
 from ads_core import manifest as mf
 from ads_core.config import BuildConfig
-from ads_core.stages import ARTIFACTS, BuildContext, ProgressFactory, iter_runs
+from ads_core.stages import ARTIFACTS, BuildContext, ProgressFactory, iter_runs, reusable, run_stage, stages_from
 
 
 @dataclass
@@ -49,9 +49,15 @@ def stage_uris(out: str) -> dict[str, str]:
 
 
 def build(source: str | None, out: str, cfg: BuildConfig | None = None,
-          progress: ProgressFactory | None = None) -> BuildResult:
+          progress: ProgressFactory | None = None, reuse: bool = True) -> BuildResult:
+    """Run every stage in order; with `reuse`, a stage whose manifest in OUT records the same stage key
+    (same version, config and input content) and whose outputs are intact is not run again."""
     ctx = BuildContext(source=source or defaults.sample_path(), out=out, config=cfg or BuildConfig())
     if progress is not None:
         ctx.progress = progress
-    manifests = {stage.label(shard): stage.run(ctx, shard) for stage, shard in iter_runs(ctx)}
+    force = stages_from(ctx.config.run.force_from)
+    manifests: dict[str, mf.Manifest] = {}
+    for stage, shard in iter_runs(ctx):
+        found = reusable(stage, ctx, shard) if reuse and stage.name not in force else None
+        manifests[stage.label(shard)] = found or run_stage(stage, ctx, shard)
     return BuildResult(manifests)

@@ -32,7 +32,6 @@ OUT/clusters/ (everything a later refresh reads; plain files, no pickle):
 from __future__ import annotations
 
 import logging
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +52,7 @@ __all__ = ["KMEANS_BACKENDS", "ClusterConfig", "Clustering", "PreviousClustering
 log = logging.getLogger("ads.cluster")
 
 STAGE = "cluster"
+VERSION = "2"  # bump by hand when the clustering changes for the same input (it is in the cache key)
 _FILES = {"assignments": "assignments.parquet", "centroids": "centroids.npy", "pca_mean": "pca_mean.npy",
           "pca_components": "pca_components.npy", "stats": "stats.json"}
 _SNAPSHOT = "previous"  # OUT/clusters/previous/: the input state of an in-place refresh, kept until the next one
@@ -403,7 +403,7 @@ def cluster_stage(scores_uri: str, out_uri: str, cfg: ClusterConfig, previous_di
         inputs=inputs,
         outputs=outputs,
         config=mf.config_dict(cfg),
-        code_version=mf.code_version(sys.modules[__name__], pca, kmeans),
+        code_version=mf.version_of(STAGE, VERSION),
         counts={"rows": int(len(result.labels)), "clusters": result.k},
         extra={**{k: stats[k] for k in ("inertia", "silhouette_sample", "backend", "size_min", "size_max")},
                "refresh": result.refresh},

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,13 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ads_core import (
-    format_arrow,
-    format_detect,
-    format_evidence,
-    format_rows,
-    format_schema,
     format_sources,
-    format_values,
     readers,
     storage,
     text,
@@ -45,17 +38,14 @@ from ads_core.text import clean_instruction, last_boxed, normalize_question, sam
 __all__ = [
     "FormatConfig", "format_dataset", "read_formatted", "dataset_name", "TEMPLATES", "REJECT_REASONS",
     "OUTPUT_SCHEMA", "REJECTS_SCHEMA", "normalize_question", "sample_id_of", "last_boxed", "clean_instruction",
-    "Layout", "detect_layout", "Converted", "Reject", "convert_row", "InputError", "CODE_MODULES",
+    "Layout", "detect_layout", "Converted", "Reject", "convert_row", "InputError",
 ]
 
 log = logging.getLogger("ads.format")
 
 STAGE = "format"
+VERSION = "2"  # bump by hand when the formatted rows change for the same input (it is in the cache key)
 
-# Every module whose code shapes the stage's output: the manifest's code_version hashes them all, and a
-# cache key that should follow the stage's code should hash these too (not this facade alone).
-CODE_MODULES = (sys.modules[__name__], format_detect, format_evidence, format_rows, format_values, format_schema,
-                format_sources, format_arrow, text, readers)
 
 
 @dataclass
@@ -208,7 +198,7 @@ def format_dataset(
         outputs={"train": mf.output_entry(train_uri, summary.rows_out),
                  "rejects": mf.output_entry(rejects_uri, summary.rows_rejected)},
         config={**mf.config_dict(cfg), "name": name, "template_string": template},
-        code_version=mf.code_version(*CODE_MODULES),
+        code_version=mf.version_of(STAGE, VERSION),
         counts={"rows_in": summary.rows_in, "rows_out": summary.rows_out,
                 "rows_rejected": summary.rows_rejected,
                 "rejects_by_reason": dict(sorted(summary.rejects.items()))},

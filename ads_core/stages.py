@@ -7,7 +7,8 @@ of the cache key, so a docstring edit never rescores anything), the resources it
 The in-process `build()` (ads_core.build) and the Prefect flow `ads-build` (flows/ads_build.py,
 through the one generic task wrapper in tasks/stage_task.py) iterate this same list, so both write
 the same OUT tree. `stage_key()` is the content key both the Prefect cache and the refresh logic use:
-input artifacts by content hash, never by path or run id.
+input artifacts by content hash, never by path or run id; it is stamped into each manifest, so
+`reusable()` can tell from storage alone that a stage need not run again.
 """
 
 from __future__ import annotations
@@ -20,8 +21,12 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ads_core import cluster as cluster_stage
+from ads_core import format as format_stage
 from ads_core import manifest as mf
 from ads_core import models, storage
+from ads_core import report as report_stage
+from ads_core import score as score_stage
 from ads_core.config import STAGE_NAMES, BuildConfig, ScoreConfig
 from ads_core.readers import InputError
 
@@ -204,16 +209,16 @@ def _model_key(ctx: BuildContext) -> dict[str, Any]:
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("format", "format", ("source",), ("formatted", "rejects"), "1", run_format),
-    Stage("score", "score", ("formatted",), ("score_shard",), "1", run_score_shard,
+    Stage("format", "format", ("source",), ("formatted", "rejects"), format_stage.VERSION, run_format),
+    Stage("score", "score", ("formatted",), ("score_shard",), score_stage.VERSION, run_score_shard,
           resources=Resources(accelerator="optional"), sharded=True, key_extra=_model_key),
-    Stage("merge", None, ("formatted", "score_shard"), ("scores",), "1", run_merge,
+    Stage("merge", None, ("formatted", "score_shard"), ("scores",), score_stage.VERSION, run_merge,
           key_config=lambda cfg: {"num_shards": cfg.score.num_shards}),
-    Stage("cluster", "cluster", ("scores",), ("assignments", "centroids"), "2", run_cluster,
+    Stage("cluster", "cluster", ("scores",), ("assignments", "centroids"), cluster_stage.VERSION, run_cluster,
           resources=Resources(accelerator="optional"), key_extra=_previous_key),
     Stage("sort", None, ("formatted", "scores", "assignments"), ("final",), "1", run_sort,
           key_config=lambda cfg: {"model": cfg.score.model, "dataset": cfg.format.name}),
-    Stage("report", "report", ("final", "assignments"), ("report",), "1", run_report,
+    Stage("report", "report", ("final", "assignments"), ("report",), report_stage.VERSION, run_report,
           key_config=lambda cfg: {**cfg.report.model_dump(), "dataset": cfg.format.name}),
 )
 STAGES_BY_NAME = {s.name: s for s in STAGES}
@@ -254,12 +259,38 @@ def input_digests(stage: Stage, ctx: BuildContext) -> dict[str, Any]:
 
 
 def stage_key(stage: Stage, ctx: BuildContext, shard: int | None = None) -> str:
-    """Cache key of one stage run: its version, config, output root and the content of its inputs."""
-    payload = {"stage": stage.name, "version": stage.version, "shard": shard, "out": ctx.out,
+    """Content identity of one stage run: its version, config and the content of its inputs.
+
+    It is stamped into the stage's manifest (`extra.stage_key`), so whether a stage can be reused is
+    decided from storage alone, however Prefect is configured and from any machine sharing OUT.
+    """
+    payload = {"stage": stage.name, "version": stage.version, "shard": shard,
                "config": stage.config_of(ctx.config), "inputs": input_digests(stage, ctx),
                "extra": stage.key_extra(ctx) if stage.key_extra else None}
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return f"{stage.label(shard)}-{hashlib.sha256(blob).hexdigest()[:40]}"
+
+
+def cache_key(stage: Stage, ctx: BuildContext, shard: int | None = None) -> str:
+    """The Prefect cache key: the stage key plus the output root (a build into another OUT writes there)."""
+    return f"{stage_key(stage, ctx, shard)}-{hashlib.sha256(ctx.out.encode()).hexdigest()[:12]}"
+
+
+def run_stage(stage: Stage, ctx: BuildContext, shard: int | None = None) -> mf.Manifest:
+    """Run one stage and stamp its stage key into the manifest it wrote (the manifest is written last)."""
+    key = stage_key(stage, ctx, shard)
+    manifest = stage.run(ctx, shard)
+    manifest.extra["stage_key"] = key
+    mf.write(mf.stage_dir_of(stage.main_uri(ctx, shard)), manifest)
+    return manifest
+
+
+def reusable(stage: Stage, ctx: BuildContext, shard: int | None = None) -> mf.Manifest | None:
+    """The stage's manifest in OUT when it records this very stage key and its outputs are intact."""
+    manifest = mf.verify(mf.stage_dir_of(stage.main_uri(ctx, shard)))
+    if manifest is None or manifest.extra.get("stage_key") != stage_key(stage, ctx, shard):
+        return None
+    return manifest
 
 
 def outputs_digest(manifest: mf.Manifest) -> str:

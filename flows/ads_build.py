@@ -103,7 +103,8 @@ def score_shards(stage: Stage, ctx: BuildContext, refresh: bool, states: dict[st
     pinned = _api_pinned() if run_cfg.dask else nullcontext()
     with pinned, shard_runner(run_cfg.dask, run_cfg.dask_workers, n) as runner:
         def submit(i: int, refresh_now: bool) -> Any:
-            return runner.submit(configured(stage, i, refresh_now, rs), parameters=params_of(stage, ctx, i))
+            return runner.submit(configured(stage, i, refresh_now, rs),
+                                 parameters=params_of(stage, ctx, i, reuse=not refresh_now))
 
         def recompute(i: int) -> Any:
             retry = submit(i, True)

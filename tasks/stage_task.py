@@ -14,10 +14,10 @@ from typing import Any
 from prefect import get_run_logger, task
 from prefect.cache_policies import CachePolicy
 from prefect.context import TaskRunContext
-from prefect.states import State
+from prefect.states import Completed, State
 
 from ads_core.config import BuildConfig
-from ads_core.stages import STAGES_BY_NAME, BuildContext, Stage, outputs_digest, stage_key
+from ads_core.stages import STAGES_BY_NAME, BuildContext, Stage, cache_key, outputs_digest, reusable, run_stage
 from tasks.base import StageOutput, default_retries, fault_point, intact, progress, retry_delays, retry_if_transient
 from tasks.locks import BuildLockManager
 
@@ -28,11 +28,11 @@ def _context(params: dict[str, Any]) -> BuildContext:
     return BuildContext(source=params["source"], out=params["out"], config=BuildConfig.model_validate(params["config"]))
 
 
-def cache_key(_: TaskRunContext, params: dict[str, Any]) -> str:
-    return stage_key(STAGES_BY_NAME[params["stage_name"]], _context(params), params.get("shard"))
+def prefect_key(_: TaskRunContext, params: dict[str, Any]) -> str:
+    return cache_key(STAGES_BY_NAME[params["stage_name"]], _context(params), params.get("shard"))
 
 
-STAGE_CACHE = CachePolicy.from_cache_key_fn(cache_key).configure(
+STAGE_CACHE = CachePolicy.from_cache_key_fn(prefect_key).configure(
     isolation_level="SERIALIZABLE", lock_manager=BuildLockManager())
 
 
@@ -49,16 +49,28 @@ def summary(manifest: Any) -> str:
 @task(cache_policy=STAGE_CACHE, persist_result=True, result_serializer="json", retries=default_retries(),
       retry_delay_seconds=retry_delays(), retry_jitter_factor=0.2, retry_condition_fn=retry_if_transient,
       tags=["ads-build"])
-def stage_task(stage_name: str, source: str, out: str, config: dict[str, Any], shard: int | None = None
-               ) -> StageOutput:
-    """Run one declared stage (one shard of a sharded stage) and return its output record."""
+def stage_task(stage_name: str, source: str, out: str, config: dict[str, Any], shard: int | None = None,
+               reuse: bool = True) -> StageOutput | State:
+    """Run one declared stage (one shard of a sharded stage) and return its output record.
+
+    Prefect's own cache records are checked first (by the cache policy). When they are elsewhere (another
+    PREFECT_HOME, API URL or machine) the stage's manifest in OUT still says whether this exact stage
+    key was computed; then the stage is not run again and the run shows as Cached.
+    """
     stage = STAGES_BY_NAME[stage_name]
-    fault_point(stage_name)
     ctx = _context({"source": source, "out": out, "config": config})
+    record = {"uri": stage.main_uri(ctx, shard)}
+    found = reusable(stage, ctx, shard) if reuse else None
+    if found is not None:
+        get_run_logger().info("%s: reusing %s (its manifest records this stage key)", stage.label(shard),
+                              record["uri"])
+        return Completed(name="Cached", data={**record, "digest": outputs_digest(found)},
+                         message="reused: the artifact's manifest records this stage key")
+    fault_point(stage_name)
     ctx.progress = progress
-    manifest = stage.run(ctx, shard)
-    get_run_logger().info("%s: %s -> %s", stage.label(shard), summary(manifest), stage.main_uri(ctx, shard))
-    return {"uri": stage.main_uri(ctx, shard), "digest": outputs_digest(manifest)}
+    manifest = run_stage(stage, ctx, shard)
+    get_run_logger().info("%s: %s -> %s", stage.label(shard), summary(manifest), record["uri"])
+    return {**record, "digest": outputs_digest(manifest)}
 
 
 def configured(stage: Stage, shard: int | None, refresh: bool, result_storage: str | None) -> Any:
@@ -71,9 +83,9 @@ def configured(stage: Stage, shard: int | None, refresh: bool, result_storage: s
     return stage_task.with_options(**options)
 
 
-def params_of(stage: Stage, ctx: BuildContext, shard: int | None) -> dict[str, Any]:
+def params_of(stage: Stage, ctx: BuildContext, shard: int | None, reuse: bool = True) -> dict[str, Any]:
     return {"stage_name": stage.name, "source": ctx.source, "out": ctx.out, "config": ctx.config.model_dump(),
-            "shard": shard}
+            "shard": shard, "reuse": reuse}
 
 
 def checked(state: State, recompute: Any, label: str) -> tuple[StageOutput, State]:
@@ -93,7 +105,8 @@ def checked(state: State, recompute: Any, label: str) -> tuple[StageOutput, Stat
 def run_checked(stage: Stage, ctx: BuildContext, shard: int | None, refresh: bool,
                 result_storage: str | None) -> tuple[StageOutput, State]:
     """Run one stage in the flow's thread; see `checked`."""
-    params = params_of(stage, ctx, shard)
+    params = params_of(stage, ctx, shard, reuse=not refresh)
     state = configured(stage, shard, refresh, result_storage)(**params, return_state=True)
-    return checked(state, lambda: configured(stage, shard, True, result_storage)(**params, return_state=True),
+    again = {**params, "reuse": False}
+    return checked(state, lambda: configured(stage, shard, True, result_storage)(**again, return_state=True),
                    stage.label(shard))

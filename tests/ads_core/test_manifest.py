@@ -113,11 +113,10 @@ def test_created_at_is_an_utc_timestamp():
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", manifest.created_at)
 
 
-def test_code_version_is_package_version_plus_source_hash():
-    version = mf.code_version(format_module)
-    assert re.fullmatch(r"\d+\.\d+\.\d+\+[0-9a-f]{12}", version)
-    assert mf.code_version(format_module) == version
-    assert mf.code_version(format_module, storage) != version
+def test_code_version_is_the_package_version_plus_the_explicit_stage_version():
+    version = mf.version_of("format", format_module.VERSION)
+    assert re.fullmatch(r"\d+\.\d+\.\d+\+format\.v\d+", version)
+    assert mf.version_of("format", "3") != mf.version_of("format", "4") != mf.version_of("sort", "4")
 
 
 def test_config_dict_accepts_dataclasses_dicts_and_none():

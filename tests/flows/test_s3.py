@@ -83,6 +83,7 @@ def test_s3_holds_exactly_the_artifacts_and_json_cache_records(flaky_s3_build: d
                                                                clean_build: dict[str, Any]):
     local = Path(clean_build["out"])
     expected = {p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file()}
+    expected = {p for p in expected if not p.startswith("clusters/previous/")}  # from later in-place refreshes
     got = {k.removeprefix(f"{BUCKET}/builds/gsm8k60/") for k in s3_objects("builds/")}
     assert got == expected  # the same layout; no temporary or partial objects
     records = s3_objects("prefect-results")
