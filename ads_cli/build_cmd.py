@@ -159,9 +159,11 @@ def build_cmd(
 
     formatted = mf.read(storage.join(result["out"], "formatted"))
     print_format_summary(formatted.counts, formatted.extra.get("detected", {}), result["out"])
+    print_build_summary(result["final_uri"])
+    for line in result.get("summary_lines", []):
+        console.print(escape(line), highlight=False)
     states = result["stages"]
     console.print("stages: " + ", ".join(f"{k} [bold]{v}[/]" for k, v in states.items()), highlight=False)
-    print_build_summary(result["final_uri"])
 
 
 with_signature(build_cmd, config_parameters(("format", "score", "cluster", "run")) + COMMON_PARAMETERS)

@@ -265,7 +265,7 @@ def load_previous(directory: str, sample_ids: pa.Array | pa.ChunkedArray) -> tup
     Files that are whole but wrong (shapes, ids out of range, duplicate sample ids) raise ValueError."""
     backup = storage.join(directory, _SNAPSHOT)
     if not storage.exists(storage.join(directory, _FILES["centroids"])):
-        return None, f"no previous build in {directory}"
+        return None, "no previous build"
     stats = _verified_state(directory)
     if isinstance(stats, str) and storage.exists(storage.join(backup, _FILES["centroids"])):
         fallback = _verified_state(backup)  # an in-place refresh that died mid-write left its input here

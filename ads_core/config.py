@@ -136,11 +136,22 @@ class RunConfig(Section):
                              "or a scheduler address such as tcp://10.0.0.5:8786. Default: in-process.")
     dask_workers: int | None = Field(None, ge=1, description="Workers of a local Dask cluster "
                                      "(default: min(shards, CPUs); local-cuda: one per GPU).")
-    trigger_training: bool = _tuning(default=False, description="Start train_deployment with the final "
-                                     "artifact when the build finishes.")
+    trigger_training: Literal["on_change", "always", "never"] = _tuning(
+        default="never", description="Start train_deployment with the final artifact when the build finishes: "
+        "on_change (only when the final artifact's content is new; an unchanged refresh starts nothing), "
+        "always (once per build run), or never.")
     train_deployment: str = _tuning(default="ads-train/myds", description="The ads-train deployment to start.")
     result_storage: str | None = _tuning(default=None, description="Prefect block slug for cache records "
                                          "(e.g. remote-file-system/ads-results).")
+
+
+    @field_validator("trigger_training", mode="before")
+    @classmethod
+    def _bool_policy(cls, value: Any) -> Any:
+        """`true`/`false` (the old boolean parameter) mean on_change/never."""
+        if isinstance(value, bool):
+            return "on_change" if value else "never"
+        return value
 
 
 class BuildConfig(Section):

@@ -110,13 +110,16 @@ def read(stage_dir: str) -> Manifest:
 
 
 def verify(stage_dir: str) -> Manifest | None:
-    """The stage's manifest if it and every output it lists are intact, else None."""
+    """The stage's manifest if it and every output it lists are intact and beside it, else None."""
     try:
         manifest = read(stage_dir)
     except (FileNotFoundError, ValueError, KeyError, TypeError):
         return None
+    prefix = stage_dir.rstrip("/") + "/"
     for entry in manifest.outputs.values():
         try:
+            if not str(entry["uri"]).startswith(prefix):  # a copied manifest describing files elsewhere
+                return None
             if storage.content_hash(entry["uri"]) != entry["sha256"]:
                 return None
         except (OSError, KeyError, TypeError):  # output gone or unreadable, or an entry without uri/sha256

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 from contextlib import nullcontext
 from typing import Any
 
@@ -25,9 +26,10 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from ads_core import defaults
 from ads_core.config import BuildConfig, ClusterConfig, FormatConfig, ReportConfig, RunConfig, ScoreConfig
 from ads_core.format import dataset_name
+from ads_core.refresh import row_identities, summarize
 from ads_core.stages import STAGES, BuildContext, Stage, stages_from
 from tasks.base import StageOutput, artifact_key
-from tasks.publish import publish, report_clusters, report_format, start_training
+from tasks.publish import publish, publish_refresh, report_clusters, report_format, start_training
 from tasks.stage_task import checked, configured, params_of, run_checked
 
 OUT_ENV = "ADS_OUT_DIR"  # default output root for runs without `out` (deployments): $ADS_OUT_DIR/<dataset>
@@ -165,13 +167,17 @@ def ads_build(
     logger.info("ads-build %s: %s -> %s (model %s, %d shard(s), k=%d%s)", name, source, ctx.out, score.model,
                 score.num_shards, cluster.num_clusters, f", force_from={run.force_from}" if run.force_from else "")
     states: dict[str, str] = {}
+    seconds: dict[str, float] = {}
     outputs: dict[str, StageOutput] = {}
+    previous = row_identities(ctx.uri("final"))  # before this build replaces it
     for stage in STAGES:
+        t0 = time.perf_counter()
         if stage.sharded:
             score_shards(stage, ctx, stage.name in force, states)
-            continue
-        outputs[stage.name], state = run_checked(stage, ctx, None, stage.name in force, run.result_storage)
-        states[stage.name] = str(state.name)
+        else:
+            outputs[stage.name], state = run_checked(stage, ctx, None, stage.name in force, run.result_storage)
+            states[stage.name] = str(state.name)
+        seconds[stage.name] = time.perf_counter() - t0
         if stage.name == "format":
             report_format(outputs["format"]["uri"], name)
         elif stage.name == "cluster":
@@ -179,15 +185,25 @@ def ads_build(
     final = outputs["sort"]
     publish(outputs["report"]["uri"], final["uri"], name, dict(states))
 
-    train_run_id = None
-    if run.trigger_training:
+    train_run, training = None, "not requested (run.trigger_training=never)"
+    if run.trigger_training != "never":
         from prefect.runtime import flow_run
 
-        train_run_id = start_training(run.train_deployment, final["uri"], score.model,
-                                      idempotency_key=f"{flow_run.id}:{final['digest']}")
+        # on_change: one training run per final artifact content; always: one per build run (retries included)
+        scope = final["digest"] if run.trigger_training == "on_change" else f"{flow_run.id}:{final['digest']}"
+        train_run = start_training(run.train_deployment, final["uri"], score.model,
+                                   idempotency_key=f"ads-train:{run.train_deployment}:{scope}")
+        training = (f"started {run.train_deployment} run {train_run['name']}" if train_run["new"] else
+                    f"not started: the final artifact is unchanged ({run.train_deployment} run "
+                    f"{train_run['name']} already trains on it)")
+    summary = summarize(ctx.out, previous, seconds, states, training)
+    publish_refresh(summary.to_dict(), summary.lines(), name)
+    for line in summary.lines():
+        logger.info("%s", line)
     cached = sum(s == "Cached" for s in states.values())
     logger.info("ads-build %s done: %s (%d of %d stages cached)", name, final["uri"], cached, len(states))
     return {"dataset": name, "source": source, "out": ctx.out, "final_uri": final["uri"],
             "formatted_uri": outputs["format"]["uri"], "scores_uri": outputs["merge"]["uri"],
             "assignments_uri": outputs["cluster"]["uri"], "report_uri": outputs["report"]["uri"],
-            "stages": states, "train_flow_run_id": train_run_id}
+            "stages": states, "train_flow_run_id": train_run["id"] if train_run and train_run["new"] else None,
+            "refresh": summary.to_dict(), "summary_lines": summary.lines()}

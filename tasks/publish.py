@@ -118,17 +118,38 @@ class TrainingTriggerError(RuntimeError):
 
 
 @report_task("start-training", task_run_name="start-training")
-def start_training(deployment: str, artifact_uri: str, model: str | None, idempotency_key: str) -> str:
-    """Create an ads-train flow run for the final artifact and return at once (`timeout=0`)."""
+def start_training(deployment: str, artifact_uri: str, model: str | None, idempotency_key: str) -> dict[str, Any]:
+    """Create an ads-train flow run for the final artifact and return at once (`timeout=0`).
+
+    The idempotency key decides what counts as the same training run: a second call with the same key
+    returns the existing run instead of starting another (`new` is then False).
+    """
+    import datetime as dt
+
     from prefect.deployments import run_deployment
     from prefect.exceptions import ObjectNotFound
 
+    called = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)
     try:
         run = run_deployment(name=deployment, parameters={"artifact_uri": artifact_uri, "model": model},
                              timeout=0, idempotency_key=idempotency_key)
     except ObjectNotFound as exc:
         raise TrainingTriggerError(
             f"deployment {deployment!r} not found: deploy it (prefect deploy --prefect-file deployments/prefect.yaml "
-            "--all) or run ads-build with trigger_training=false") from exc
-    get_run_logger().info("started %s: flow run %s (%s) for %s", deployment, run.name, run.id, artifact_uri)
-    return str(run.id)
+            "--all) or run ads-build with run.trigger_training=never") from exc
+    new = run.created is None or run.created >= called
+    get_run_logger().info("%s %s: flow run %s (%s) for %s", "started" if new else "already started", deployment,
+                          run.name, run.id, artifact_uri)
+    return {"id": str(run.id), "name": str(run.name), "new": bool(new)}
+
+
+@report_task("publish-refresh", task_run_name="publish-refresh")
+def publish_refresh(summary: dict[str, Any], lines: list[str], dataset: str) -> None:
+    """The refresh summary as a markdown artifact (what changed, what was reused, stage times, training)."""
+    rows = "\n".join(f"* {_md(line, 400)}" for line in lines)
+    times = "\n".join(f"| {stage} | {summary['stage_states'].get(stage, '')} | {seconds:.1f} |"
+                       for stage, seconds in summary["stage_seconds"].items())
+    markdown = (f"# {_md(dataset)}: refresh summary\n\n{rows}\n\n| stage | state | seconds |\n|---|---|---|\n"
+                f"{times}\n")
+    create_markdown_artifact(key=artifact_key(dataset, "refresh"), markdown=markdown,
+                             description="rows added/removed/edited, scored/reused, cluster stability, stage times")
