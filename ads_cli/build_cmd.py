@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -122,7 +123,11 @@ def build_cmd(
         return
     if source and _looks_like_path(source) and not _exists(source):  # fail before Prefect's start-up cost
         raise fail(f"{source}: no such file or directory")
+    from ads_core import storage as _storage
     from flows import local_prefect_env
+    from tasks.locks import LockWaitTimeout
+
+    StorageError = getattr(_storage, "StorageError", LockWaitTimeout)  # noqa: N806 - TODO: import once it lands
 
     def hide_run_errors(record: logging.LogRecord) -> bool:  # printed once, as the `error:` line
         return not (record.name.startswith(("prefect.flow_runs", "prefect.task_runs"))
@@ -144,12 +149,18 @@ def build_cmd(
         from tasks.base import set_progress_factory
 
         set_progress_factory(progress_bar)
+        previous_term = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the build like Ctrl-C
         try:
             result = ads_build(source=source or None, dataset=name, out=out, format=cfg.format, score=cfg.score,
                                cluster=cfg.cluster, report=cfg.report, run=cfg.run)
-        except (InputError, ModelLoadError, ValueError, ParameterTypeError) as exc:
+        except (InputError, ModelLoadError, ValueError, ParameterTypeError, StorageError, LockWaitTimeout) as exc:
             raise fail(for_cli(exc)) from None
+        except KeyboardInterrupt:
+            console.print("[bold red]interrupted:[/] the build stopped and released its locks; rerun the same "
+                          "command to resume from the finished stages", highlight=False)
+            raise typer.Exit(code=130) from None
         finally:
+            signal.signal(signal.SIGTERM, previous_term)
             set_progress_factory(None)
             for handler, level in zip(quiet, levels, strict=True):
                 handler.setLevel(level)
@@ -167,6 +178,10 @@ def build_cmd(
 
 
 with_signature(build_cmd, config_parameters(("format", "score", "cluster", "run")) + COMMON_PARAMETERS)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def for_cli(exc: Exception) -> str:

@@ -50,6 +50,13 @@ class FormatConfig(Section):
     min_kept: float = Field(0.5, ge=0, le=1, description="Fail (exit 2) when fewer than this share of the rows "
                             "is kept; the rejects and the manifest are still written. 0: never fail.")
 
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str | None) -> str | None:
+        from ads_core.names import safe_name
+
+        return None if value is None else safe_name(value)
+
     def template_string(self) -> str:
         from ads_core.format_schema import TEMPLATES
         from ads_core.readers import InputError
@@ -76,7 +83,12 @@ class ScoreConfig(Section):
     backend: str = Field("auto", description="Scorer backend: auto, transformers, vllm, or a class path "
                          "pkg.module:Class.", json_schema_extra={"flag": "--scoring-backend"})
     device: str = Field("auto", description="auto, cpu, cuda or cuda:N.")
-    dtype: str = Field("auto", description="auto (bf16 on GPU, fp32 on CPU), float32, bfloat16 or float16.")
+    dtype: str = Field("auto", description="auto (bf16 on GPU; on CPU bf16 where it has AMX or AVX512-BF16, "
+                       "else fp32), float32, bfloat16 or float16. The resolved dtype is in the scores manifest.")
+    packing: Literal["auto", "on", "off"] = Field(
+        "auto", description="Pack rows into one sequence per batch (position ids restart per row) instead of "
+        "padding them. auto: on only where attention is varlen flash-attention (GPU); the CPU SDPA path masks "
+        "packed rows correctly but pays a dense mask over the pack, so it keeps padded batches.")
     trust_remote_code: bool = _tuning(default=False, description="Allow the model's own code.")
     num_shards: int = Field(1, ge=1, le=100_000, description="Score shards (units of resume and parallelism).",
                             json_schema_extra={"flag": "--shards"})

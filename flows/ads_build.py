@@ -26,9 +26,11 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from ads_core import defaults
 from ads_core.config import BuildConfig, ClusterConfig, FormatConfig, ReportConfig, RunConfig, ScoreConfig
 from ads_core.format import dataset_name
+from ads_core.names import safe_name
 from ads_core.refresh import row_identities, summarize
 from ads_core.stages import STAGES, BuildContext, Stage, stages_from
 from tasks.base import StageOutput, artifact_key
+from tasks.locks import owning
 from tasks.publish import publish, publish_refresh, report_clusters, report_format, start_training
 from tasks.stage_task import checked, configured, params_of, run_checked
 
@@ -132,6 +134,51 @@ def score_shards(stage: Stage, ctx: BuildContext, refresh: bool, states: dict[st
         failures[0][1].result()  # raises that shard's exception
 
 
+def run_stages(ctx: BuildContext) -> tuple[dict[str, str], dict[str, float], dict[str, StageOutput], Any]:
+    """Every declared stage in order (the shard map for the sharded one), with its UI tables."""
+    force = stages_from(ctx.config.run.force_from)
+    states: dict[str, str] = {}
+    seconds: dict[str, float] = {}
+    outputs: dict[str, StageOutput] = {}
+    previous = row_identities(ctx.uri("final"))  # before this build replaces it
+    for stage in STAGES:
+        t0 = time.perf_counter()
+        if stage.sharded:
+            score_shards(stage, ctx, stage.name in force, states)
+        else:
+            outputs[stage.name], state = run_checked(stage, ctx, None, stage.name in force,
+                                                     ctx.config.run.result_storage)
+            states[stage.name] = str(state.name)
+        seconds[stage.name] = time.perf_counter() - t0
+        if stage.name == "format":
+            report_format(outputs["format"]["uri"], ctx.dataset)
+        elif stage.name == "cluster":
+            report_clusters(outputs["cluster"]["uri"], ctx.dataset)
+    publish(outputs["report"]["uri"], outputs["sort"]["uri"], ctx.dataset, dict(states))
+    return states, seconds, outputs, previous
+
+
+def mark_crashed(dead: dict[str, Any]) -> None:
+    """A build killed while it held this OUT left its flow run Running: mark it Crashed."""
+    holder = str(dead.get("holder", ""))
+    if not holder.startswith("flow-run:"):
+        return
+    from prefect.client.orchestration import get_client
+    from prefect.states import Crashed
+
+    run_id = holder.removeprefix("flow-run:")
+    try:
+        with get_client(sync_client=True) as client:
+            run = client.read_flow_run(run_id)
+            if not run.state or not run.state.is_final():
+                client.set_flow_run_state(run_id, Crashed(message="its process died; a later build took over "
+                                                          "its output folder"), force=True)
+                get_run_logger().warning("flow run %s (%s) was left Running by a dead process: marked Crashed",
+                                         run.name, run_id)
+    except Exception as exc:  # noqa: BLE001 - another server, or the run is gone: nothing to mark
+        get_run_logger().info("could not mark the earlier flow run %s Crashed: %s", run_id, exc)
+
+
 @flow(name="ads-build", flow_run_name=build_run_name, validate_parameters=True)
 def ads_build(
     source: str | None = None,
@@ -159,47 +206,33 @@ def ads_build(
     """
     logger = get_run_logger()
     source = resolve_source(source)
-    name = dataset or format.name or dataset_name(source)
+    name = safe_name(dataset or format.name or dataset_name(source))
     cfg = BuildConfig(format=format.model_copy(update={"name": name}), score=score, cluster=cluster,
                       report=report, run=run)
     ctx = BuildContext(source=source, out=resolve_out(out, name), config=cfg)
-    force = stages_from(run.force_from)
     logger.info("ads-build %s: %s -> %s (model %s, %d shard(s), k=%d%s)", name, source, ctx.out, score.model,
                 score.num_shards, cluster.num_clusters, f", force_from={run.force_from}" if run.force_from else "")
-    states: dict[str, str] = {}
-    seconds: dict[str, float] = {}
-    outputs: dict[str, StageOutput] = {}
-    previous = row_identities(ctx.uri("final"))  # before this build replaces it
-    for stage in STAGES:
-        t0 = time.perf_counter()
-        if stage.sharded:
-            score_shards(stage, ctx, stage.name in force, states)
-        else:
-            outputs[stage.name], state = run_checked(stage, ctx, None, stage.name in force, run.result_storage)
-            states[stage.name] = str(state.name)
-        seconds[stage.name] = time.perf_counter() - t0
-        if stage.name == "format":
-            report_format(outputs["format"]["uri"], name)
-        elif stage.name == "cluster":
-            report_clusters(outputs["cluster"]["uri"], name)
-    final = outputs["sort"]
-    publish(outputs["report"]["uri"], final["uri"], name, dict(states))
+    from prefect.runtime import flow_run
 
-    train_run, training = None, "not requested (run.trigger_training=never)"
-    if run.trigger_training != "never":
-        from prefect.runtime import flow_run
+    with owning(ctx.out, f"flow-run:{flow_run.id}") as dead:  # one build at a time per OUT
+        if dead:
+            mark_crashed(dead)
+        states, seconds, outputs, previous = run_stages(ctx)
+        final = outputs["sort"]
 
-        # on_change: one training run per final artifact content; always: one per build run (retries included)
-        scope = final["digest"] if run.trigger_training == "on_change" else f"{flow_run.id}:{final['digest']}"
-        train_run = start_training(run.train_deployment, final["uri"], score.model,
-                                   idempotency_key=f"ads-train:{run.train_deployment}:{scope}")
-        training = (f"started {run.train_deployment} run {train_run['name']}" if train_run["new"] else
-                    f"not started: the final artifact is unchanged ({run.train_deployment} run "
-                    f"{train_run['name']} already trains on it)")
-    summary = summarize(ctx.out, previous, seconds, states, training)
-    publish_refresh(summary.to_dict(), summary.lines(), name)
-    for line in summary.lines():
-        logger.info("%s", line)
+        train_run, training = None, "not requested (run.trigger_training=never)"
+        if run.trigger_training != "never":
+            # on_change: one training run per final artifact content; always: one per build run (retries included)
+            scope = final["digest"] if run.trigger_training == "on_change" else f"{flow_run.id}:{final['digest']}"
+            train_run = start_training(run.train_deployment, final["uri"], score.model,
+                                       idempotency_key=f"ads-train:{run.train_deployment}:{scope}")
+            training = (f"started {run.train_deployment} run {train_run['name']}" if train_run["new"] else
+                        f"not started: the final artifact is unchanged ({run.train_deployment} run "
+                        f"{train_run['name']} already trains on it)")
+        summary = summarize(ctx.out, previous, seconds, states, training)
+        publish_refresh(summary.to_dict(), summary.lines(), name)
+        for line in summary.lines():
+            logger.info("%s", line)
     cached = sum(s == "Cached" for s in states.values())
     logger.info("ads-build %s done: %s (%d of %d stages cached)", name, final["uri"], cached, len(states))
     return {"dataset": name, "source": source, "out": ctx.out, "final_uri": final["uri"],

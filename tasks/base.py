@@ -15,6 +15,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
 from typing import Any
 
 from prefect import task
@@ -28,6 +29,7 @@ log = logging.getLogger("ads.tasks")
 StageOutput = dict[str, str]  # {"uri": main output URI, "digest": hash of all the stage's output hashes}
 
 FAULT_ENV = "ADS_TEST_FAIL_STAGE"  # test-only: comma-separated stage names that raise InjectedFault
+PAUSE_ENV = "ADS_TEST_PAUSE_STAGE"  # test-only: "stage:marker-file": touch the file, then sleep (to be killed)
 RETRIES_ENV = "ADS_TASK_RETRIES"
 RETRY_DELAY_ENV = "ADS_RETRY_BASE_DELAY"
 
@@ -55,6 +57,16 @@ def fault_point(stage: str) -> None:
     wanted = {s.strip() for s in os.environ.get(FAULT_ENV, "").split(",") if s.strip()}
     if stage in wanted:
         raise InjectedFault(f"injected failure in stage {stage!r} ({FAULT_ENV})")
+
+
+def pause_point(stage: str) -> None:
+    """Test-only hook: with ADS_TEST_PAUSE_STAGE=stage:FILE, create FILE and sleep, so a test can kill -9 here."""
+    wanted, _, marker = os.environ.get(PAUSE_ENV, "").partition(":")
+    if wanted == stage and marker:
+        import time
+
+        Path(marker).write_text(str(os.getpid()))
+        time.sleep(600)
 
 
 _TRANSIENT_S3_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "RequestTimeTooSkewed",

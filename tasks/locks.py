@@ -20,6 +20,8 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +97,7 @@ class BuildLockManager:
 
     def __init__(self) -> None:
         self._held: dict[str, tuple[Path, str]] = {}  # key -> (lock file, holder)
+        self.taken_over: dict[str, dict[str, Any]] = {}  # key -> the dead holder's record
         self._guard = threading.Lock()
         self._beat: threading.Thread | None = None
         atexit.register(self.release_all)
@@ -154,6 +157,7 @@ class BuildLockManager:
             return True
         grave.unlink(missing_ok=True)
         log.warning("taking over the build lock %s from %s: %s", key, describe(info), reason)
+        self.taken_over[key] = info
         return True
 
     # -- heartbeat ----------------------------------------------------------------------------
@@ -258,3 +262,31 @@ class BuildLockManager:
         import anyio
 
         return await anyio.to_thread.run_sync(self.wait_for_lock, key, timeout)
+
+
+OUT_LOCKS = BuildLockManager()
+
+
+def out_lock_key(out: str) -> str:
+    import hashlib
+
+    return "out-" + hashlib.sha256(out.rstrip("/").encode()).hexdigest()[:32]
+
+
+@contextmanager
+def owning(out: str, holder: str) -> Iterator[dict[str, Any] | None]:
+    """Hold OUT for one whole build: a second build into the same OUT waits, then runs after it.
+
+    Yields the record of a dead holder whose lock was taken over (so its flow run can be marked
+    Crashed), or None.
+    """
+    key = out_lock_key(out)
+    OUT_LOCKS.taken_over.pop(key, None)
+    OUT_LOCKS.acquire_lock(key, holder)
+    try:
+        yield OUT_LOCKS.taken_over.pop(key, None)
+    finally:
+        try:
+            OUT_LOCKS.release_lock(key, holder)
+        except ValueError:  # taken over meanwhile (our lease lapsed): nothing of ours to release
+            log.warning("the lock on %s was no longer ours at the end of the build", out)

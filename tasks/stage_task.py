@@ -18,7 +18,16 @@ from prefect.states import Completed, State
 
 from ads_core.config import BuildConfig
 from ads_core.stages import STAGES_BY_NAME, BuildContext, Stage, cache_key, outputs_digest, reusable, run_stage
-from tasks.base import StageOutput, default_retries, fault_point, intact, progress, retry_delays, retry_if_transient
+from tasks.base import (
+    StageOutput,
+    default_retries,
+    fault_point,
+    intact,
+    pause_point,
+    progress,
+    retry_delays,
+    retry_if_transient,
+)
 from tasks.locks import BuildLockManager
 
 log = logging.getLogger("ads.tasks")
@@ -67,6 +76,7 @@ def stage_task(stage_name: str, source: str, out: str, config: dict[str, Any], s
         return Completed(name="Cached", data={**record, "digest": outputs_digest(found)},
                          message="reused: the artifact's manifest records this stage key")
     fault_point(stage_name)
+    pause_point(stage_name)
     ctx.progress = progress
     manifest = run_stage(stage, ctx, shard)
     get_run_logger().info("%s: %s -> %s", stage.label(shard), summary(manifest), record["uri"])
