@@ -28,10 +28,12 @@ import numpy as np
 import torch.utils.data
 
 from ads_core.sampler import ADSSampler, ADSSamplerConfig
+from ads_core.sampler_state import SamplerStateError, check_ads_state, refuse, state_int, state_mapping
 
 log = logging.getLogger("ads.verl")
 
 STATE_KIND = "ADSVerlSampler"
+STATE_KEYS = ("kind", "yielded", "steps_per_epoch", "batch_size", "ads")
 SUCCESS_KEYS = ("acc",)  # per-rollout 0/1 (or fraction) correctness, from the reward function's extra info
 SCORE_KEYS = ("score",)  # fallback: the sign of the reward
 SCORE_TENSORS = ("token_level_scores", "rm_scores", "token_level_rewards")
@@ -131,24 +133,47 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore the schedule and the position in the epoch; the next ``iter()`` resumes there."""
-        if state.get("kind") != STATE_KIND:
-            raise ValueError(f"not an {STATE_KIND} state: kind={state.get('kind')!r}")
-        if int(state["batch_size"]) != self.ads.batch_size:
-            raise ValueError(f"state batch size {state['batch_size']} != sampler batch size {self.ads.batch_size}")
+        """Restore the schedule and the position in the epoch; the next ``iter()`` resumes there.
+
+        A checkpoint is untrusted input: every field (the nested ADS state too) is checked before anything
+        is assigned, so a refused state (a ``SamplerStateError`` naming the field, e.g.
+        ``state['ads']['steps']``) leaves this sampler exactly as it was.
+        """
+        yielded = self.check_state(state)
+        # all checked: the ADS sampler re-checks the same state (cheap), so nothing below can fail
         self.ads.load_state_dict(state["ads"])
-        yielded = int(state["yielded"])
         if yielded % self.ads.batch_size:
             log.warning("ADS sampler state saved mid-batch (%d indices); resuming at the batch start", yielded)
         self._resume = min(yielded - yielded % self.ads.batch_size, len(self))
         self._yielded = self._resume
 
+    def check_state(self, state: Any) -> int:
+        """Validate a saved ``state_dict`` against this sampler without changing it; returns ``yielded``."""
+        if not isinstance(state, Mapping):
+            refuse("state", f"a dict (a saved {STATE_KIND} state)", state)
+        if "kind" in state and not (isinstance(state["kind"], str) and state["kind"] == STATE_KIND):
+            refuse("state['kind']", repr(STATE_KIND), state["kind"])
+        state_mapping(state, "state", STATE_KEYS)
+        batch_size = state_int(state["batch_size"], "state['batch_size']", 1)
+        if batch_size != self.ads.batch_size:
+            raise SamplerStateError("state['batch_size']", f"state was saved with batch size {batch_size}, "
+                                                           f"this sampler's is {self.ads.batch_size}")
+        steps = state_int(state["steps_per_epoch"], "state['steps_per_epoch']", 1)
+        if steps != self.steps_per_epoch:
+            raise SamplerStateError("state['steps_per_epoch']", f"state was saved with {steps} steps per epoch, "
+                                    f"this sampler has {self.steps_per_epoch} (another training set?)")
+        yielded = state_int(state["yielded"], "state['yielded']", 0, steps * batch_size,
+                            f" (indices of this epoch: {steps} steps of {batch_size})")
+        check_nested_ads_state(state["ads"], self.ads, "state['ads']")
+        return yielded
+
     def restore_schedule(self, ads_state: Mapping[str, Any]) -> None:
         """Restore only the ADS schedule and start the next ``iter()`` at the beginning of an epoch.
 
-        The trainer uses this when verl skips ``data.pt`` at an epoch boundary.
+        The trainer uses this when verl skips ``data.pt`` at an epoch boundary. A refused state
+        (``SamplerStateError``) changes nothing.
         """
-        self.ads.load_state_dict(dict(ads_state))
+        self.ads.load_state_dict(ads_state)  # checks everything before it assigns
         self._resume = 0
         self._yielded = 0
 
@@ -278,6 +303,15 @@ def dataset_columns(dataset: Any) -> dict[str, np.ndarray]:
         if not np.array_equal(inner, out["sample_id"]):
             raise ValueError("sample_id and extra_info.sample_id differ; the batch can't be mapped to rows")
     return out
+
+
+def check_nested_ads_state(state: Any, sampler: ADSSampler, field: str) -> None:
+    """``check_ads_state`` for an ADS state stored at ``field`` of a larger one: errors name the full path."""
+    try:
+        check_ads_state(state, sampler)
+    except SamplerStateError as exc:
+        inner = exc.field.removeprefix("state")  # "state['steps']" -> "['steps']"; "state" -> ""
+        raise SamplerStateError(field + inner, exc.problem) from None
 
 
 def _unique_map(values: Any, n: int, what: str, required: bool = True) -> dict[int, int] | None:
