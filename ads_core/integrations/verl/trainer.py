@@ -26,7 +26,9 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from ads_core.integrations.verl.sampler import ADSVerlSampler
+from ads_core.integrations.verl.sampler import ADSVerlSampler, check_nested_ads_state
+from ads_core.sampler import ADSSampler
+from ads_core.sampler_state import SamplerStateError, refuse, state_int
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)
@@ -36,6 +38,7 @@ with warnings.catch_warnings():
 log = logging.getLogger("ads.verl")
 
 ADS_STATE_FILE = "ads_sampler.json"
+_FRESH = "delete it to resume with a fresh schedule"  # what to do about a bad ads_sampler.json
 # Classes data.pt may hold beyond torch's weights-only set. torchdata's loader state and our sampler's
 # state_dict are plain containers, so none is needed; add one here only if a verl release requires it.
 DATA_PT_SAFE_GLOBALS: tuple[Any, ...] = ()
@@ -128,10 +131,12 @@ class ADSRayPPOTrainer(RayPPOTrainer):
         return result
 
 
-def read_sampler_state(folder: str) -> dict[str, Any] | None:
+def read_sampler_state(folder: str, sampler: ADSSampler | None = None) -> dict[str, Any] | None:
     """The ADS schedule saved in a checkpoint folder's ``ads_sampler.json``; None when there is none.
 
-    Never unpickles anything: ``data.pt`` is not read here.
+    Never unpickles anything: ``data.pt`` is not read here. The file is untrusted input: a bad one is a
+    ``CheckpointStateError`` naming it (and the field). Given the ``sampler`` it will be loaded into, the
+    schedule is checked in full against it (artifact, config, every field), without changing the sampler.
     """
     path = os.path.join(folder, ADS_STATE_FILE)
     if not os.path.exists(path):
@@ -139,14 +144,25 @@ def read_sampler_state(folder: str) -> dict[str, Any] | None:
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise CheckpointStateError(f"{path}: unreadable ADS sampler state ({exc}); delete it to resume with a "
-                                   f"fresh schedule") from None
-    sampler = doc.get("sampler") if isinstance(doc, dict) else None
-    if not isinstance(sampler, dict):
-        raise CheckpointStateError(f"{path}: no 'sampler' object in the ADS sampler state; delete it to resume "
-                                   f"with a fresh schedule")
-    return sampler
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: deeply nested JSON
+        raise CheckpointStateError(f"{path}: unreadable ADS sampler state ({exc}); {_FRESH}") from None
+    state = doc.get("sampler") if isinstance(doc, dict) else None
+    if not isinstance(state, dict):
+        raise CheckpointStateError(f"{path}: no 'sampler' object in the ADS sampler state; {_FRESH}")
+    try:
+        if "global_step" in doc:
+            step = state_int(doc["global_step"], "['global_step']")
+            named = re.fullmatch(r"global_step_(\d+)", os.path.basename(os.path.normpath(folder)))
+            if named and int(named.group(1)) != step:
+                raise SamplerStateError("['global_step']", f"the file was saved at step {step}, "
+                                                           f"but its folder is step {named.group(1)}")
+        if "kind" in state and state["kind"] != "ADSSampler":
+            refuse("['sampler']['kind']", "'ADSSampler'", state["kind"])
+        if sampler is not None:
+            check_nested_ads_state(state, sampler, "['sampler']")
+    except SamplerStateError as exc:
+        raise CheckpointStateError(f"{path}: bad ADS sampler state at {exc}; {_FRESH}") from None
+    return state
 
 
 class _WeightsOnlyTorch(types.ModuleType):
