@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
-console = Console(stderr=True)
+
+def _width() -> int | None:
+    """A terminal's own width; piped output (logs, CI) is not wrapped at 80 columns."""
+    if sys.stderr.isatty():
+        return None
+    return int(os.environ.get("COLUMNS") or 200)
+
+
+console = Console(stderr=True, width=_width())
 
 
 def fail(message: str) -> typer.Exit:
@@ -22,10 +40,25 @@ def fail(message: str) -> typer.Exit:
 
 @contextmanager
 def progress_bar(description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=False) as progress:
-        task = progress.add_task(description, total=total)
-        yield lambda n: progress.advance(task, n)
+    """A bar with done/total and an ETA when the total is known; otherwise a spinner with a running count."""
+    if total is not None:
+        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("eta"), TimeRemainingColumn())
+    else:
+        columns = (SpinnerColumn(finished_text="[green]✓[/]"), TextColumn("[bold]{task.description}"),
+                   TextColumn("{task.fields[count]}"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(description, total=total, count="")
+
+        def advance(n: int) -> None:
+            progress.advance(task, n)
+            if total is None:
+                progress.update(task, count=f"{int(progress.tasks[task].completed)} rows")
+
+        yield advance
+        if total is None:
+            progress.update(task, total=max(progress.tasks[task].completed, 1), completed=max(
+                progress.tasks[task].completed, 1))
 
 
 

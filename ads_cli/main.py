@@ -6,6 +6,7 @@ The CLI is the top layer: it may import `flows`, `tasks` and `ads_core`; nothing
 from __future__ import annotations
 
 import logging
+import os
 from typing import Annotated
 
 import typer
@@ -24,6 +25,10 @@ app = typer.Typer(
 def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details.")] = False) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not verbose:  # our own bars and summaries only: no tqdm bars from Hugging Face ("Loading weights")
+        os.environ.setdefault("TQDM_DISABLE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 
 for module in (build_cmd, server_cmd, train_cmd, simulate_cmd):

@@ -43,14 +43,17 @@ class InputError(Exception):
     the CLI, `render(lambda f: f"format.{f}=")` for a flow parameter. `options` lists the fields named.
     """
 
-    def __init__(self, message: str, options: tuple[str, ...] = ()) -> None:
+    def __init__(self, message: str, options: tuple[str, ...] = (), original: InputError | None = None) -> None:
         message = " ".join(str(message).split())  # one line, even when it quotes a multi-line library error
         super().__init__(message)
         self.message = message
         self.options = tuple(options)
+        self.original = original  # the library's error, when an interface re-raised it in its own spelling
 
     def render(self, spell: Callable[[str], str]) -> str:
         """The message with every option in `options` spelled by SPELL."""
+        if self.original is not None:
+            return self.original.render(spell)
         if not self.options:
             return self.message
         wanted = set(self.options)

@@ -135,7 +135,11 @@ _scorer: tuple[str, Any] | None = None  # (config key, (backend, tokenizer)): on
 def cached_scorer(cfg: ScoreConfig) -> Any:
     """Load the model once per process (a build, or a Dask worker) and reuse it for every shard."""
     global _scorer
-    key = json.dumps(cfg.model_dump(exclude={"num_shards"}), sort_keys=True, default=str)
+    from ads_core.fingerprint import model_fingerprint
+
+    # The weights' content too: a checkpoint rewritten in place must not be served from memory.
+    key = json.dumps([cfg.model_dump(exclude={"num_shards"}), model_fingerprint(cfg.model)], sort_keys=True,
+                     default=str)
     with _scorer_lock:
         if _scorer is None or _scorer[0] != key:
             from ads_core.scorer import make_backend

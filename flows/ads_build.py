@@ -27,12 +27,13 @@ from ads_core import defaults
 from ads_core.config import BuildConfig, ClusterConfig, FormatConfig, ReportConfig, RunConfig, ScoreConfig
 from ads_core.format import dataset_name
 from ads_core.names import safe_name
+from ads_core.readers import InputError
 from ads_core.refresh import row_identities, summarize
 from ads_core.stages import STAGES, BuildContext, Stage, stages_from
 from tasks.base import StageOutput, artifact_key
 from tasks.locks import owning
 from tasks.publish import publish, publish_refresh, report_clusters, report_format, start_training
-from tasks.stage_task import checked, configured, params_of, run_checked
+from tasks.stage_task import checked, configured, flow_spelling, params_of, run_checked
 
 OUT_ENV = "ADS_OUT_DIR"  # default output root for runs without `out` (deployments): $ADS_OUT_DIR/<dataset>
 
@@ -107,8 +108,8 @@ def score_shards(stage: Stage, ctx: BuildContext, refresh: bool, states: dict[st
     pinned = _api_pinned() if run_cfg.dask else nullcontext()
     with pinned, shard_runner(run_cfg.dask, run_cfg.dask_workers, n) as runner:
         def submit(i: int, refresh_now: bool) -> Any:
-            return runner.submit(configured(stage, i, refresh_now, rs),
-                                 parameters=params_of(stage, ctx, i, reuse=not refresh_now))
+            params = {**params_of(stage, ctx, i, reuse=not refresh_now), "progress_artifact": str(progress_id)}
+            return runner.submit(configured(stage, i, refresh_now, rs), parameters=params)
 
         def recompute(i: int) -> Any:
             retry = submit(i, True)
@@ -217,7 +218,10 @@ def ads_build(
     with owning(ctx.out, f"flow-run:{flow_run.id}") as dead:  # one build at a time per OUT
         if dead:
             mark_crashed(dead)
-        states, seconds, outputs, previous = run_stages(ctx)
+        try:
+            states, seconds, outputs, previous = run_stages(ctx)
+        except InputError as exc:  # name the flow parameter to set (format.question_col=...), in one line
+            raise InputError(exc.render(flow_spelling), exc.options, original=exc) from None
         final = outputs["sort"]
 
         train_run, training = None, "not requested (run.trigger_training=never)"

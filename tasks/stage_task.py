@@ -9,6 +9,9 @@ isolation, so two builds of the same stage into the same OUT do the work once.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from prefect import get_run_logger, task
@@ -31,6 +34,45 @@ from tasks.base import (
 from tasks.locks import BuildLockManager
 
 log = logging.getLogger("ads.tasks")
+
+
+def expected_errors() -> tuple[type[BaseException], ...]:
+    """Errors that mean "fix your input or setup": one line in the run log, no traceback."""
+    from ads_core import storage
+    from ads_core.models import ModelLoadError
+    from ads_core.readers import InputError
+    from tasks.locks import LockWaitTimeout
+
+    found: list[type[BaseException]] = [InputError, ModelLoadError, LockWaitTimeout]
+    if isinstance(getattr(storage, "StorageError", None), type):
+        found.append(storage.StorageError)
+    return tuple(found)
+
+
+def flow_spelling(field: str) -> str:
+    """How a flow parameter is named in a message: `question_col` -> `format.question_col=`."""
+    for section, model in BuildConfig.model_fields.items():
+        annotation = model.annotation
+        if isinstance(annotation, type) and field in getattr(annotation, "model_fields", {}):
+            return f"{section}.{field}="
+    return f"{field}="
+
+
+class _OneLineForExpectedErrors(logging.Filter):
+    """Prefect logs failed runs with their traceback; for bad input that is noise, the message is enough."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and isinstance(exc, expected_errors()):
+            text = exc.render(flow_spelling) if hasattr(exc, "render") else str(exc)
+            record.msg, record.args = f"Run failed: {type(exc).__name__}: {text}", ()
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+for _name in ("prefect.task_runs", "prefect.flow_runs"):
+    if not any(isinstance(f, _OneLineForExpectedErrors) for f in logging.getLogger(_name).filters):
+        logging.getLogger(_name).addFilter(_OneLineForExpectedErrors())
 
 
 def _context(params: dict[str, Any]) -> BuildContext:
@@ -59,7 +101,7 @@ def summary(manifest: Any) -> str:
       retry_delay_seconds=retry_delays(), retry_jitter_factor=0.2, retry_condition_fn=retry_if_transient,
       tags=["ads-build"])
 def stage_task(stage_name: str, source: str, out: str, config: dict[str, Any], shard: int | None = None,
-               reuse: bool = True) -> StageOutput | State:
+               reuse: bool = True, progress_artifact: str | None = None) -> StageOutput | State:
     """Run one declared stage (one shard of a sharded stage) and return its output record.
 
     Prefect's own cache records are checked first (by the cache policy). When they are elsewhere (another
@@ -77,10 +119,43 @@ def stage_task(stage_name: str, source: str, out: str, config: dict[str, Any], s
                          message="reused: the artifact's manifest records this stage key")
     fault_point(stage_name)
     pause_point(stage_name)
-    ctx.progress = progress
+    ctx.progress = progress if progress_artifact is None else with_artifact(progress_artifact, shard or 0,
+                                                                            ctx.config.score.num_shards)
     manifest = run_stage(stage, ctx, shard)
     get_run_logger().info("%s: %s -> %s", stage.label(shard), summary(manifest), record["uri"])
     return {**record, "digest": outputs_digest(manifest)}
+
+
+def with_artifact(artifact_id: str, shard: int, num_shards: int, every_s: float = 2.0) -> Any:
+    """A progress factory that drives the CLI bar (if any) and updates a Prefect progress artifact every
+    few seconds with rows done, rows/s and an ETA, so the UI moves during a shard, not only between them."""
+    from prefect.artifacts import update_progress_artifact
+
+    @contextmanager
+    def factory(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+        done, t0, last = 0, time.monotonic(), 0.0
+        with progress(description, total) as bar:
+            def advance(n: int) -> None:
+                nonlocal done, last
+                if bar:
+                    bar(n)
+                done += n
+                now = time.monotonic()
+                if total and (now - last >= every_s or done >= total):
+                    last = now
+                    rate = done / max(now - t0, 1e-9)
+                    eta = (total - done) / rate if rate else 0.0
+                    try:
+                        update_progress_artifact(
+                            artifact_id=artifact_id, progress=100.0 * (shard + done / total) / num_shards,
+                            description=f"shard {shard + 1}/{num_shards}: {done}/{total} rows, {rate:.1f} rows/s, "
+                                        f"ETA {eta:.0f} s")
+                    except Exception as exc:  # noqa: BLE001 - the UI missing an update never fails a build
+                        log.debug("progress artifact update failed: %s", exc)
+
+            yield advance
+
+    return factory
 
 
 def configured(stage: Stage, shard: int | None, refresh: bool, result_storage: str | None) -> Any:
