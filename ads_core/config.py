@@ -138,6 +138,15 @@ class ReportConfig(Section):
 
     examples_per_cluster: int = _tuning(default=3, ge=1, le=3, description="Example problems per cluster.")
     max_example_clusters: int = _tuning(default=32, ge=1, description="Clusters shown with examples.")
+    map_sample: int = _tuning(default=3000, ge=10, description="Rows in the 2-D embedding map (a seeded sample; "
+                              "t-SNE time grows with it).")
+    map_perplexity: float = _tuning(default=30.0, gt=1, description="t-SNE perplexity (capped at (rows-1)/3).")
+    map_iterations: int = _tuning(default=500, ge=250, description="t-SNE optimisation steps.")
+    map_seed: int = _tuning(default=42, description="Seed of the map's sample, PCA and t-SNE.")
+    terms_per_cluster: int = _tuning(default=8, ge=1, le=30, description="Top c-TF-IDF terms kept per cluster.")
+    terms_min_rows: int = _tuning(default=2, ge=1, description="A term counts only if this many questions use it.")
+    terms_grid_clusters: int = _tuning(default=64, ge=1, description="Clusters drawn in cluster_terms.png "
+                                       "(the largest).")
 
 
 class RunConfig(Section):

@@ -1,9 +1,13 @@
 """The report stage: what a person looks at after a build, written to OUT/report/ like any artifact.
 
-- build_report.png: difficulty histogram, cluster sizes, and the 2-D projection coloured by cluster;
+- build_report.png: difficulty histogram, cluster sizes, and a 2-D t-SNE map of the embeddings (a seeded
+  sample, PCA-reduced first, as the ADS reference's visual script does) coloured by cluster and by difficulty;
 - quantiles.json: difficulty quantiles per cluster;
-- examples.md: the easiest, median and hardest problem of each cluster.
-The Prefect flow shows these in the UI (tasks/publish.py); `ads build` prints a text summary.
+- examples.md: the easiest, median and hardest problem of each cluster;
+- cluster_terms.json / cluster_terms.png: each cluster's top c-TF-IDF terms (ads_core/cluster_terms.py).
+Every output is byte-deterministic for the same inputs (fixed seeds, one thread, no version stamps in PNGs),
+so a rerun writes the same hashes. The Prefect flow shows these in the UI (tasks/publish.py); `ads build`
+prints a text summary.
 """
 
 from __future__ import annotations
@@ -11,18 +15,23 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from ads_core import manifest as mf
 from ads_core import storage
+from ads_core.cluster_terms import class_tfidf, render_terms_grid
 from ads_core.config import ReportConfig
+from ads_core.embedding_map import palette, read_embeddings, sample_ids, tsne_map
 
 STAGE = "report"
-VERSION = "1"
+VERSION = "2"
 REPORT_DIR = "report"
 PLOT_NAME = "build_report.png"
 QUANTILES_NAME = "quantiles.json"
 EXAMPLES_NAME = "examples.md"
+TERMS_NAME = "cluster_terms.json"
+TERMS_PLOT_NAME = "cluster_terms.png"
 QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
 
 
@@ -36,25 +45,35 @@ def md_text(text: str | None, limit: int = 220) -> str:
     return flat
 
 
-def render_plot(final: pl.DataFrame, assignments: pl.DataFrame, title: str) -> bytes:
-    """PNG: difficulty histogram, cluster sizes, and the 2-D PCA projection coloured by cluster."""
+def render_plot(final: pl.DataFrame, points: pl.DataFrame, method: str, colors: dict[int, Any], title: str) -> bytes:
+    """PNG: difficulty histogram and cluster sizes on top; the 2-D map by cluster and by difficulty below."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6), dpi=100)
+    fig, axes = plt.subplots(2, 2, figsize=(14, 11), dpi=100)
     try:
-        axes[0].hist(final["difficulty"].to_numpy(), bins=min(40, max(5, final.height // 10)), color="#3b6ea8")
-        axes[0].set(title="difficulty (token-mean NLL)", xlabel="difficulty", ylabel="rows")
+        (hist, bars), (by_cluster, by_difficulty) = axes
+        hist.hist(final["difficulty"].to_numpy(), bins=min(40, max(5, final.height // 10)), color="#3b6ea8")
+        hist.set(title="difficulty (token-mean NLL)", xlabel="difficulty", ylabel="rows")
         sizes = final.group_by("cluster_id").len().sort("cluster_id")
-        axes[1].bar(sizes["cluster_id"].to_numpy(), sizes["len"].to_numpy(), color="#d08c3a")
-        axes[1].set(title=f"cluster sizes (k={sizes.height})", xlabel="cluster_id", ylabel="rows")
-        axes[1].xaxis.set_major_locator(MaxNLocator(integer=True))
-        axes[2].scatter(assignments["pc1"].to_numpy(), assignments["pc2"].to_numpy(),
-                        c=assignments["cluster_id"].to_numpy(), cmap="tab20", s=6, alpha=0.8)
-        axes[2].set(title="embeddings: first two PCA components", xlabel="pc1", ylabel="pc2")
+        ids = sizes["cluster_id"].to_list()
+        bars.bar(ids, sizes["len"].to_numpy(), color=[colors[c] for c in ids])
+        bars.set(title=f"cluster sizes (k={sizes.height})", xlabel="cluster_id", ylabel="rows")
+        bars.xaxis.set_major_locator(MaxNLocator(integer=True))
+        x, y = points["x"].to_numpy(), points["y"].to_numpy()
+        by_cluster.scatter(x, y, c=[colors[c] for c in points["cluster_id"].to_list()], s=7, alpha=0.8, linewidths=0)
+        centres = points.group_by("cluster_id").agg(pl.col("x").median(), pl.col("y").median()).sort("cluster_id")
+        for cid, cx, cy in centres.iter_rows():
+            by_cluster.text(cx, cy, str(cid), fontsize=7, ha="center", va="center", alpha=0.85)
+        shown = f"{points.height} of {final.height} rows" if points.height < final.height else f"{points.height} rows"
+        by_cluster.set(title=f"embeddings, {method} ({shown}): by cluster", xticks=[], yticks=[])
+        dots = by_difficulty.scatter(x, y, c=points["difficulty"].to_numpy(), cmap="viridis", s=7, alpha=0.8,
+                                     linewidths=0)
+        fig.colorbar(dots, ax=by_difficulty, label="difficulty")
+        by_difficulty.set(title=f"embeddings, {method}: by difficulty", xticks=[], yticks=[])
         fig.suptitle(title)
         fig.tight_layout()
         buf = io.BytesIO()
@@ -62,6 +81,20 @@ def render_plot(final: pl.DataFrame, assignments: pl.DataFrame, title: str) -> b
         return buf.getvalue()
     finally:
         plt.close(fig)
+
+
+def map_points(final: pl.DataFrame, scores_uri: str, cfg: ReportConfig) -> tuple[pl.DataFrame, str]:
+    """The sampled rows with their map coordinates (x, y), cluster_id and difficulty, and the method used."""
+    ids = sample_ids(final["sample_id"].to_numpy(), cfg.map_sample, cfg.map_seed)
+    found, embeddings = read_embeddings(scores_uri, ids)
+    if len(found) != len(ids):
+        missing = np.setdiff1d(ids, found)[:5].tolist()
+        raise ValueError(f"{scores_uri}: {len(ids) - len(found)} sample_id(s) of the final artifact have no "
+                         f"embedding (e.g. {missing}); rebuild with force_from=score")
+    coords, method = tsne_map(embeddings, cfg.map_perplexity, cfg.map_iterations, cfg.map_seed)
+    rows = pl.DataFrame({"sample_id": found, "x": coords[:, 0], "y": coords[:, 1]})
+    meta = final.select("sample_id", "cluster_id", "difficulty")
+    return rows.join(meta, on="sample_id", how="left").sort("sample_id"), method
 
 
 def difficulty_quantiles(final: pl.DataFrame) -> list[dict[str, Any]]:
@@ -94,29 +127,64 @@ def examples_markdown(final: pl.DataFrame, dataset: str, cfg: ReportConfig) -> s
 
 
 def read_final_for_report(final_uri: str) -> pl.DataFrame:
-    final = pl.from_arrow(storage.read_parquet(final_uri, columns=["cluster_id", "rank_in_cluster", "difficulty",
-                                                                   "extra_info"]))
+    final = pl.from_arrow(storage.read_parquet(final_uri, columns=["sample_id", "cluster_id", "rank_in_cluster",
+                                                                   "difficulty", "extra_info"]))
     return final.with_columns(pl.col("extra_info").struct.field("question").alias("question")).drop("extra_info")
 
 
-def write_report(final_uri: str, assignments_uri: str, out: str, cfg: ReportConfig, dataset: str) -> mf.Manifest:
-    """Write OUT/report/{build_report.png, quantiles.json, examples.md} and their manifest."""
+def scores_of(final_uri: str, out: str) -> str:
+    """The scores file the final artifact was sorted from: as its manifest records, else OUT/scores/."""
+    try:
+        return str(mf.read(mf.stage_dir_of(final_uri)).inputs["scores"]["uri"])
+    except (FileNotFoundError, KeyError, TypeError, ValueError):
+        return storage.join(out, "scores", "scores.parquet")
+
+
+def cluster_terms(final: pl.DataFrame, cfg: ReportConfig) -> dict[str, list[dict[str, Any]]]:
+    """cluster_id (as a JSON key) -> its top c-TF-IDF terms with their weights."""
+    top = class_tfidf(final.select("cluster_id", "question"), cfg.terms_per_cluster, cfg.terms_min_rows)
+    return {str(cid): terms for cid, terms in top.items()}
+
+
+def write_report(final_uri: str, assignments_uri: str, out: str, cfg: ReportConfig, dataset: str,
+                 scores_uri: str | None = None) -> mf.Manifest:
+    """Write OUT/report/{build_report.png, quantiles.json, examples.md, cluster_terms.json, cluster_terms.png}.
+
+    The map needs the embeddings: `scores_uri`, by default the scores file the final artifact's manifest
+    records. `assignments_uri` is recorded as an input (the clustering the final artifact carries).
+    """
     final = read_final_for_report(final_uri)
-    assignments = pl.from_arrow(storage.read_parquet(assignments_uri, columns=["cluster_id", "pc1", "pc2"]))
+    scores_uri = scores_uri or scores_of(final_uri, out)
+    if not storage.exists(scores_uri):
+        raise FileNotFoundError(f"{scores_uri}: the report's embedding map needs the scores file; "
+                                "rebuild with force_from=score")
     directory = storage.join(out, REPORT_DIR)
     uris = {name: storage.join(directory, file) for name, file in
-            (("plot", PLOT_NAME), ("quantiles", QUANTILES_NAME), ("examples", EXAMPLES_NAME))}
-    storage.write_bytes(uris["plot"], render_plot(final, assignments, f"ads-build {dataset}: {final.height} rows"))
-    storage.write_json(uris["quantiles"], difficulty_quantiles(final))
+            (("plot", PLOT_NAME), ("quantiles", QUANTILES_NAME), ("examples", EXAMPLES_NAME),
+             ("terms", TERMS_NAME), ("terms_plot", TERMS_PLOT_NAME))}
+    colors = palette(final["cluster_id"].unique().to_list())
+    points, method = map_points(final, scores_uri, cfg)
+    title = f"ads-build {dataset}: {final.height} rows"
+    storage.write_bytes(uris["plot"], render_plot(final, points, method, colors, title))
+    quantiles = difficulty_quantiles(final)
+    storage.write_json(uris["quantiles"], quantiles)
     storage.write_bytes(uris["examples"], examples_markdown(final, dataset, cfg).encode())
+    terms = cluster_terms(final, cfg)
+    storage.write_json(uris["terms"], terms)
+    sizes = {int(q["cluster_id"]): int(q["size"]) for q in quantiles}
+    medians = {int(q["cluster_id"]): float(q["q50"]) for q in quantiles}
+    grid = render_terms_grid({int(c): t for c, t in terms.items()}, sizes, medians, colors,
+                             f"{dataset}: top terms per cluster (c-TF-IDF)", cfg.terms_grid_clusters)
+    storage.write_bytes(uris["terms_plot"], grid)
     manifest = mf.Manifest(
         stage=STAGE,
-        inputs={"final": mf.input_entry(final_uri), "assignments": mf.input_entry(assignments_uri)},
+        inputs={"final": mf.input_entry(final_uri), "assignments": mf.input_entry(assignments_uri),
+                "scores": mf.input_entry(scores_uri)},
         outputs={name: mf.output_entry(uri) for name, uri in uris.items()},
         config=cfg.model_dump(),
         code_version=mf.version_of(STAGE, VERSION),
-        counts={"rows": final.height, "clusters": final["cluster_id"].n_unique()},
-        extra={"dataset": dataset},
+        counts={"rows": final.height, "clusters": final["cluster_id"].n_unique(), "map_rows": points.height},
+        extra={"dataset": dataset, "map_method": method},
     )
     mf.write(directory, manifest)
     return manifest

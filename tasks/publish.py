@@ -78,9 +78,33 @@ def image_markdown(png: bytes, alt: str) -> str:
     return f"![{_md(alt)}](data:image/png;base64,{base64.b64encode(png).decode()})"
 
 
+def cluster_terms_rows(terms: dict[str, list[dict[str, Any]]], quantiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One table row per cluster: its size, top terms (best first) and median difficulty."""
+    by_id = {int(q["cluster_id"]): q for q in quantiles}
+    return [{"cluster_id": cid, "size": int(by_id.get(cid, {}).get("size", 0)),
+             "top_terms": ", ".join(t["term"] for t in terms[key]),
+             "median_difficulty": by_id.get(cid, {}).get("q50")}
+            for cid, key in sorted((int(k), k) for k in terms)]
+
+
+def publish_cluster_terms(manifest: mf.Manifest, quantiles: list[dict[str, Any]], dataset: str) -> None:
+    """What each cluster is about: a table beside the sizes and quantiles, and the top-terms grid inline."""
+    terms = storage.read_json(manifest.output_uri("terms"))
+    create_table_artifact(key=artifact_key(dataset, "cluster-terms"), table=cluster_terms_rows(terms, quantiles),
+                          description="top terms per cluster by class-based TF-IDF over the question text "
+                                      "(math and LaTeX stop words removed), with size and median difficulty")
+    grid = storage.read_bytes(manifest.output_uri("terms_plot"))
+    create_markdown_artifact(
+        key=artifact_key(dataset, "cluster-terms-image"),
+        markdown=f"# {_md(dataset)}: top terms per cluster\n\n{image_markdown(grid, 'top terms per cluster')}\n\n"
+                 f"PNG in storage: `{location(manifest.output_uri('terms_plot'))}`",
+        description="top c-TF-IDF terms per cluster, one cell per cluster")
+
+
 @report_task("publish", task_run_name="publish")
 def publish(report_uri: str, final_uri: str, dataset: str, stages: dict[str, str]) -> None:
-    """Quantiles per cluster, example problems, the report plot inline, and where the final artifact is."""
+    """Quantiles per cluster, example problems, cluster terms, the report pictures inline, and where the final
+    artifact is."""
     manifest = mf.read(stage_dir_of(report_uri))
     quantiles = storage.read_json(manifest.output_uri("quantiles"))
     examples = storage.read_bytes(manifest.output_uri("examples")).decode()
@@ -94,7 +118,8 @@ def publish(report_uri: str, final_uri: str, dataset: str, stages: dict[str, str
         key=artifact_key(dataset, "report-plot"),
         markdown=f"# {_md(dataset)}: build report\n\n{image_markdown(png, 'build report')}\n\n"
                  f"PNG in storage: `{location(manifest.output_uri('plot'))}`",
-        description="difficulty histogram, cluster sizes, 2-D projection")
+        description="difficulty histogram, cluster sizes, 2-D t-SNE map by cluster and by difficulty")
+    publish_cluster_terms(manifest, quantiles, dataset)
     summary = [f"# ads-build {_md(dataset)}", "",
                f"* rows: **{rows}** in **{manifest.counts.get('clusters', 0)}** clusters",
                f"* final artifact: `{location(final_uri)}`",

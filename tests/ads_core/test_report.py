@@ -1,0 +1,219 @@
+"""The report stage: c-TF-IDF cluster terms, the t-SNE map, deterministic PNGs, and what write_report lists."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from PIL import Image
+
+from ads_core import manifest as mf
+from ads_core import report, storage
+from ads_core.cluster_terms import STOP_WORDS, class_tfidf, tokens
+from ads_core.config import ReportConfig
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+TOPICS = {  # cluster_id -> its two topic words, in templates that are otherwise alike
+    0: ("triangle", "angle"),
+    1: ("apples", "dollars"),
+    2: ("train", "speed"),
+}
+FILLER = [r"Find the value of $x$ if the {a} has {n} and \frac{{{n}}}{{2}} garden {b} garden.",
+          r"Compute \boxed{{{n}}}: what is the {a} of the {b} in the garden? Let $y = {n}$, garden.",
+          r"Given {n} {a}s, determine how many {b} the garden has. Express \left( {n} \right) garden."]
+LATEX_WORDS = {"frac", "boxed", "left", "right", "find", "compute", "value", "given", "determine", "express"}
+
+
+def questions(rows_per_cluster: int, seed: int = 0) -> list[tuple[int, str]]:
+    """Synthetic questions: every cluster uses the same filler, LaTeX, numbers and 'garden' (twice per question,
+    more often than any topic word), and only its own topic words."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for cid, (a, b) in TOPICS.items():
+        for _ in range(rows_per_cluster):
+            template = FILLER[int(rng.integers(len(FILLER)))]
+            out.append((cid, template.format(a=a, b=b, n=int(rng.integers(1, 500)))))
+    return out
+
+
+def frame(rows: list[tuple[int, str]]) -> Any:
+    import polars as pl
+
+    return pl.DataFrame({"cluster_id": [c for c, _ in rows], "question": [q for _, q in rows]})
+
+
+def test_class_tfidf_ranks_each_clusters_own_words_first():
+    top = class_tfidf(frame(questions(20)), top_n=8)
+    assert sorted(top) == sorted(TOPICS)
+    for cid, words in TOPICS.items():
+        ranked = [t["term"] for t in top[cid]]
+        # "garden" is twice as frequent in every cluster as a topic word: plain TF would put it first
+        assert set(ranked[:2]) == set(words), (cid, ranked)
+        assert all(w not in ranked for other, ws in TOPICS.items() if other != cid for w in ws)
+        scores = [t["score"] for t in top[cid]]
+        assert scores == sorted(scores, reverse=True) and scores[0] > 0
+    assert all(t["term"] != "garden" or t["score"] < top[c][1]["score"] for c in top for t in top[c])
+
+
+def test_stop_words_latex_and_numbers_never_become_terms():
+    top = class_tfidf(frame(questions(15)), top_n=30, min_rows=1)
+    terms = {t["term"] for words in top.values() for t in words}
+    assert terms, "some content words must survive"
+    assert all(re.fullmatch(r"[a-z]{2,}", t) for t in terms), terms
+    assert not terms & STOP_WORDS and not terms & LATEX_WORDS, terms & (STOP_WORDS | LATEX_WORDS)
+    # a topic-naming command stays as a word; other commands, delimiters, [asy] code and numbers go
+    found = tokens(frame([(0, r"Let $\sin x = \frac{3}{4}$ and \binom{5}{2}; 12th x2 "
+                             r"[asy] draw((0,0)--(1,1)); label(\"walrus\"); [/asy] hexagon")]))
+    assert found["term"].to_list() == ["sin", "binom", "hexagon"]
+
+
+def test_a_term_must_be_used_by_min_rows_questions():
+    rows = questions(5) + [(0, "Quokka triangle angle")]  # "quokka" occurs in one question only
+    assert "quokka" in [t["term"] for t in class_tfidf(frame(rows), top_n=30, min_rows=1)[0]]
+    assert "quokka" not in [t["term"] for t in class_tfidf(frame(rows), top_n=30, min_rows=2)[0]]
+
+
+def write_inputs(base: Path, rows_per_cluster: int = 100, hidden: int = 24,
+                 with_manifest: bool = True) -> dict[str, str]:
+    """A final artifact, assignments and scores like the build's, with embeddings that separate the clusters."""
+    import polars as pl
+
+    rng = np.random.default_rng(1)
+    rows = questions(rows_per_cluster, seed=2)
+    n = len(rows)
+    ids = rng.permutation(np.arange(1000, 1000 + n))  # sample_ids not in row order
+    clusters = np.array([c for c, _ in rows])
+    centres = rng.normal(size=(len(TOPICS), hidden)) * 4
+    emb = (centres[clusters] + rng.normal(size=(n, hidden))).astype(np.float32)
+    difficulty = rng.gamma(2.0, 0.5, n) + clusters
+    ranks = pl.DataFrame({"i": range(n), "c": clusters, "d": difficulty}).with_columns(
+        pl.col("d").rank("ordinal").over("c").cast(pl.Int64).alias("r") - 1)["r"].to_numpy()
+    final = pa.table({"sample_id": pa.array(ids, pa.int64()), "cluster_id": pa.array(clusters, pa.int32()),
+                      "rank_in_cluster": pa.array(ranks, pa.int64()), "difficulty": difficulty,
+                      "extra_info": pa.array([{"question": q, "index": i} for i, (_, q) in enumerate(rows)])})
+    uris = {"final": str(base / "final" / "train.parquet"),
+            "assignments": str(base / "clusters" / "assignments.parquet"),
+            "scores": str(base / "scores" / "scores.parquet")}
+    storage.write_parquet(uris["final"], final)
+    storage.write_parquet(uris["assignments"], pa.table({"sample_id": final["sample_id"],
+                                                         "cluster_id": final["cluster_id"],
+                                                         "pc1": emb[:, 0], "pc2": emb[:, 1]}))
+    order = np.argsort(-ids)  # scores in yet another order
+    storage.write_parquet(uris["scores"], pa.table({
+        "sample_id": pa.array(ids[order], pa.int64()),
+        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(emb[order].reshape(-1)), hidden)}))
+    if with_manifest:
+        mf.write(str(base / "final"), mf.Manifest(stage="sort", inputs={"scores": mf.input_entry(uris["scores"])},
+                                                  outputs={"train": mf.output_entry(uris["final"])}, config={},
+                                                  code_version="test"))
+    return uris
+
+
+def png_info(data: bytes) -> tuple[tuple[int, int], dict[str, Any]]:
+    assert data[:8] == PNG_MAGIC
+    with Image.open(io.BytesIO(data)) as image:
+        image.load()  # decodes every pixel: a truncated or corrupt file fails here
+        return image.size, dict(image.info)
+
+
+def test_write_report_lists_every_file_it_writes_and_is_byte_deterministic(tmp_path: Path):
+    uris = write_inputs(tmp_path / "in")
+    cfg = ReportConfig()
+    outputs = []
+    for name in ("a", "b"):
+        manifest = report.write_report(uris["final"], uris["assignments"], str(tmp_path / name), cfg, "synth")
+        directory = tmp_path / name / "report"
+        assert {p.name for p in directory.iterdir()} == {Path(e["uri"]).name for e in manifest.outputs.values()} | {
+            "manifest.json"}
+        assert mf.verify(str(directory)) is not None  # every listed hash matches its file
+        outputs.append({k: Path(e["uri"]).read_bytes() for k, e in manifest.outputs.items()})
+    assert outputs[0] == outputs[1]
+    assert set(outputs[0]) == {"plot", "quantiles", "examples", "terms", "terms_plot"}
+    assert manifest.inputs["scores"]["uri"] == uris["scores"]  # found through the final artifact's manifest
+    assert manifest.counts == {"rows": 300, "clusters": 3, "map_rows": 300}
+    for key in ("plot", "terms_plot"):
+        (width, height), info = png_info(outputs[0][key])
+        assert width > 400 and height > 100 and "Software" not in info
+    terms = storage.read_json(manifest.output_uri("terms"))
+    assert {k: set(t["term"] for t in v[:2]) for k, v in terms.items()} == {str(c): set(w) for c, w in TOPICS.items()}
+
+
+def test_map_separates_clusters_that_the_embeddings_separate(tmp_path: Path):
+    """If the map lost the join between embeddings and rows, nearest neighbours would be of any cluster."""
+    uris = write_inputs(tmp_path)
+    final = report.read_final_for_report(uris["final"])
+    points, method = report.map_points(final, uris["scores"], ReportConfig())
+    assert method == "t-SNE" and points.height == final.height
+    xy = points.select("x", "y").to_numpy()
+    dist = ((xy[:, None, :] - xy[None, :, :]) ** 2).sum(-1)
+    np.fill_diagonal(dist, np.inf)
+    labels = points["cluster_id"].to_numpy()
+    assert (labels[dist.argmin(1)] == labels).mean() > 0.95
+
+
+def test_map_uses_a_seeded_sample_of_map_sample_rows(tmp_path: Path):
+    uris = write_inputs(tmp_path)
+    final = report.read_final_for_report(uris["final"])
+    cfg = ReportConfig(map_sample=40)
+    first, _ = report.map_points(final, uris["scores"], cfg)
+    again, _ = report.map_points(final.reverse(), uris["scores"], cfg)  # row order does not change the sample
+    other, _ = report.map_points(final, uris["scores"], ReportConfig(map_sample=40, map_seed=7))
+    assert first.height == 40 and first["sample_id"].to_list() == again["sample_id"].to_list()
+    assert first["sample_id"].to_list() != other["sample_id"].to_list()
+    assert set(first["sample_id"].to_list()) <= set(final["sample_id"].to_list())
+    manifest = report.write_report(uris["final"], uris["assignments"], str(tmp_path / "o"), cfg, "synth")
+    assert manifest.counts["map_rows"] == 40
+
+
+def test_missing_scores_and_missing_embeddings_are_clear_errors(tmp_path: Path):
+    uris = write_inputs(tmp_path, rows_per_cluster=10, with_manifest=False)
+    Path(uris["scores"]).rename(tmp_path / "elsewhere.parquet")
+    with pytest.raises(FileNotFoundError, match=re.escape(uris["scores"])):
+        report.write_report(uris["final"], uris["assignments"], str(tmp_path), ReportConfig(), "synth")
+    partial = storage.read_parquet(str(tmp_path / "elsewhere.parquet")).slice(0, 20)
+    storage.write_parquet(uris["scores"], partial)
+    with pytest.raises(ValueError, match=r"scores\.parquet: 10 sample_id\(s\) of the final artifact have no embedding"):
+        report.write_report(uris["final"], uris["assignments"], str(tmp_path), ReportConfig(), "synth")
+
+
+def test_terms_grid_draws_at_most_terms_grid_clusters(tmp_path: Path):
+    uris = write_inputs(tmp_path, rows_per_cluster=10)
+    sizes = []
+    for cap in (1, 3):
+        manifest = report.write_report(uris["final"], uris["assignments"], str(tmp_path / str(cap)),
+                                       ReportConfig(terms_grid_clusters=cap), "synth")
+        sizes.append(png_info(Path(manifest.output_uri("terms_plot")).read_bytes())[0])
+    assert sizes[0][0] < sizes[1][0]
+
+
+def test_publish_shows_cluster_terms_as_a_table_and_an_inline_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import base64
+
+    from tasks import publish as pub
+
+    uris = write_inputs(tmp_path, rows_per_cluster=10)
+    manifest = report.write_report(uris["final"], uris["assignments"], str(tmp_path), ReportConfig(), "synth")
+    made: dict[str, dict[str, Any]] = {}
+    monkeypatch.setattr(pub, "create_table_artifact", lambda key, table, description: made.update({key: table}))
+    monkeypatch.setattr(pub, "create_markdown_artifact",
+                        lambda key, markdown, description: made.update({key: markdown}))
+    monkeypatch.setattr(pub, "get_run_logger", lambda: __import__("logging").getLogger("test"))
+    pub.publish.fn(manifest.output_uri("plot"), uris["final"], "synth", {"report": "Completed"})
+    keys = ("difficulty-quantiles", "cluster-examples", "report-plot", "summary", "final", "cluster-terms",
+            "cluster-terms-image")
+    assert {f"ads-synth-{k}" for k in keys} <= set(made)
+    table = made["ads-synth-cluster-terms"]
+    quantiles = storage.read_json(manifest.output_uri("quantiles"))
+    assert [r["cluster_id"] for r in table] == [0, 1, 2] and [r["size"] for r in table] == [10, 10, 10]
+    assert [r["median_difficulty"] for r in table] == [q["q50"] for q in quantiles]
+    assert all(set(r["top_terms"].split(", ")[:2]) == set(TOPICS[r["cluster_id"]]) for r in table)
+    for key, output in (("ads-synth-cluster-terms-image", "terms_plot"), ("ads-synth-report-plot", "plot")):
+        markdown = made[key]
+        assert "file://" not in markdown
+        inline = markdown.split("data:image/png;base64,", 1)[1].split(")", 1)[0]
+        assert base64.b64decode(inline) == Path(manifest.output_uri(output)).read_bytes()
