@@ -58,6 +58,8 @@ def test_deployment_run_builds_publishes_and_starts_training(helpers: Any, prefe
                              tmp_path / "worker.log", worker_env)
     try:
         run = run_deployment_and_wait(h, server, "ads-build/myds", timeout=300)
+        assert run.state.is_completed(), f"{run.state}\n{(tmp_path / 'worker.log').read_text()[-4000:]}"
+        rerun = run_deployment_and_wait(h, server, "ads-build/myds", timeout=300)  # nothing changed
     finally:
         h.stop_process(worker)
     log = (tmp_path / "worker.log").read_text()
@@ -84,7 +86,10 @@ def test_deployment_run_builds_publishes_and_starts_training(helpers: Any, prefe
         deployment = client.read_deployment_by_name("ads-train/myds")
         build_deployment = client.read_deployment_by_name("ads-build/myds")
         parent = client.read_task_run(trains[0].parent_task_run_id) if trains else None
-    assert len(trains) == 1, trains
+    assert len(trains) == 1, trains  # the unchanged second build started no training run
+    assert rerun.state.is_completed(), rerun.state
+    compute = {r.name: r.state.name for r in h.task_runs(rerun.id) if r.name in h.STAGE_KEYS}
+    assert sorted(compute) == sorted(h.STAGE_KEYS) and set(compute.values()) == {"Cached"}, compute
     assert trains[0].deployment_id == deployment.id
     assert trains[0].parameters["artifact_uri"] == final_uri
     assert parent is not None and parent.flow_run_id == run.id
