@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -267,3 +268,105 @@ def test_killed_write_bytes_leaves_no_target(tmp_path):
     assert not target.exists()
     [partial] = tmp_path.iterdir()
     assert partial.name.startswith(".fresh.json.") and partial.suffix == ".tmp"
+
+
+# ---------------------------------------------------------------------------------------------
+# Our leftover temp files are removed by the next run; others' files and live writers' temps survive.
+
+WRITE_ONE = """
+import sys
+from ads_core import storage
+storage.write_bytes(sys.argv[1], b"rerun")
+"""
+
+
+def run_writer(script: str, target: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    subprocess.run([sys.executable, "-c", script, str(target)], check=True, env=env, cwd=REPO_ROOT, timeout=120)
+
+
+@pytest.mark.parametrize("script", [SLOW_WRITE_BYTES, SLOW_STREAM_WRITER], ids=["write_bytes", "streaming"])
+def test_the_next_run_removes_a_killed_writers_temp_file(tmp_path, script):
+    target = tmp_path / "train.parquet"
+    kill_after_line(start_writer(script, target))
+    [partial] = leftover_temp_files(tmp_path, target)
+    assert storage.is_our_temp(partial.name)
+
+    run_writer(WRITE_ONE, tmp_path / "manifest.json")  # a later run writing anything into the stage folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]
+
+
+def test_a_live_writers_temp_file_survives_cleanup(tmp_path):
+    target = tmp_path / "train.parquet"
+    proc = start_writer(SLOW_STREAM_WRITER, target)
+    try:
+        tmp = Path(proc.stdout.readline().strip())
+        assert tmp.exists()
+        assert storage.clean_stale_temps(str(tmp_path)) == []
+        run_writer(WRITE_ONE, tmp_path / "manifest.json")
+        assert tmp.exists() and proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait(30)
+        proc.stdout.close()
+
+
+def test_clean_stale_temps_removes_only_our_old_or_orphaned_files(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    host = storage._temp_name("x").split("-")[-2]  # this host's tag, as our writers spell it
+    uid = uuid.uuid4().hex
+    names = {
+        f".train.parquet.{uid}-{host}-{dead_pid}.tmp.parquet": "removed",  # writer gone
+        f".manifest.json.{uid}-{host}-{os.getpid()}.tmp": "kept",  # a live writer (this process)
+        f".manifest.json.{uid}-0badc0de-{dead_pid}.tmp": "kept",  # another host: age decides, and it is fresh
+        f".stats.json.{uid}-0badc0de-1.tmp": "old",  # another host, past the grace period
+        ".train.parquet.ab12cd34.tmp.parquet": "kept",  # an older writer's name, fresh
+        ".manifest.json.k_3x9q0z.tmp": "old",  # mkstemp-style name from an older writer, past the grace period
+        "train.parquet": "old", ".hidden": "old", ".notes.tmp": "old", "x.tmp": "old",
+        f".mine.{uid}.tmp": "old",  # not our pattern (e.g. another tool's temp)
+    }
+    long_ago = time.time() - 7200
+    for name, fate in names.items():
+        (tmp_path / name).write_bytes(b"x")
+        if fate == "old":
+            os.utime(tmp_path / name, (long_ago, long_ago))
+    os.mkdir(tmp_path / f".dir.{uid}-{host}-{dead_pid}.tmp")  # a folder is never ours to remove
+
+    removed = storage.clean_stale_temps(str(tmp_path), older_than_s=3600)
+    ours_old = {".stats.json." + f"{uid}-0badc0de-1.tmp", ".manifest.json.k_3x9q0z.tmp"}
+    assert set(removed) == {n for n, f in names.items() if f == "removed"} | ours_old
+    assert {p.name for p in tmp_path.iterdir()} == (set(names) - set(removed)) | {f".dir.{uid}-{host}-{dead_pid}.tmp"}
+    assert storage.clean_stale_temps(str(tmp_path / "absent")) == []
+    assert storage.clean_stale_temps("memory://somewhere") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Every artifact gets the mode a normal new file gets (0o666 & ~umask), whichever helper wrote it.
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o002])
+def test_artifacts_follow_the_umask(tmp_path, umask):
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    old = os.umask(umask)
+    try:
+        with open(tmp_path / "plain.txt", "w") as fh:  # what any program's new file gets
+            fh.write("x")
+        storage.write_bytes(str(tmp_path / "a.bin"), b"a")
+        storage.write_json(str(tmp_path / "stage" / "manifest.json"), {"a": 1})
+        storage.write_parquet(str(tmp_path / "final" / "train.parquet"), small_table())
+        with storage.atomic_local_file(str(tmp_path / "formatted" / "train.parquet"), ".parquet") as tmp:
+            pq.write_table(small_table(), tmp)
+        with storage.atomic_local_file(str(tmp_path / "pca.npy"), ".npy") as tmp:
+            np.save(tmp, np.zeros(3))
+            os.chmod(tmp, 0o600)  # a writer that picks its own mode
+    finally:
+        os.umask(old)
+    expected = (tmp_path / "plain.txt").stat().st_mode & 0o777
+    assert expected == 0o666 & ~umask
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(files) == 6
+    assert {p.relative_to(tmp_path).as_posix(): p.stat().st_mode & 0o777 for p in files} == {
+        p.relative_to(tmp_path).as_posix(): expected for p in files}
