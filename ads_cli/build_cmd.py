@@ -63,10 +63,12 @@ def print_format_summary(counts: dict, detected: dict, out: str) -> None:
     table = Table(title="format", show_header=True)
     table.add_column("what")
     table.add_column("rows", justify="right")
-    table.add_row("read", str(counts["rows_in"]))
-    table.add_row("kept", str(counts["rows_out"]))
+    table.add_column("example")
+    table.add_row("read", str(counts["rows_in"]), "")
+    table.add_row("kept", str(counts["rows_out"]), "")
+    examples = _reject_examples(out) if counts.get("rows_rejected") else {}
     for reason, n in counts["rejects_by_reason"].items():
-        table.add_row(f"rejected: {escape(reason)}", str(n))
+        table.add_row(f"rejected: {escape(reason)}", str(n), escape(examples.get(reason, "")))
     console.print(table)
     for file, layout in detected.items():
         cols = escape(", ".join(f"{k}={v}" for k, v in layout.items() if v and k != "layout"))
@@ -74,6 +76,26 @@ def print_format_summary(counts: dict, detected: dict, out: str) -> None:
     console.print(escape(f"output: {out.rstrip('/')}/formatted/train.parquet "
                          f"(rejects: {out.rstrip('/')}/formatted/rejects.parquet)"), highlight=False)
 
+
+def _reject_examples(out: str) -> dict[str, str]:
+    """One example per reject reason: where it is (file:row) and why."""
+    import polars as pl
+
+    from ads_core import storage
+
+    try:
+        rejects = pl.from_arrow(storage.read_parquet(storage.join(out, "formatted", "rejects.parquet"),
+                                                     columns=["source_file", "source_row", "reason", "message"]))
+    except (OSError, ValueError):
+        return {}
+    first = rejects.group_by("reason", maintain_order=True).first()
+    import re
+
+    def example(r: dict) -> str:
+        why = re.sub(r"^row \d+:\s*", "", str(r["message"] or ""))[:80]
+        return f"{str(r['source_file']).rsplit('/', 1)[-1]} row {r['source_row']}: {why}"
+
+    return {r["reason"]: example(r) for r in first.iter_rows(named=True)}
 
 
 def make_tiny_model_cmd(

@@ -144,9 +144,19 @@ def test_summary_names_counts_reasons_and_output(tmp_path):
     result = ads_format(str(src), "--out", str(tmp_path / "out"))
     assert result.exit_code == 0
     text = " ".join(result.stderr.split())
-    for needle in ("read │ 3", "kept │ 1", "rejected: duplicate │ 1", "rejected: missing_answer │ 1", "layout qa"):
+    for needle in ("read │ 3", "kept │ 1", "rejected: duplicate │ 1 │ rows.jsonl row 1",
+                   "rejected: missing_answer │ 1 │ rows.jsonl row 2", "layout qa"):
         assert needle in text, needle
     assert f"{tmp_path}/out/formatted/train.parquet" in text.replace(" ", "")
+
+
+def test_a_run_that_keeps_too_little_exits_2_and_still_writes_the_rejects(tmp_path):
+    rows = [{"question": f"What is {i}+1?", "answer": None} for i in range(4)] + [{"question": "1+1?", "answer": "2"}]
+    src = write_jsonl(tmp_path / "rows.jsonl", rows)
+    line = only_error_line(ads_format(str(src), "--out", str(tmp_path / "out")))
+    assert "missing_answer" in line
+    rejects = pl.read_parquet(tmp_path / "out" / "formatted" / "rejects.parquet")
+    assert rejects.height == 4 and set(rejects["reason"]) == {"missing_answer"}
 
 
 def test_name_split_and_templates(tmp_path):
