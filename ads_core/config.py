@@ -136,6 +136,11 @@ class ClusterConfig(Section):
 class ReportConfig(Section):
     """The build report: plots and example problems in OUT/report/."""
 
+    decontaminate: bool = Field(True, description="Check the final set against the packaged eval sets (MATH-500, "
+                                "AIME24, AMC23: exact and 13-gram matches); hits go to OUT/report/decontamination.json "
+                                "and the summary. Drop them with `ads eval-sets --drop` or `ads train --decontaminate "
+                                "drop`.", json_schema_extra={"flag": "--decontaminate/--no-decontaminate"})
+
     examples_per_cluster: int = _tuning(default=3, ge=1, le=3, description="Example problems per cluster.")
     max_example_clusters: int = _tuning(default=32, ge=1, description="Clusters shown with examples.")
     map_sample: int = _tuning(default=3000, ge=10, description="Rows in the 2-D embedding map (a seeded sample; "

@@ -238,3 +238,23 @@ def _rejects(train: pa.Table, train_uri: str, reasons: dict[int, str]) -> pa.Tab
         [{"source_file": train_uri, "source_row": i, "reason": REASON, "message": reasons[i],
           "raw": json.dumps(row, ensure_ascii=False, default=str)} for i, row in zip(rows, taken, strict=True)],
         schema=REJECTS_SCHEMA)
+
+
+def add_to_report(final_uri: str, report_dir: str, manifest: Any) -> Any:
+    """The build's check: the final set against the packaged eval sets, written to REPORT_DIR and listed in the
+    report stage's manifest (OUT-independent: no paths in the file)."""
+    import tempfile
+
+    from ads_core import eval_sets
+    from ads_core import manifest as mf
+
+    with tempfile.TemporaryDirectory(prefix="ads-decontam-") as tmp:
+        sets = eval_sets.write_eval_sets(tmp)
+        found = decontaminate(final_uri, {name: s.uri for name, s in sets.items()}, max_examples=5)
+    report = {k: v for k, v in found.to_dict().items() if k not in ("train_uri", "output_uri", "rejects_uri")}
+    uri = storage.join(report_dir, "decontamination.json")
+    storage.write_json(uri, report)
+    manifest.outputs["decontamination"] = mf.output_entry(uri)
+    manifest.counts["contaminated"] = found.contaminated
+    mf.write(report_dir, manifest)
+    return manifest

@@ -41,6 +41,7 @@ class RefreshSummary:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     stage_states: dict[str, str] = field(default_factory=dict)
     training: str = "not requested"
+    contaminated: int | None = None  # final rows matching a packaged eval set (report.decontaminate)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,7 +59,9 @@ class RefreshSummary:
         times = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in self.stage_seconds.items())
         return [f"refresh: {change}",
                 f"scored {self.rows_scored} rows, reused {self.rows_reused} from the score cache",
-                f"clusters: {stability}", f"stage times: {times}", f"training: {self.training}"]
+                f"clusters: {stability}", f"stage times: {times}", f"training: {self.training}"] + (
+            [] if self.contaminated is None else
+            [f"decontamination: {self.contaminated} rows match an eval question (OUT/report/decontamination.json)"])
 
 
 def rows_scored_by_this_build(out: str, stage_states: dict[str, str]) -> int:
@@ -87,7 +90,8 @@ def summarize(out: str, previous: pl.DataFrame | None, stage_seconds: dict[str, 
     summary = RefreshSummary(rows=rows, rows_scored=scored, rows_reused=rows - scored,
                              cluster_path=refresh.get("path"), kept_id_share=refresh.get("kept_id_share"),
                              stage_seconds={k: round(v, 2) for k, v in stage_seconds.items()},
-                             stage_states=dict(stage_states), training=training)
+                             stage_states=dict(stage_states), training=training,
+                             contaminated=mf.read(storage.join(out, "report")).counts.get("contaminated"))
     if previous is not None and current is not None:
         joined = previous.join(current, on="sample_id", how="full", suffix="_new", coalesce=True)
         summary.rows_added = int(joined["row_key"].is_null().sum())

@@ -203,7 +203,12 @@ def run_report(ctx: BuildContext, _: int | None) -> mf.Manifest:
     from ads_core.report import write_report
 
     with ctx.progress("report", None):
-        return write_report(ctx.uri("final"), ctx.uri("assignments"), ctx.out, ctx.config.report, ctx.dataset)
+        manifest = write_report(ctx.uri("final"), ctx.uri("assignments"), ctx.out, ctx.config.report, ctx.dataset)
+        if ctx.config.report.decontaminate:
+            from ads_core.decontam import add_to_report
+
+            manifest = add_to_report(ctx.uri("final"), mf.stage_dir_of(ctx.uri("report")), manifest)
+    return manifest
 
 
 def _model_key(ctx: BuildContext) -> dict[str, Any]:
