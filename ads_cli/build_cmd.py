@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -178,9 +180,7 @@ def build_cmd(
         except (InputError, ModelLoadError, ValueError, ParameterTypeError, StorageError, LockWaitTimeout) as exc:
             raise fail(for_cli(exc)) from None
         except KeyboardInterrupt:
-            console.print("[bold red]interrupted:[/] the build stopped and released its locks; rerun the same "
-                          "command to resume from the finished stages", highlight=False)
-            raise typer.Exit(code=130) from None
+            stop_now()
         finally:
             signal.signal(signal.SIGTERM, previous_term)
             set_progress_factory(None)
@@ -204,6 +204,27 @@ with_signature(build_cmd, config_parameters(("format", "score", "cluster", "run"
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def stop_now() -> None:
+    """After Ctrl-C / SIGTERM: release our locks, ship pending run logs, and exit at once with 130.
+
+    The flow run is already marked Crashed by Prefect; a stage still computing in a worker thread (a score
+    shard) would otherwise keep the process alive until it finished.
+    """
+    from tasks.locks import release_everything
+
+    release_everything()
+    console.print("[bold red]interrupted:[/] the build stopped and released its locks; rerun the same command "
+                  "to resume from the finished stages", highlight=False)
+    try:
+        from prefect.logging.handlers import APILogWorker
+
+        APILogWorker.drain_all(timeout=3)
+    except Exception:  # noqa: BLE001 - best effort: the run's state is already recorded
+        pass
+    sys.stderr.flush()
+    os._exit(130)
 
 
 def for_cli(exc: Exception) -> str:

@@ -92,12 +92,22 @@ def describe(info: dict[str, Any]) -> str:
     return f"{info.get('host', '?')}:{info.get('pid', '?')} (holder {info.get('holder', '?')})"
 
 
+_MANAGERS: list[BuildLockManager] = []
+
+
+def release_everything() -> None:
+    """Every lock this process holds, for an exit that skips atexit (after SIGTERM / Ctrl-C)."""
+    for manager in list(_MANAGERS):
+        manager.release_all()
+
+
 class BuildLockManager:
     """Prefect `LockManager` with holder-aware lock files and a lease renewed by a heartbeat."""
 
     def __init__(self) -> None:
         self._held: dict[str, tuple[Path, str]] = {}  # key -> (lock file, holder)
         self.taken_over: dict[str, dict[str, Any]] = {}  # key -> the dead holder's record
+        _MANAGERS.append(self)
         self._guard = threading.Lock()
         self._beat: threading.Thread | None = None
         atexit.register(self.release_all)

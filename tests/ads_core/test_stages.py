@@ -54,8 +54,10 @@ def test_cluster_key_follows_input_content_and_its_own_section(ctx: stages.Build
     other_template = dataclasses.replace(ctx, config=ctx.config.with_overrides({"format.template": "plain"}))
     assert stages.stage_key(cluster, other_template) == changed  # another section: not this stage's business
     assert stages.stage_key(dataclasses.replace(cluster, version="99"), ctx) != changed  # a bumped version
-    shutil.copytree(ctx.out, ctx.out + "-elsewhere")  # same inputs, but this build writes elsewhere
-    assert stages.stage_key(cluster, dataclasses.replace(ctx, out=ctx.out + "-elsewhere")) != changed
+    shutil.copytree(ctx.out, ctx.out + "-elsewhere")  # the same inputs in another OUT: the same content key,
+    elsewhere = dataclasses.replace(ctx, out=ctx.out + "-elsewhere")
+    assert stages.stage_key(cluster, elsewhere) == changed
+    assert stages.cache_key(cluster, elsewhere) != stages.cache_key(cluster, ctx)  # but Prefect's record differs
 
 
 def test_format_key_follows_the_source_content(ctx: stages.BuildContext):
@@ -104,6 +106,34 @@ def test_model_fingerprint_hashes_weight_content_and_memoises_it(tmp_path: Path,
     model_fingerprint(str(model))
     assert str(weights) not in reads
     assert model_fingerprint("org/not-cached-model").startswith("hub:org/not-cached-model")
+
+
+def test_run_stage_stamps_its_key_and_reusable_checks_it(ctx: stages.BuildContext):
+    merge = stages.STAGES_BY_NAME["merge"]
+    ctx = dataclasses.replace(ctx, config=ctx.config.with_overrides({"score.num_shards": 1}))
+    assert stages.reusable(merge, ctx) is None  # nothing there yet
+    formatted = write_artifact(ctx, "formatted", 0)
+    shard = ctx.uri("score_shard", 0)
+    storage.write_parquet(shard, pa.table({"sample_id": pa.array([], pa.int64())}))
+    mf.write(mf.stage_dir_of(shard), mf.Manifest(stage="s", inputs={}, outputs={"scores": mf.output_entry(shard)},
+                                                 config={}, code_version="t", counts={"rows_scored": 0}))
+    fake = mf.Manifest(stage="merge", inputs={}, outputs={}, config={}, code_version="t")
+    uri = ctx.uri("scores")
+
+    def run(c: stages.BuildContext, _: int | None) -> mf.Manifest:
+        storage.write_parquet(uri, pa.table({"x": [1]}))
+        fake.outputs = {"scores": mf.output_entry(uri)}
+        mf.write(mf.stage_dir_of(uri), fake)
+        return fake
+
+    stub = dataclasses.replace(merge, run=run)
+    manifest = stages.run_stage(stub, ctx)
+    assert manifest.extra["stage_key"] == stages.stage_key(stub, ctx)
+    assert stages.reusable(stub, ctx) is not None
+    assert stages.reusable(dataclasses.replace(stub, version="99"), ctx) is None  # another key
+    storage.write_parquet(formatted, pa.table({"x": [1, 2]}))  # the input changed (its manifest now lies)
+    Path(mf.stage_dir_of(formatted), "manifest.json").unlink()
+    assert stages.reusable(stub, ctx) is None
 
 
 def test_force_from_selects_that_stage_and_every_later_one():

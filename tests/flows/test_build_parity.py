@@ -61,6 +61,7 @@ def test_weights_changed_in_place_rescore_every_row(helpers: Any, prefect_api: A
     shutil.copytree(tiny_model, model)
     out = tmp_path / "out"
     _, first = helpers.run_build(sample_source, out, score__model=str(model))
+    before = storage.read_parquet(first["scores_uri"]).column("difficulty").to_pylist()  # before it is replaced
     weights = model / "model.safetensors"
     size = weights.stat().st_size
     tensors = load_file(str(weights))
@@ -76,6 +77,5 @@ def test_weights_changed_in_place_rescore_every_row(helpers: Any, prefect_api: A
     assert stages["score-shard-0"] == stages["score-shard-1"] == "Completed"
     counts = mf.read(str(out / "scores")).counts
     assert counts["rows_scored"] == 60 and counts["rows_reused"] == 0  # nothing served from the row cache
-    before = storage.read_parquet(first["scores_uri"]).column("difficulty").to_pylist()
     after = storage.read_parquet(second["scores_uri"]).column("difficulty").to_pylist()
     assert sum(a != b for a, b in zip(after, before, strict=True)) > 50
