@@ -3,9 +3,10 @@
 c-TF-IDF as in BERTopic: the questions of a cluster are one document; a term's weight in cluster c is
 its L1-normalised frequency in c times log(1 + A / f_t), with A the average number of words per cluster
 and f_t the term's frequency over all clusters. Words every cluster uses score low, words one cluster
-uses a lot score high. Text is lower-cased; numbers, math delimiters, [asy] drawings and LaTeX commands go
-(the few that name a topic, such as \\sin, \\sqrt or \\binom, stay as words); English and math/filler
-stop words go. Tokenising is vectorised in polars, so it stays fast on millions of questions.
+uses a lot score high. Text is lower-cased; numbers, [asy] drawings, LaTeX environments and commands go
+(the few that name a topic, such as \\sin, \\sqrt or \\binom, stay as words). Math mode holds variables,
+so only its topic commands and \\text{...} words count; a `$` before an amount is money. English and
+math/filler stop words go. Tokenising is vectorised in polars, so it stays fast on millions of questions.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ MATH_STOP_WORDS = frozenset("""
     frac dfrac tfrac boxed text textbf textit mathrm mathbf mathbb mathcal operatorname displaystyle left right
     cdot cdots ldots dots times div pm mp le leq ge geq ne neq lt gt approx equiv begin end align aligned array
     cases pmatrix bmatrix matrix quad qquad hline circ prime overline underline hat vec tilde bar limits
+    tabular enumerate itemize center multicolumn multirow newline
     asy unitsize draw label dot pair dir linewidth
     use using used need needs show shown does did make makes made get gets got like just also each every
     would could should might must shall will can cannot may one two three four five six seven eight nine ten
@@ -37,18 +39,29 @@ MATH_STOP_WORDS = frozenset("""
 """.split())
 STOP_WORDS = frozenset(ENGLISH_STOP_WORDS) | MATH_STOP_WORDS
 
-_ASY = r"(?s)\[asy\].*?\[/asy\]"
+_ASY = r"(?s)\[asy\].*?\[/asy\]|\\(?:begin|end)\{[a-z*]+\}(?:\{[^{}]*\})?"  # drawings; environments
+# \$5, or $5 then a space, punctuation or "/unit" (not `$10x^2$`, `$5,$`, `$3.$`): a currency sign
+_MONEY = r"\\\$|\$(\d[\d,]*(?:\.\d+)?)(\s|,\s|\.\s|\.$|[;:!?)]|/[a-z]|$)"
+_MATH = r"(?s)\$\$.*?\$\$|\$[^$]*\$|\\\(.*?\\\)|\\\[.*?\\\]"
 _TOPIC = r"\\(" + "|".join(sorted(TOPIC_COMMANDS, key=len, reverse=True)) + r")\b"
+_MATH_WORDS = _TOPIC + r"|\\(?:text|textbf|textit|mbox|mathrm|operatorname)\{[^{}]*\}"
 _COMMAND = r"\\[a-z]+|\\."
 _DIGITS = r"[a-z]*[0-9][a-z0-9]*"
 
 
+def _words(text: pl.Expr) -> pl.Expr:
+    """The words of a question. Math mode holds variables (`$y = ax + b$`), so only its topic commands and
+    \\text{...} words count; a dollar before an amount (`$5 each`, `\\$5`) is money, not a delimiter."""
+    text = text.fill_null("").str.to_lowercase().str.replace_all(_ASY, " ").str.replace_all(_MONEY, " ${1} ${2}")
+    math_words = text.str.extract_all(_MATH).list.join(" ").str.extract_all(_MATH_WORDS).list.join(" ")
+    text = pl.concat_str([text.str.replace_all(_MATH, " "), math_words], separator=" ")
+    return (text.str.replace_all(_TOPIC, " ${1} ").str.replace_all(_COMMAND, " ")
+            .str.replace_all(_DIGITS, " ").str.extract_all(r"[a-z]{2,}"))
+
+
 def tokens(frame: pl.DataFrame) -> pl.DataFrame:
     """One row per (row, cluster_id, term) occurrence of a content word in `frame`'s question column."""
-    words = (pl.col("question").fill_null("").str.to_lowercase()
-             .str.replace_all(_ASY, " ").str.replace_all(_TOPIC, " ${1} ")
-             .str.replace_all(_COMMAND, " ").str.replace_all(_DIGITS, " ")
-             .str.extract_all(r"[a-z]{2,}"))
+    words = _words(pl.col("question"))
     out = (frame.lazy().with_row_index("row").select("row", "cluster_id", words.alias("term"))
            .explode("term").drop_nulls("term")
            .filter(~pl.col("term").is_in(sorted(STOP_WORDS)))
@@ -114,7 +127,7 @@ def render_terms_grid(terms: dict[int, list[dict[str, Any]]], sizes: dict[int, i
             best = max((w["score"] for w in words), default=1.0) or 1.0
             ys = [top + title_h + line_h * (j + 0.5) for j in range(len(words))]
             ax.barh(ys, [0.9 * w["score"] / best for w in words], left=left, height=line_h * 0.8,
-                    color=colors.get(cid, "#3b6ea8"), alpha=0.35, linewidth=0)
+                    color=colors.get(cid, "#3b6ea8"), alpha=0.6, linewidth=0)
             for y, w in zip(ys, words, strict=True):
                 ax.text(left + 0.02, y, w["term"], fontsize=8, va="center")
         fig.suptitle(title, fontsize=11)

@@ -69,7 +69,17 @@ def test_stop_words_latex_and_numbers_never_become_terms():
     # a topic-naming command stays as a word; other commands, delimiters, [asy] code and numbers go
     found = tokens(frame([(0, r"Let $\sin x = \frac{3}{4}$ and \binom{5}{2}; 12th x2 "
                              r"[asy] draw((0,0)--(1,1)); label(\"walrus\"); [/asy] hexagon")]))
-    assert found["term"].to_list() == ["sin", "binom", "hexagon"]
+    assert sorted(found["term"].to_list()) == ["binom", "hexagon", "sin"]
+
+
+def test_math_mode_holds_variables_but_dollars_without_latex_are_money():
+    latex = r"If $ax^2 + bx = 0$ in $\triangle ABC$ with area $5\text{ acres}$, the farm costs \$5 for goats."
+    money = "Janet sells eggs for $2 each, ducks for $5.50, and $1,000 of goods at $18/hour at the market."
+    latex += r" If $10x^2-x-24$ is $(Ax-8)(Bx+3),$ then $5,$ and $3.$ hold."
+    found = tokens(frame([(0, latex), (1, money)]))
+    terms = {cid: sorted(found.filter(found["cluster_id"] == cid)["term"].to_list()) for cid in (0, 1)}
+    assert terms == {0: ["acres", "area", "costs", "farm", "goats", "hold", "triangle"],
+                     1: ["ducks", "eggs", "goods", "hour", "janet", "market", "sells"]}
 
 
 def test_a_term_must_be_used_by_min_rows_questions():
