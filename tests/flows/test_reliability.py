@@ -128,3 +128,11 @@ def test_sigterm_stops_a_build_within_seconds_and_leaves_no_lock(h: Any, prefect
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(like_="build-sigterm60")))
     assert runs and all(r.state.is_final() for r in runs), [(r.name, r.state) for r in runs]
+
+
+def test_a_dataset_name_cannot_write_outside_the_output_root(h: Any, prefect_api: Any, sample_source: Path,
+                                                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("ADS_OUT_DIR", str(tmp_path / "root" / "builds"))
+    state, _ = h.run_build(sample_source, "", dataset="../../../x")
+    assert state.is_failed() and "path separators" in state.message
+    assert not (tmp_path / "x").exists() and not (tmp_path / "root" / "x").exists()
