@@ -228,7 +228,8 @@ def ads_build(
         if run.trigger_training != "never":
             # on_change: one training run per final artifact content; always: one per build run (retries included)
             scope = final["digest"] if run.trigger_training == "on_change" else f"{flow_run.id}:{final['digest']}"
-            train_run = start_training(run.train_deployment, final["uri"], score.model,
+            # model=None: ads-train takes the policy the difficulties were scored with from the final manifest
+            train_run = start_training(run.train_deployment, final["uri"], None,
                                        idempotency_key=f"ads-train:{run.train_deployment}:{scope}")
             training = (f"started {run.train_deployment} run {train_run['name']}" if train_run["new"] else
                         f"not started: the final artifact is unchanged ({run.train_deployment} run "
