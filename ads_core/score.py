@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ads_core import manifest as mf
-from ads_core import score_cache, storage
+from ads_core import models, score_cache, storage
 from ads_core.config import ScoreConfig
 from ads_core.scorer import ScorerBackend, make_backend, tokenize_row
 
@@ -100,7 +100,9 @@ def score_shard(formatted_uri: str, out_uri: str, index: int, cfg: ScoreConfig,
         counts={"rows": out.num_rows, "rows_scored": len(missing), "rows_reused": out.num_rows - len(missing),
                 "truncated": truncated,
                 "nll_on_answer": int(pc.sum(pc.equal(out.column("nll_target"), "answer")).as_py() or 0)},
-        extra={"backend": backend_name, "hidden_size": _hidden(out), **stats},
+        # the dtype the rows were scored in (auto resolved for this machine; also part of the row cache key)
+        extra={"backend": backend_name, "hidden_size": _hidden(out), "dtype": models.dtype_name(cfg.device, cfg.dtype),
+               **stats},
     )
     mf.write(directory, manifest)
     return manifest
@@ -153,7 +155,9 @@ def merge_scores(formatted_uri: str, shard_uris: list[str], out_uri: str) -> mf.
     merged = merged.take(order)
     if pc.any(pc.is_nan(merged.column("difficulty"))).as_py():
         raise MergeError("a difficulty is NaN; the model produced non-finite values")
-    scored = sum(int(mf.read(mf.stage_dir_of(u)).counts.get("rows_scored", 0)) for u in shard_uris)
+    shard_manifests = [mf.read(mf.stage_dir_of(u)) for u in shard_uris]
+    scored = sum(int(m.counts.get("rows_scored", 0)) for m in shard_manifests)
+    dtypes = sorted({str(m.extra["dtype"]) for m in shard_manifests if m.extra.get("dtype")})
     directory = storage.join(out_uri, "scores")
     uri = storage.join(directory, "scores.parquet")
     storage.write_parquet(uri, merged)
@@ -166,6 +170,7 @@ def merge_scores(formatted_uri: str, shard_uris: list[str], out_uri: str) -> mf.
         code_version=mf.version_of("score", VERSION),
         counts={"rows": merged.num_rows, "rows_scored": scored, "rows_reused": merged.num_rows - scored,
                 "truncated": int(pc.sum(merged.column("truncated")).as_py() or 0)},
+        extra={"dtype": ",".join(dtypes)} if dtypes else {},
     )
     mf.write(directory, manifest)
     return manifest

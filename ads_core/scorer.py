@@ -9,6 +9,7 @@ or any class given by path (`ScoreConfig(backend="my_pkg.mod:MyScorer")`), const
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -96,6 +97,40 @@ def plan_batches(lengths: Sequence[int], token_budget: int, max_padding: float |
         real += n
     if current:
         batches.append(np.asarray(current))
+    return batches
+
+
+def plan_packs(lengths: Sequence[int], token_budget: int, pack_len: int) -> list[list[np.ndarray]]:
+    """Batches of packs for padding-free scoring: each pack is rows laid end to end in one sequence of at most
+    `pack_len` tokens (best-fit decreasing: a row goes to the fullest pack it fits in), and a batch holds packs
+    whose padded size fits the budget. A row longer than `pack_len` gets a pack of its own.
+    Returns, per batch, the row indices of each pack.
+    """
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    packs: list[list[int]] = []
+    free: list[tuple[int, int]] = []  # (room left, pack index), sorted
+    for idx in order:
+        n = int(lengths[idx])
+        at = bisect.bisect_left(free, (n, -1))
+        if at < len(free):
+            room, p = free.pop(at)
+            packs[p].append(int(idx))
+            bisect.insort(free, (room - n, p))
+        else:
+            packs.append([int(idx)])
+            bisect.insort(free, (pack_len - n, len(packs) - 1))
+    sizes = [sum(int(lengths[i]) for i in pack) for pack in packs]
+    batches: list[list[np.ndarray]] = []
+    current: list[np.ndarray] = []
+    width = 0
+    for pack, size in zip(packs, sizes, strict=True):
+        if current and max(width, size) * (len(current) + 1) > token_budget:
+            batches.append(current)
+            current, width = [], 0
+        current.append(np.asarray(pack))
+        width = max(width, size)
+    if current:
+        batches.append(current)
     return batches
 
 

@@ -43,8 +43,8 @@ def test_autotokenizer_matches_the_trained_tokenizer_after_reload(tiny_model_dir
     assert rendered == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 
 
-def test_load_uses_fp32_on_cpu_and_the_real_from_pretrained_path(tiny_model_dir: Path):
-    loaded = models.load_causal_lm(str(tiny_model_dir), device="cpu")
+def test_load_uses_the_asked_dtype_on_cpu_and_the_real_from_pretrained_path(tiny_model_dir: Path):
+    loaded = models.load_causal_lm(str(tiny_model_dir), device="cpu", dtype="float32")
     assert loaded.dtype == torch.float32
     assert next(loaded.model.parameters()).dtype == torch.float32
     assert loaded.name == str(tiny_model_dir)
@@ -62,22 +62,26 @@ def test_missing_model_gives_a_clear_error(tmp_path: Path):
 
 
 def test_the_dtype_reaches_the_loaded_weights_and_the_logits(tiny_model_dir: Path, tmp_path: Path):
-    """An explicit dtype is what the weights and the forward pass really use; with "auto" on CPU the model
-    runs in fp32 even when the checkpoint was saved in bf16 (the hardware decides, not the file)."""
-    half = models.load_causal_lm(str(tiny_model_dir), device="cpu", dtype="bfloat16")
-    assert half.dtype == torch.bfloat16
-    assert {p.dtype for p in half.model.parameters()} == {torch.bfloat16}
-    ids = half.tokenizer("What is 12+30?", return_tensors="pt")["input_ids"]
+    """An explicit dtype is what the weights and the forward pass really use; with "auto" on CPU the model runs
+    in the dtype this CPU gets (bf16 with native bf16 matmul, else fp32), whatever dtype the checkpoint was
+    saved in (the hardware decides, not the file)."""
+    auto_dtype = models.pick_dtype("cpu")
+    other = "float32" if auto_dtype == torch.bfloat16 else "bfloat16"
+    saved = models.load_causal_lm(str(tiny_model_dir), device="cpu", dtype=other)
+    assert saved.dtype == getattr(torch, other)
+    assert {p.dtype for p in saved.model.parameters()} == {getattr(torch, other)}
+    ids = saved.tokenizer("What is 12+30?", return_tensors="pt")["input_ids"]
     with torch.no_grad():
-        assert half.model(ids).logits.dtype == torch.bfloat16
+        assert saved.model(ids).logits.dtype == getattr(torch, other)
 
-    half.model.save_pretrained(tmp_path / "bf16")
-    half.tokenizer.save_pretrained(tmp_path / "bf16")
-    assert json.loads((tmp_path / "bf16" / "config.json").read_text()).get("dtype") == "bfloat16"
-    auto = models.load_causal_lm(str(tmp_path / "bf16"), device="cpu")
-    assert {p.dtype for p in auto.model.parameters()} == {torch.float32}
+    saved.model.save_pretrained(tmp_path / other)
+    saved.tokenizer.save_pretrained(tmp_path / other)
+    assert json.loads((tmp_path / other / "config.json").read_text()).get("dtype") == other
+    auto = models.load_causal_lm(str(tmp_path / other), device="cpu")
+    assert auto.dtype == auto_dtype
+    assert {p.dtype for p in auto.model.parameters()} == {auto_dtype}
     with torch.no_grad():
-        assert auto.model(ids).logits.dtype == torch.float32
+        assert auto.model(ids).logits.dtype == auto_dtype
 
 
 def test_gpu_devices_default_to_bf16_and_an_explicit_dtype_wins():
