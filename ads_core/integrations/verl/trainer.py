@@ -109,7 +109,7 @@ class ADSRayPPOTrainer(RayPPOTrainer):
         if step <= 0:
             return result
         folder = self._resumed_folder()
-        state = read_sampler_state(folder)
+        state = read_sampler_state(folder, self.ads_sampler.ads)
         steps_per_epoch = len(self.train_dataloader)
         at_boundary = steps_per_epoch > 0 and step % steps_per_epoch == 0
         if state is None:
