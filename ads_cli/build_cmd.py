@@ -202,11 +202,28 @@ def build_cmd(
 with_signature(build_cmd, config_parameters(("format", "score", "cluster", "run")) + COMMON_PARAMETERS)
 
 
+GRACE_S = 5.0  # after SIGTERM / Ctrl-C, how long the flow may take to unwind before we exit regardless
+
+
 def _interrupt(signum: int, frame: object) -> None:
+    """Unwind like Ctrl-C; if a stage computing in a worker thread keeps the flow from unwinding, a timer marks
+    the run Crashed, releases our locks and exits after GRACE_S."""
+    import threading
+
+    try:
+        from prefect.context import FlowRunContext
+
+        run = FlowRunContext.get()
+        run_id = str(run.flow_run.id) if run and run.flow_run else None
+    except Exception:  # noqa: BLE001 - no flow running yet
+        run_id = None
+    timer = threading.Timer(GRACE_S, stop_now, kwargs={"crashed_run": run_id})
+    timer.daemon = True
+    timer.start()
     raise KeyboardInterrupt
 
 
-def stop_now() -> None:
+def stop_now(crashed_run: str | None = None) -> None:
     """After Ctrl-C / SIGTERM: release our locks, ship pending run logs, and exit at once with 130.
 
     The flow run is already marked Crashed by Prefect; a stage still computing in a worker thread (a score
@@ -215,6 +232,18 @@ def stop_now() -> None:
     from tasks.locks import release_everything
 
     release_everything()
+    if crashed_run:
+        try:
+            from prefect.client.orchestration import get_client
+            from prefect.states import Crashed
+
+            with get_client(sync_client=True) as client:
+                state = client.read_flow_run(crashed_run).state
+                if not state or not state.is_final():
+                    client.set_flow_run_state(crashed_run, Crashed(message="stopped by SIGTERM / Ctrl-C"),
+                                              force=True)
+        except Exception:  # noqa: BLE001 - the server may be gone too; the next build marks it instead
+            pass
     console.print("[bold red]interrupted:[/] the build stopped and released its locks; rerun the same command "
                   "to resume from the finished stages", highlight=False)
     try:

@@ -112,6 +112,10 @@ class BuildLockManager:
         self._beat: threading.Thread | None = None
         atexit.register(self.release_all)
 
+    def __reduce__(self) -> tuple[type[BuildLockManager], tuple[()]]:
+        """Sent to Dask workers with the cache policy: a fresh manager there (locks, threads stay here)."""
+        return (BuildLockManager, ())
+
     # -- files ------------------------------------------------------------------------------
 
     def _path(self, key: str) -> Path:
