@@ -147,11 +147,16 @@ def build_cmd(
         return
     if source and _looks_like_path(source) and not _exists(source):  # fail before Prefect's start-up cost
         raise fail(f"{source}: no such file or directory")
-    from ads_core import storage as _storage
+    if out:
+        from ads_core import storage
+
+        try:
+            storage.check_writable(out)
+        except storage.StorageError as exc:
+            raise fail(str(exc)) from None
+    from ads_core.storage import StorageError
     from flows import local_prefect_env
     from tasks.locks import LockWaitTimeout
-
-    StorageError = getattr(_storage, "StorageError", LockWaitTimeout)  # noqa: N806 - TODO: import once it lands
 
     def hide_run_errors(record: logging.LogRecord) -> bool:  # printed once, as the `error:` line
         return not (record.name.startswith(("prefect.flow_runs", "prefect.task_runs"))

@@ -23,7 +23,7 @@ from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from ads_core import defaults
+from ads_core import defaults, storage
 from ads_core.config import BuildConfig, ClusterConfig, FormatConfig, ReportConfig, RunConfig, ScoreConfig
 from ads_core.format import dataset_name
 from ads_core.names import safe_name
@@ -211,6 +211,7 @@ def ads_build(
     cfg = BuildConfig(format=format.model_copy(update={"name": name}), score=score, cluster=cluster,
                       report=report, run=run)
     ctx = BuildContext(source=source, out=resolve_out(out, name), config=cfg)
+    storage.check_writable(ctx.out)  # a missing bucket, bad credentials or a file in the way: one line, now
     logger.info("ads-build %s: %s -> %s (model %s, %d shard(s), k=%d%s)", name, source, ctx.out, score.model,
                 score.num_shards, cluster.num_clusters, f", force_from={run.force_from}" if run.force_from else "")
     from prefect.runtime import flow_run

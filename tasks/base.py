@@ -79,8 +79,9 @@ def is_transient(exc: BaseException | None) -> bool:
         return False
     from ads_core.models import ModelLoadError
     from ads_core.readers import InputError
+    from ads_core.storage import StorageError
 
-    if isinstance(exc, (InputError, ModelLoadError, InjectedFault, FileNotFoundError, PermissionError,
+    if isinstance(exc, (InputError, ModelLoadError, StorageError, InjectedFault, FileNotFoundError, PermissionError,
                         IsADirectoryError, NotADirectoryError, ValueError, TypeError, KeyError)):
         return False
     if isinstance(exc, (ConnectionError, TimeoutError)):

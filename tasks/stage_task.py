@@ -38,15 +38,12 @@ log = logging.getLogger("ads.tasks")
 
 def expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that mean "fix your input or setup": one line in the run log, no traceback."""
-    from ads_core import storage
     from ads_core.models import ModelLoadError
     from ads_core.readers import InputError
+    from ads_core.storage import StorageError
     from tasks.locks import LockWaitTimeout
 
-    found: list[type[BaseException]] = [InputError, ModelLoadError, LockWaitTimeout]
-    if isinstance(getattr(storage, "StorageError", None), type):
-        found.append(storage.StorageError)
-    return tuple(found)
+    return (InputError, ModelLoadError, LockWaitTimeout, StorageError)
 
 
 def flow_spelling(field: str) -> str:
