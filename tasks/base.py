@@ -88,7 +88,8 @@ def is_transient(exc: BaseException | None) -> bool:
         return True
     module = type(exc).__module__ or ""
     if module.startswith(("botocore", "aiobotocore")):
-        code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+        response = getattr(exc, "response", None) or {}  # connection errors carry response=None
+        code = str(response.get("Error", {}).get("Code", ""))
         return not code or code in _TRANSIENT_S3_CODES  # connection/read errors carry no code
     if module.startswith(("aiohttp", "urllib3", "httpx", "requests")):
         return True
