@@ -80,6 +80,13 @@ def test_kill_9_in_a_stage_then_the_same_command_finishes_with_the_same_artifact
         h.stop_process(rerun)
     assert mf.read(str(out / "final")).output_hash("train") == reference
     assert "taking over the build lock" in (tmp_path / "rerun.log").read_text()
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
+    from prefect.client.schemas.objects import StateType
+
+    running = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING])))
+    with get_client(sync_client=True) as client:  # the killed build's run was marked Crashed by the rerun
+        assert not [r.name for r in client.read_flow_runs(flow_run_filter=running) if r.name.startswith("build-")]
     assert not list(Path(os.environ["ADS_LOCK_DIR"]).glob("*.lock"))  # nothing left to clean by hand
 
 
