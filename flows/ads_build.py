@@ -5,9 +5,10 @@ content (`ads_core.stages.stage_key`), so rerunning a failed or finished build r
 stages whose inputs did not change. `run.force_from=<stage>` recomputes that stage and everything
 after it. A cached stage whose artifact has vanished or was overwritten is recomputed
 (`tasks.stage_task.checked`). The shard map runs in-process by default, or on Dask (`dask="local"`,
-`"local-cuda"` for one worker per GPU, or a scheduler address). When `trigger_training` is set, the
-finished build starts the `ads-train` deployment with the final artifact's URI (`run_deployment`,
-`timeout=0`), linked to this run as a child.
+`"local-cuda"` for one worker per GPU, or a scheduler address). Builds into one OUT run one at a time
+(`tasks.locks.owning`). With `run.trigger_training=on_change` (or `always`), the finished build starts
+the `ads-train` deployment with the final artifact's URI (`run_deployment`, `timeout=0`, idempotent on
+the artifact's content digest), linked to this run as a child. Every build ends with a refresh summary.
 """
 
 from __future__ import annotations
