@@ -21,19 +21,34 @@ def server_cmd(
 ) -> None:
     """Start a local Prefect server with its UI, in the foreground (Ctrl-C stops it), to watch builds.
 
-    It uses the same PREFECT_HOME as `ads build` (default: <ADS cache dir>/prefect), so earlier local builds
-    show up too. Point builds at it with `export PREFECT_API_URL=http://HOST:PORT/api`.
+    PREFECT_HOME (its database): yours if you set one, else <ADS cache dir>/prefect, as for `ads build`.
+
+    It is created if missing. Your Prefect profile (`prefect config set`) applies either way.
+
+    The UI talks to this server's own http://HOST:PORT/api (PREFECT_UI_API_URL overrides it, e.g. behind a proxy).
+
+    The first lines say which home and URLs are used and why. Builds report here after
+    `export PREFECT_API_URL=http://HOST:PORT/api`.
     """
     import os
     import sys
 
-    from flows import local_prefect_home
+    from flows import server_env
 
-    home = local_prefect_home(defaults.cache_dir())
-    env = {**os.environ, "PREFECT_HOME": str(home)}
-    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    console.print(f"Prefect UI: http://{host}:{port}  (PREFECT_HOME={home})\n"
-                  f"in another shell: export PREFECT_API_URL=http://{host}:{port}/api  then `ads build`, "
-                  "`prefect deploy`, `prefect worker start` report here", highlight=False, soft_wrap=True)
+    setup = server_env(host, port, defaults.cache_dir())
+    try:
+        setup.home.mkdir(parents=True, exist_ok=True)  # Prefect makes no parents: its SQLite DB would not open
+    except OSError as exc:
+        console.print(f"[bold red]error:[/] cannot create PREFECT_HOME {setup.home}: {exc}", highlight=False,
+                      soft_wrap=True)
+        raise typer.Exit(code=2) from exc
+    lines = [f"ads server: Prefect UI at {setup.api_url.removesuffix('/api')}",
+             f"  PREFECT_HOME={setup.home}  ({setup.home_why})",
+             f"  UI's API URL: {setup.ui_api_url}  ({setup.ui_api_why})",
+             *(f"  {note}" for note in setup.notes),
+             f"  in another shell: export PREFECT_API_URL={setup.api_url}  then `ads build`, `prefect deploy`, "
+             "`prefect worker start` report here"]
+    console.print("\n".join(lines), highlight=False, soft_wrap=True, markup=False)
+    sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, "-m", "prefect", "server", "start", "--host", host,
-                               "--port", str(port)], env)
+                               "--port", str(port)], setup.env)

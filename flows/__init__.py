@@ -1,28 +1,47 @@
 """Prefect flows of the ADS pipeline: `ads-build` (flows/ads_build.py) and `ads-train` (flows/ads_train.py).
 
 Flows only compose the tasks in `tasks/`. This `__init__` must not import Prefect: `prepare_prefect_env`
-sets the environment that Prefect reads when it is first imported (the `ads build` command calls it).
+sets the environment that Prefect reads when it is first imported (the `ads build` command calls it), and
+`server_env` the one `ads server` starts `prefect server start` with.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 
-def profile_api_url() -> str | None:
-    """PREFECT_API_URL of the active Prefect profile (read from profiles.toml without importing Prefect)."""
-    home = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
-    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml").expanduser()
+@dataclass(frozen=True)
+class Profile:
+    """The active Prefect profile as `prefect config set` left it: its name, file and settings."""
+
+    name: str
+    path: Path
+    settings: dict[str, object]
+
+
+def active_profile(environ: Mapping[str, str] | None = None) -> Profile | None:
+    """The active profile from profiles.toml (read without importing Prefect); None when there is no such file."""
+    env = os.environ if environ is None else environ
+    home = Path(env.get("PREFECT_HOME") or "~/.prefect").expanduser()
+    path = Path(env.get("PREFECT_PROFILES_PATH") or home / "profiles.toml").expanduser()
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError):
         return None
-    name = os.environ.get("PREFECT_PROFILE") or data.get("active") or "ephemeral"
-    value = data.get("profiles", {}).get(name, {}).get("PREFECT_API_URL")
+    name = str(env.get("PREFECT_PROFILE") or data.get("active") or "ephemeral")
+    settings = data.get("profiles", {}).get(name, {})
+    return Profile(name=name, path=path, settings=dict(settings) if isinstance(settings, dict) else {})
+
+
+def profile_api_url() -> str | None:
+    """PREFECT_API_URL of the active Prefect profile."""
+    profile = active_profile()
+    value = profile.settings.get("PREFECT_API_URL") if profile else None
     return str(value) if value else None
 
 
@@ -64,3 +83,81 @@ def local_prefect_env(cache_dir: Path) -> Iterator[str | None]:
         for key in set(os.environ) - set(saved):
             del os.environ[key]
         os.environ.update(saved)
+
+
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
+
+def url_host(host: str) -> str:
+    """How HOST appears in a URL: IPv6 in brackets; a wildcard bind as this machine's name, which a browser
+    (here or elsewhere) can reach, unlike 0.0.0.0."""
+    if host in WILDCARD_HOSTS:
+        import socket
+
+        return socket.gethostname() or "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
+@dataclass(frozen=True)
+class ServerEnv:
+    """What `ads server` starts Prefect with, and why, in words for its first lines."""
+
+    env: dict[str, str]
+    home: Path
+    home_why: str
+    api_url: str  # this server's own API, for `export PREFECT_API_URL=...`
+    ui_api_url: str  # the API the UI in the browser talks to
+    ui_api_why: str
+    notes: list[str]
+
+
+def server_env(host: str, port: int, cache_dir: Path, environ: Mapping[str, str] | None = None) -> ServerEnv:
+    """Environment for `prefect server start --host HOST --port PORT`, decided without importing Prefect.
+
+    - PREFECT_HOME (the server's database): the user's PREFECT_HOME (environment, or set in their profile);
+      otherwise <ADS cache dir>/prefect, the home of `ads build`'s ephemeral mode, so earlier local builds show
+      up, and the same before and after `prefect config set` writes a profile. Created with its parents.
+    - The user's active Prefect profile (~/.prefect/profiles.toml) still applies, through PREFECT_PROFILES_PATH:
+      under another home Prefect would silently ignore it.
+    - The UI's API URL: this server's own http://HOST:PORT/api, unless PREFECT_SERVER_UI_API_URL /
+      PREFECT_UI_API_URL is set (e.g. behind a proxy). Prefect would otherwise derive it from PREFECT_API_URL
+      or its default port 4200, and the UI of a server on another port could not reach its API. The server
+      process itself gets PREFECT_API_URL of its own API, whatever the profile says.
+    """
+    env = dict(os.environ if environ is None else environ)
+    profile = active_profile(env)
+    mine = (f"your Prefect profile {profile.name!r} in {profile.path} applies" if profile is not None
+            else "no Prefect profile of yours")
+    if env.get("PREFECT_HOME"):
+        home, why = Path(env["PREFECT_HOME"]).expanduser(), f"from PREFECT_HOME in your environment; {mine}"
+    elif profile is not None and profile.settings.get("PREFECT_HOME"):
+        home = Path(str(profile.settings["PREFECT_HOME"])).expanduser()
+        why = f"PREFECT_HOME from {mine.removesuffix(' applies')}"
+    else:
+        home = local_prefect_home(cache_dir)
+        why = f"the same home as `ads build` without a server; {mine}"
+    env["PREFECT_HOME"] = str(home)
+    if profile is not None:
+        env.setdefault("PREFECT_PROFILES_PATH", str(profile.path))
+    api_url = f"http://{url_host(host)}:{port}/api"
+    chosen = next((k for k in ("PREFECT_SERVER_UI_API_URL", "PREFECT_UI_API_URL") if env.get(k)), None)
+    if chosen:
+        ui_api_url, ui_why = env[chosen], f"from {chosen} in your environment"
+    else:
+        env["PREFECT_SERVER_UI_API_URL"] = ui_api_url = api_url
+        ui_why = "this server's own API"
+    client_url, where = env.get("PREFECT_API_URL"), "your environment"
+    if not client_url and profile is not None and profile.settings.get("PREFECT_API_URL"):
+        client_url, where = str(profile.settings["PREFECT_API_URL"]), f"profile {profile.name!r}"
+    local = "127.0.0.1" if host in WILDCARD_HOSTS else url_host(host)
+    env["PREFECT_API_URL"] = f"http://{local}:{port}/api"  # for the server process itself: its own API
+    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    notes = []
+    if host in WILDCARD_HOSTS and not chosen:
+        notes.append(f"note: listening on all interfaces; a browser elsewhere must resolve {url_host(host)!r}, "
+                     f"or set PREFECT_UI_API_URL=http://<this machine's address>:{port}/api")
+    if client_url and client_url.rstrip("/") != api_url:
+        notes.append(f"note: PREFECT_API_URL is {client_url} (from {where}): commands that use it report there, "
+                     "not to this server")
+    return ServerEnv(env=env, home=home, home_why=why, api_url=api_url, ui_api_url=ui_api_url, ui_api_why=ui_why,
+                     notes=notes)

@@ -57,3 +57,64 @@ def test_default_output_is_absolute_and_follows_ads_out_dir(monkeypatch: pytest.
     monkeypatch.setenv("ADS_OUT_DIR", "s3://bucket/builds/")
     assert resolve_out(None, "myds") == "s3://bucket/builds/myds"
     assert resolve_out("rel/out/", "x") == str(tmp_path / "rel" / "out")
+
+
+# ---------------------------------------------------------------------------------------------
+# `ads server`: which PREFECT_HOME and which API URL its UI is given (tests/browser/ starts a real one)
+
+
+def test_server_on_a_fresh_machine_uses_the_build_home_and_its_own_api_for_the_ui(clean_env: Path):
+    from flows import server_env
+
+    setup = server_env("127.0.0.1", 4398, clean_env / "cache")
+    assert setup.home == clean_env / "cache" / "prefect" and setup.env["PREFECT_HOME"] == str(setup.home)
+    assert setup.env["PREFECT_SERVER_UI_API_URL"] == setup.ui_api_url == setup.api_url == "http://127.0.0.1:4398/api"
+    assert "PREFECT_PROFILES_PATH" not in setup.env and "no Prefect profile" in setup.home_why
+    assert not setup.notes
+
+
+def test_server_applies_the_users_profile_and_still_gives_the_ui_its_own_port(clean_env: Path):
+    import subprocess
+    import sys
+
+    from flows import server_env
+
+    profiles = clean_env / "home" / ".prefect" / "profiles.toml"
+    profiles.parent.mkdir(parents=True)
+    profiles.write_text('active = "mine"\n[profiles.mine]\nPREFECT_API_URL = "http://127.0.0.1:4200/api"\n'
+                        'PREFECT_LOGGING_LEVEL = "WARNING"\n')
+    setup = server_env("127.0.0.1", 4398, clean_env / "cache")
+    # the database stays where it was before `prefect config set` wrote that profile
+    assert setup.home == clean_env / "cache" / "prefect"
+    assert setup.env["PREFECT_PROFILES_PATH"] == str(profiles)
+    assert "'mine'" in setup.home_why and str(profiles) in setup.home_why
+    assert any("http://127.0.0.1:4200/api" in note and "'mine'" in note for note in setup.notes)
+    # what Prefect itself makes of that environment: the profile applies, the UI and the server use this port
+    code = ("from prefect.settings import get_current_settings as g; s = g(); "
+            "print(s.home, s.logging.level, s.server.ui.api_url, s.api.url, sep='|')")
+    proc = subprocess.run([sys.executable, "-c", code], env=setup.env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    own = "http://127.0.0.1:4398/api"
+    assert proc.stdout.strip().splitlines()[-1] == f"{setup.home}|WARNING|{own}|{own}"
+
+
+def test_server_respects_an_explicit_home_and_ui_api_url(clean_env: Path, monkeypatch: pytest.MonkeyPatch):
+    from flows import server_env
+
+    monkeypatch.setenv("PREFECT_HOME", str(clean_env / "mine"))
+    monkeypatch.setenv("PREFECT_UI_API_URL", "https://proxy.example/prefect/api")
+    setup = server_env("127.0.0.1", 4398, clean_env / "cache")
+    assert setup.home == clean_env / "mine" and "PREFECT_HOME in your environment" in setup.home_why
+    assert setup.ui_api_url == "https://proxy.example/prefect/api" and "PREFECT_SERVER_UI_API_URL" not in setup.env
+    assert setup.api_url == "http://127.0.0.1:4398/api"
+
+
+def test_server_urls_for_ipv6_and_wildcard_hosts(clean_env: Path):
+    import socket
+
+    from flows import server_env
+
+    assert server_env("::1", 4398, clean_env / "cache").ui_api_url == "http://[::1]:4398/api"
+    wildcard = server_env("0.0.0.0", 4398, clean_env / "cache")
+    assert wildcard.ui_api_url == f"http://{socket.gethostname()}:4398/api"  # a browser cannot use 0.0.0.0
+    assert any("PREFECT_UI_API_URL" in note for note in wildcard.notes)
