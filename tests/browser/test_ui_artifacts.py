@@ -1,0 +1,133 @@
+"""A build reported to `ads server`, seen in a real browser: the report pictures render inline in the Prefect
+UI, and the UI talks to this server's API, not to Prefect's default port."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+DATASET = "gsm8k60"
+ROWS = 60
+
+PAGE_STATE = """JSON.stringify({
+  text: document.body ? document.body.innerText : "",
+  images: [...document.images].filter(i => i.src.startsWith("data:image/png")).map(
+      i => ({src: i.src, complete: i.complete, width: i.naturalWidth, height: i.naturalHeight})),
+  requests: performance.getEntriesByType("resource").map(e => e.name),
+})"""
+
+
+@pytest.fixture(scope="module")
+def build(ads_server: Any, model_cache: Path, web: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """`ads build` of 60 sample rows reported to the server; its flow run and artifacts, read from the API."""
+    from ads_core import defaults
+
+    root = tmp_path_factory.mktemp("browser-build")
+    shutil.copytree(model_cache / "models", ads_server.cache / "models", dirs_exist_ok=True)  # nothing rebuilt
+    source = root / f"{DATASET}.jsonl"
+    source.write_text("\n".join(Path(defaults.sample_path()).read_text().splitlines()[:ROWS]) + "\n")
+    out = root / "out"
+    cmd = [web.ads, "build", str(source), "--out", str(out), "--max-length", "256", "-k", "4", "--name", DATASET]
+    proc = subprocess.run(cmd, env=ads_server.env(PREFECT_API_URL=f"{ads_server.base}/api"), capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = web.http_json(f"{ads_server.base}/api/flow_runs/filter", {"flows": {"name": {"any_": ["ads-build"]}}})
+    assert len(runs) == 1 and runs[0]["state_type"] == "COMPLETED", runs  # the server was fresh
+    artifacts = web.http_json(f"{ads_server.base}/api/artifacts/filter",
+                              {"artifacts": {"flow_run_id": {"any_": [runs[0]["id"]]}}})
+    return {"run": runs[0], "artifacts": {a["key"]: a for a in artifacts}, "out": out}
+
+
+def ui_page(ads_server: Any, web: Any, ui: str, route: str) -> str:
+    """URL of ROUTE in the V1 or V2 UI, under the base URLs the server announces."""
+    base = web.http_json(f"{ads_server.base}/ui-settings")[f"{ui}_base_url"]
+    return f"{ads_server.base}{base.rstrip('/')}{route}"
+
+
+def open_page(browser: Any, web: Any, url: str, ready: Any, timeout: float = 60) -> dict[str, Any]:
+    """Navigate and wait until READY(state) holds; the state holds the page text, data: PNGs and requests."""
+    browser.goto(url)
+    last: dict[str, Any] = {}
+
+    def check() -> dict[str, Any] | None:
+        last.update(json.loads(browser.evaluate(PAGE_STATE)))
+        return dict(last) if ready(last) else None
+
+    try:
+        return web.wait_until(check, timeout, f"page {url}")
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}; page text: {last.get('text', '')[:1500]!r}") from exc
+
+
+def assert_talks_to_its_own_api(browser: Any, state: dict[str, Any], ads_server: Any) -> None:
+    api = f"{ads_server.base}/api"
+    assert "Can't connect" not in state["text"], state["text"][:1500]
+    # what the page itself was told, and what it asked: only this server's API
+    assert browser.evaluate("fetch('/ui-settings').then(r => r.json()).then(s => s.api_url)") == api
+    calls = [url for url in state["requests"] if "/api/" in url]
+    assert calls and all(url.startswith(f"{api}/") for url in calls), calls
+
+
+def assert_inline_png(state: dict[str, Any], artifact: dict[str, Any]) -> None:
+    """The artifact's embedded PNG is in the page as an <img> the browser decoded, at its real size."""
+    from PIL import Image
+
+    wanted = [img for img in state["images"] if img["src"] in artifact["data"]]
+    assert wanted, f"no <img> with the artifact's data:image/png; images: {[i['src'][:60] for i in state['images']]}"
+    img = wanted[0]
+    png = Image.open(io.BytesIO(base64.b64decode(img["src"].split(",", 1)[1])))
+    assert png.format == "PNG" and png.size[0] >= 200 and png.size[1] >= 100
+    assert img["complete"] and (img["width"], img["height"]) == png.size  # decoded, not a broken image
+
+
+def image_ready(state: dict[str, Any]) -> bool:
+    return any(img["complete"] and img["width"] > 0 for img in state["images"]) or "Can't connect" in state["text"]
+
+
+@pytest.mark.parametrize("ui", ["v1", "v2"])
+def test_report_plot_renders_inline(ui: str, ads_server: Any, web: Any, browser: Any, build: dict[str, Any],
+                                    tmp_path: Path):
+    artifact = build["artifacts"][f"ads-{DATASET}-report-plot"]
+    assert artifact["type"] == "markdown" and "data:image/png;base64," in artifact["data"]
+    state = open_page(browser, web, ui_page(ads_server, web, ui, f"/artifacts/artifact/{artifact['id']}"),
+                      image_ready)
+    shot = browser.screenshot(tmp_path / f"report-plot-{ui}.png")
+    print(f"screenshot: {shot}")
+    assert_talks_to_its_own_api(browser, state, ads_server)
+    assert_inline_png(state, artifact)
+    assert f"{DATASET}: build report" in state["text"]
+
+
+def test_cluster_terms_picture_renders_inline(ads_server: Any, web: Any, browser: Any, build: dict[str, Any],
+                                              tmp_path: Path):
+    # The cluster-terms picture is being added to the report stage in parallel work: until a build publishes
+    # it, this skips (see the reason) rather than fails; once it is there it must render like the report plot.
+    artifact = build["artifacts"].get(f"ads-{DATASET}-cluster-terms-image")
+    if artifact is None:
+        pytest.skip(f"this build publishes no ads-{DATASET}-cluster-terms-image artifact yet")
+    state = open_page(browser, web, ui_page(ads_server, web, "v2", f"/artifacts/artifact/{artifact['id']}"),
+                      image_ready)
+    shot = browser.screenshot(tmp_path / "cluster-terms-v2.png")
+    print(f"screenshot: {shot}")
+    assert_talks_to_its_own_api(browser, state, ads_server)
+    assert_inline_png(state, artifact)
+
+
+@pytest.mark.parametrize("what", ["summary", "final"])
+def test_summary_and_final_name_the_output_as_a_path(what: str, ads_server: Any, web: Any, browser: Any,
+                                                     build: dict[str, Any]):
+    artifact = build["artifacts"][f"ads-{DATASET}-{what}"]
+    final = str((build["out"] / "final" / "train.parquet").resolve())
+    state = open_page(browser, web, ui_page(ads_server, web, "v2", f"/artifacts/artifact/{artifact['id']}"),
+                      lambda s: final in s["text"] or "Can't connect" in s["text"])
+    assert_talks_to_its_own_api(browser, state, ads_server)
+    assert "file://" not in state["text"]  # a browser refuses file:// links, and they mean nothing elsewhere
