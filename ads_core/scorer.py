@@ -120,6 +120,8 @@ def plan_packs(lengths: Sequence[int], token_budget: int, pack_len: int) -> list
             packs.append([int(idx)])
             bisect.insort(free, (pack_len - n, len(packs) - 1))
     sizes = [sum(int(lengths[i]) for i in pack) for pack in packs]
+    by_size = sorted(range(len(packs)), key=lambda p: -sizes[p])  # packs of a batch fill alike: short pad tails
+    packs, sizes = [packs[p] for p in by_size], [sizes[p] for p in by_size]
     batches: list[list[np.ndarray]] = []
     current: list[np.ndarray] = []
     width = 0
