@@ -172,7 +172,7 @@ def build_cmd(
         if api_url is None:
             console.print("[dim]no Prefect server configured: starting a temporary local one (ephemeral mode, "
                           "~10-20 s); run `ads server` and set PREFECT_API_URL to skip this and watch in the UI[/]")
-        from prefect.exceptions import ParameterTypeError
+        from prefect.exceptions import ParameterTypeError, TerminationSignal
 
         from flows.ads_build import ads_build
         from tasks.base import set_progress_factory
@@ -184,7 +184,7 @@ def build_cmd(
                                cluster=cfg.cluster, report=cfg.report, run=cfg.run)
         except (InputError, ModelLoadError, ValueError, ParameterTypeError, StorageError, LockWaitTimeout) as exc:
             raise fail(for_cli(exc)) from None
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, TerminationSignal):  # Ctrl-C, or SIGTERM (Prefect's handler while the flow runs)
             stop_now()
         finally:
             signal.signal(signal.SIGTERM, previous_term)

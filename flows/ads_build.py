@@ -22,7 +22,6 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.futures import as_completed
-from prefect.task_runners import ThreadPoolTaskRunner
 
 from ads_core import defaults, storage
 from ads_core.config import BuildConfig, ClusterConfig, FormatConfig, ReportConfig, RunConfig, ScoreConfig
@@ -66,9 +65,7 @@ def build_run_name() -> str:
 
 
 def shard_runner(dask: str | None, workers: int | None, num_shards: int) -> Any:
-    """In-process (one shard at a time; the model is loaded once), or Dask: local, local-cuda, or an address."""
-    if not dask:
-        return ThreadPoolTaskRunner(max_workers=1)
+    """Dask: local, local-cuda, or a scheduler address."""
     from prefect_dask import DaskTaskRunner
 
     if dask == "local":
@@ -97,7 +94,8 @@ def _api_pinned() -> Any:
 
 
 def score_shards(stage: Stage, ctx: BuildContext, refresh: bool, states: dict[str, str]) -> None:
-    """Map the shard task over shards (in-process or on Dask); a progress artifact advances per shard."""
+    """Run the shard task for every shard: in this thread one after another (the model is loaded once, and
+    Ctrl-C / SIGTERM reach the computing stage), or mapped on Dask. A progress artifact follows them."""
     logger = get_run_logger()
     run_cfg = ctx.config.run
     n = ctx.config.score.num_shards
@@ -106,31 +104,38 @@ def score_shards(stage: Stage, ctx: BuildContext, refresh: bool, states: dict[st
     failures: list[tuple[int, Any]] = []
     cached = 0
     rs = run_cfg.result_storage
-    pinned = _api_pinned() if run_cfg.dask else nullcontext()
-    with pinned, shard_runner(run_cfg.dask, run_cfg.dask_workers, n) as runner:
-        def submit(i: int, refresh_now: bool) -> Any:
-            params = {**params_of(stage, ctx, i, reuse=not refresh_now), "progress_artifact": str(progress_id)}
-            return runner.submit(configured(stage, i, refresh_now, rs), parameters=params)
 
-        def recompute(i: int) -> Any:
-            retry = submit(i, True)
-            retry.wait()
-            return retry.state
+    def params(i: int, refresh_now: bool) -> dict[str, Any]:
+        return {**params_of(stage, ctx, i, reuse=not refresh_now), "progress_artifact": str(progress_id)}
 
-        futures = {submit(i, refresh): i for i in range(n)}
-        for done, future in enumerate(as_completed(list(futures)), start=1):
-            i = futures[future]
-            future.wait()  # sets the future's final state
-            state = future.state
-            if state.is_completed():
-                _, state = checked(state, lambda i=i: recompute(i), stage.label(i))
-                cached += state.name == "Cached"
-            else:
-                failures.append((i, state))
-            states[stage.label(i)] = str(state.name)
-            update_progress_artifact(artifact_id=progress_id, progress=100.0 * done / n,
-                                     description=f"{done}/{n} shards finished ({cached} cached, "
-                                                 f"{len(failures)} failed)")
+    def record(done: int, i: int, state: Any, recompute: Any) -> None:
+        nonlocal cached
+        if state.is_completed():
+            _, state = checked(state, recompute, stage.label(i))
+            cached += state.name == "Cached"
+        else:
+            failures.append((i, state))
+        states[stage.label(i)] = str(state.name)
+        update_progress_artifact(artifact_id=progress_id, progress=100.0 * done / n,
+                                 description=f"{done}/{n} shards finished ({cached} cached, {len(failures)} failed)")
+
+    if not run_cfg.dask:
+        for i in range(n):
+            state = configured(stage, i, refresh, rs)(**params(i, refresh), return_state=True)
+            record(i + 1, i, state, lambda i=i: configured(stage, i, True, rs)(**params(i, True), return_state=True))
+    else:
+        with _api_pinned(), shard_runner(run_cfg.dask, run_cfg.dask_workers, n) as runner:
+            def recompute(i: int) -> Any:
+                retry = runner.submit(configured(stage, i, True, rs), parameters=params(i, True))
+                retry.wait()
+                return retry.state
+
+            futures = {runner.submit(configured(stage, i, refresh, rs), parameters=params(i, refresh)): i
+                       for i in range(n)}
+            for done, future in enumerate(as_completed(list(futures)), start=1):
+                i = futures[future]
+                future.wait()  # sets the future's final state
+                record(done, i, future.state, lambda i=i: recompute(i))
     if failures:
         logger.error("%d of %d shards failed: %s", len(failures), n, sorted(i for i, _ in failures))
         failures[0][1].result()  # raises that shard's exception
