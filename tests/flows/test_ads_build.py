@@ -41,7 +41,10 @@ def test_cold_build_meets_invariants_and_publishes_ui_artifacts(h: Any, clean_bu
     arts = {a.key: a for a in h.artifacts_of(clean_build["flow_run_id"])}
     assert {"ads-gsm8k60-format-counts", "ads-gsm8k60-cluster-sizes", "ads-gsm8k60-difficulty-quantiles",
             "ads-gsm8k60-cluster-examples", "ads-gsm8k60-final", "ads-gsm8k60-report-plot",
-            "ads-gsm8k60-score-progress", "ads-gsm8k60-summary"} <= set(arts)
+            "ads-gsm8k60-score-progress", "ads-gsm8k60-summary", "ads-gsm8k60-cluster-terms",
+            "ads-gsm8k60-cluster-terms-image", "ads-gsm8k60-refresh"} <= set(arts)
+    assert "rows: 60 added" not in arts["ads-gsm8k60-refresh"].data  # a first build has nothing to compare with
+    assert "no previous build to compare with" in arts["ads-gsm8k60-refresh"].data
     assert arts["ads-gsm8k60-format-counts"].type == "table"
     sizes = json.loads(arts["ads-gsm8k60-cluster-sizes"].data)
     assert sum(row["size"] for row in sizes) == 60 and len(sizes) == h.K
