@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from ads_core import defaults, storage
 from ads_cli.main import app
+from ads_core import defaults, storage
 
 
 def ads_format(*args: str) -> Any:
@@ -179,7 +179,8 @@ def test_name_split_and_templates(tmp_path):
 
 @pytest.mark.parametrize(
     ("args", "needle"),
-    [(["--template", "nope"], "--template: Input should be 'ads_think', 'boxed' or 'plain' (got 'nope')"), (["--template-text", "no placeholder"], "{question}")],
+    [(["--template", "nope"], "--template: Input should be 'ads_think', 'boxed' or 'plain' (got 'nope')"),
+     (["--template-text", "no placeholder"], "{question}")],
 )
 def test_bad_template_exits_2(tmp_path, args, needle):
     src = write_jsonl(tmp_path / "rows.jsonl", [{"question": "What is 1+1?", "answer": "2"}])

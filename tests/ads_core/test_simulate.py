@@ -10,6 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from ads_cli.simulate_cmd import register
 from ads_core.simulate import (
     SAMPLER_FACTORIES,
     SimulationConfig,
@@ -22,7 +23,6 @@ from ads_core.simulate import (
     summary_rows,
     train,
 )
-from ads_cli.simulate_cmd import register
 
 SMALL = SimulationConfig(
     n_clusters=8,
