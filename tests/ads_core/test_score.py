@@ -178,3 +178,35 @@ def test_config_validation():
         ScoreConfig(text_mode="everything")
     with pytest.raises(ValueError, match="num_shards"):
         ScoreConfig(num_shards=0)
+
+
+def test_vllm_single_pass_math_matches_the_fused_scorer(tiny_model_dir, lm, tokenizer, rows):
+    """The vLLM backend's own parts, without vLLM: the LM head read from the safetensors is the model's, and the
+    chunked NLL over per-row final hidden states (what token_embed pooling returns) equals the fused scorer's."""
+    from ads_core.score_vllm import chunked_nll, lm_head_weight
+
+    weight = lm_head_weight(str(tiny_model_dir))
+    torch.testing.assert_close(weight, lm.get_output_embeddings().weight.detach(), atol=0, rtol=0)
+    cfg = ScoreConfig(max_length=256)
+    toks = _tokenize(tokenizer, rows[:12], cfg)
+    fused = TransformersScorer(lm, ScoreConfig(max_length=256, logits_chunk_elems=weight.shape[0] * 7)).score(toks)
+    picked, targets, row_idx = [], [], []
+    with torch.inference_mode():
+        for j, t in enumerate(toks):
+            states = lm.base_model(input_ids=torch.tensor([t.input_ids]), use_cache=False).last_hidden_state[0]
+            picked.append(states[t.prompt_len - 1: len(t.input_ids) - 1])
+            targets.extend(t.input_ids[t.prompt_len:])
+            row_idx.extend([j] * (len(t.input_ids) - t.prompt_len))
+        nll, counts = chunked_nll(torch.cat(picked), torch.tensor(targets), torch.tensor(row_idx), len(toks), weight,
+                                  weight.shape[0] * 5)
+    np.testing.assert_allclose(nll, fused.difficulty, atol=1e-5)
+    assert (counts == fused.n_target_tokens).all()
+
+
+def test_vllm_lm_head_missing_is_a_clear_error(tmp_path):
+    from ads_core import models
+    from ads_core.score_vllm import lm_head_weight
+
+    (tmp_path / "config.json").write_text('{"tie_word_embeddings": false}')
+    with pytest.raises(models.ModelLoadError, match="no LM head weight"):
+        lm_head_weight(str(tmp_path))
