@@ -26,13 +26,22 @@ def register(app: typer.Typer) -> None:
 
 
 def format_cmd(
-    source: Annotated[str, typer.Argument(
-        help="A .parquet/.json/.jsonl/.csv file, a directory of those, or a Hugging Face dataset id "
-             "(local cache only). Default: the bundled GSM8K sample.")] = "",
-    out: Annotated[str | None, typer.Option("--out", "-o", help="Output root (local path or s3://); writes "
-                                            "OUT/formatted/. Default: ads-out/<dataset>.")] = None,
-    name: Annotated[str | None, typer.Option(help="Dataset name, used as data_source when rows have none "
-                                             "(default: from SOURCE).")] = None,
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="A .parquet/.json/.jsonl/.csv file, a directory of those, or a Hugging Face dataset id "
+            "(local cache only). Default: the bundled GSM8K sample."
+        ),
+    ] = "",
+    out: Annotated[
+        str | None,
+        typer.Option(
+            "--out", "-o", help="Output root (local path or s3://); writes OUT/formatted/. Default: ads-out/<dataset>."
+        ),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option(help="Dataset name, used as data_source when rows have none (default: from SOURCE).")
+    ] = None,
     **options: Any,
 ) -> None:
     """Turn a math dataset into verl's GRPO schema (OUT/formatted/train.parquet + rejects + manifest)."""
@@ -75,8 +84,12 @@ def print_format_summary(counts: dict, detected: dict, out: str) -> None:
     for file, layout in detected.items():
         cols = escape(", ".join(f"{k}={v}" for k, v in layout.items() if v and k != "layout"))
         console.print(f"[dim]{escape(file)}[/]: layout [bold]{layout['layout']}[/] ({cols})", highlight=False)
-    console.print(escape(f"output: {out.rstrip('/')}/formatted/train.parquet "
-                         f"(rejects: {out.rstrip('/')}/formatted/rejects.parquet)"), highlight=False)
+    console.print(
+        escape(
+            f"output: {out.rstrip('/')}/formatted/train.parquet (rejects: {out.rstrip('/')}/formatted/rejects.parquet)"
+        ),
+        highlight=False,
+    )
 
 
 def _reject_examples(out: str) -> dict[str, str]:
@@ -86,8 +99,12 @@ def _reject_examples(out: str) -> dict[str, str]:
     from ads_core import storage
 
     try:
-        rejects = pl.from_arrow(storage.read_parquet(storage.join(out, "formatted", "rejects.parquet"),
-                                                     columns=["source_file", "source_row", "reason", "message"]))
+        rejects = pl.from_arrow(
+            storage.read_parquet(
+                storage.join(out, "formatted", "rejects.parquet"),
+                columns=["source_file", "source_row", "reason", "message"],
+            )
+        )
     except (OSError, ValueError):
         return {}
     first = rejects.group_by("reason", maintain_order=True).first()
@@ -102,8 +119,11 @@ def _reject_examples(out: str) -> dict[str, str]:
 
 def make_tiny_model_cmd(
     directory: Annotated[Path, typer.Argument(help="Where to save the model (save_pretrained layout).")],
-    preset: Annotated[str, typer.Option(
-        help="tiny (~0.75M params, warmed up on the bundled sample; tests and demo) or bench (~47M params).")
+    preset: Annotated[
+        str,
+        typer.Option(
+            help="tiny (~0.75M params, warmed up on the bundled sample; tests and demo) or bench (~47M params)."
+        ),
     ] = "tiny",
 ) -> None:
     """Build a small Qwen2-style causal LM + locally trained tokenizer, deterministically, with no download."""
@@ -115,16 +135,28 @@ def make_tiny_model_cmd(
     console.print(f"saved {preset} model to {path} (load it with --model {path})", highlight=False)
 
 
-
 def build_cmd(
-    source: Annotated[str, typer.Argument(
-        help="Dataset file, directory or HF id (see `ads format --help`). Default: the bundled GSM8K sample.")] = "",
-    out: Annotated[str | None, typer.Option("--out", "-o", help="Output root (local path or s3://). "
-                                            "Default: ads-out/<dataset> ($ADS_OUT_DIR/<dataset> when set).")
-                   ] = None,
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="Dataset file, directory or HF id (see `ads format --help`). Default: the bundled GSM8K sample."
+        ),
+    ] = "",
+    out: Annotated[
+        str | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output root (local path or s3://). Default: ads-out/<dataset> ($ADS_OUT_DIR/<dataset> when set).",
+        ),
+    ] = None,
     name: Annotated[str | None, typer.Option(help="Dataset name (default: from SOURCE).")] = None,
-    show_config: Annotated[bool, typer.Option("--show-config", help="Print the resolved config as YAML "
-                                              "and exit (a starting point for --config).")] = False,
+    show_config: Annotated[
+        bool,
+        typer.Option(
+            "--show-config", help="Print the resolved config as YAML and exit (a starting point for --config)."
+        ),
+    ] = False,
     **options: Any,
 ) -> None:
     """Format → embed + NLL (one fused pass) → K-Means → sort → report: writes OUT/final/train.parquet.
@@ -159,8 +191,9 @@ def build_cmd(
     from tasks.locks import LockWaitTimeout
 
     def hide_run_errors(record: logging.LogRecord) -> bool:  # printed once, as the `error:` line
-        return not (record.name.startswith(("prefect.flow_runs", "prefect.task_runs"))
-                    and record.levelno >= logging.ERROR)
+        return not (
+            record.name.startswith(("prefect.flow_runs", "prefect.task_runs")) and record.levelno >= logging.ERROR
+        )
 
     # Prefect's INFO logs still reach its API/UI; the terminal shows warnings (all of it with -v).
     quiet = [] if logging.getLogger().level <= logging.DEBUG else list(logging.getLogger().handlers)
@@ -170,8 +203,10 @@ def build_cmd(
         handler.addFilter(hide_run_errors)
     with local_prefect_env(defaults.cache_dir()) as api_url:
         if api_url is None:
-            console.print("[dim]no Prefect server configured: starting a temporary local one (ephemeral mode, "
-                          "~10-20 s); run `ads server` and set PREFECT_API_URL to skip this and watch in the UI[/]")
+            console.print(
+                "[dim]no Prefect server configured: starting a temporary local one (ephemeral mode, "
+                "~10-20 s); run `ads server` and set PREFECT_API_URL to skip this and watch in the UI[/]"
+            )
         from prefect.exceptions import ParameterTypeError, TerminationSignal
 
         from flows.ads_build import ads_build
@@ -180,8 +215,16 @@ def build_cmd(
         set_progress_factory(progress_bar)
         previous_term = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the build like Ctrl-C
         try:
-            result = ads_build(source=source or None, dataset=name, out=out, format=cfg.format, score=cfg.score,
-                               cluster=cfg.cluster, report=cfg.report, run=cfg.run)
+            result = ads_build(
+                source=source or None,
+                dataset=name,
+                out=out,
+                format=cfg.format,
+                score=cfg.score,
+                cluster=cfg.cluster,
+                report=cfg.report,
+                run=cfg.run,
+            )
         except (InputError, ModelLoadError, ValueError, ParameterTypeError, StorageError, LockWaitTimeout) as exc:
             raise fail(for_cli(exc)) from None
         except (KeyboardInterrupt, TerminationSignal):  # Ctrl-C, or SIGTERM (Prefect's handler while the flow runs)
@@ -245,12 +288,14 @@ def stop_now(crashed_run: str | None = None) -> None:
             with get_client(sync_client=True) as client:
                 state = client.read_flow_run(crashed_run).state
                 if not state or not state.is_final():
-                    client.set_flow_run_state(crashed_run, Crashed(message="stopped by SIGTERM / Ctrl-C"),
-                                              force=True)
+                    client.set_flow_run_state(crashed_run, Crashed(message="stopped by SIGTERM / Ctrl-C"), force=True)
         except Exception:  # noqa: BLE001 - the server may be gone too; the next build marks it instead
             pass
-    console.print("[bold red]interrupted:[/] the build stopped and released its locks; rerun the same command "
-                  "to resume from the finished stages", highlight=False)
+    console.print(
+        "[bold red]interrupted:[/] the build stopped and released its locks; rerun the same command "
+        "to resume from the finished stages",
+        highlight=False,
+    )
     try:
         from prefect.logging.handlers import APILogWorker
 
@@ -284,7 +329,6 @@ def _exists(uri: str) -> bool:
         return True
 
 
-
 def print_build_summary(final_uri: str) -> None:
     """Cluster sizes and a difficulty histogram, as text."""
     import numpy as np
@@ -294,13 +338,14 @@ def print_build_summary(final_uri: str) -> None:
 
     df = pl.from_arrow(storage.read_parquet(final_uri, columns=["cluster_id", "difficulty", "truncated"]))
     sizes = df.group_by("cluster_id").len().sort("cluster_id")["len"].to_numpy()
-    console.print(f"[bold]{df.height}[/] rows in [bold]{len(sizes)}[/] clusters "
-                  f"(sizes min {sizes.min()}, median {int(np.median(sizes))}, max {sizes.max()}); "
-                  f"{int(df['truncated'].sum())} rows truncated at max_length")
+    console.print(
+        f"[bold]{df.height}[/] rows in [bold]{len(sizes)}[/] clusters "
+        f"(sizes min {sizes.min()}, median {int(np.median(sizes))}, max {sizes.max()}); "
+        f"{int(df['truncated'].sum())} rows truncated at max_length"
+    )
     counts, edges = np.histogram(df["difficulty"].to_numpy(), bins=10)
     width = max(counts.max(), 1)
     console.print("difficulty (token-mean NLL of the reference solution):")
     for c, lo, hi in zip(counts, edges[:-1], edges[1:], strict=True):
         console.print(f"  {lo:7.3f} - {hi:7.3f} | {'#' * int(40 * c / width):<40} {c}", highlight=False)
     console.print(f"final artifact: {final_uri}", highlight=False)
-

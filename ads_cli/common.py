@@ -42,11 +42,21 @@ def fail(message: str) -> typer.Exit:
 def progress_bar(description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
     """A bar with done/total and an ETA when the total is known; otherwise a spinner with a running count."""
     if total is not None:
-        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("eta"), TimeRemainingColumn())
+        columns = (
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+        )
     else:
-        columns = (SpinnerColumn(finished_text="[green]✓[/]"), TextColumn("[bold]{task.description}"),
-                   TextColumn("{task.fields[count]}"), TimeElapsedColumn())
+        columns = (
+            SpinnerColumn(finished_text="[green]✓[/]"),
+            TextColumn("[bold]{task.description}"),
+            TextColumn("{task.fields[count]}"),
+            TimeElapsedColumn(),
+        )
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task(description, total=total, count="")
 
@@ -57,9 +67,9 @@ def progress_bar(description: str, total: int | None = None) -> Iterator[Callabl
 
         yield advance
         if total is None:
-            progress.update(task, total=max(progress.tasks[task].completed, 1), completed=max(
-                progress.tasks[task].completed, 1))
-
+            progress.update(
+                task, total=max(progress.tasks[task].completed, 1), completed=max(progress.tasks[task].completed, 1)
+            )
 
 
 def parse_assignments(items: list[str] | None, what: str) -> dict[str, object]:
@@ -73,4 +83,3 @@ def parse_assignments(items: list[str] | None, what: str) -> dict[str, object]:
             raise fail(f"{what} {item!r} must look like KEY=VALUE")
         out[key.strip()] = yaml.safe_load(value) if value.strip() else None
     return out
-

@@ -23,8 +23,9 @@ app = typer.Typer(
 
 @app.callback()
 def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details.")] = False) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     if not verbose:  # our own bars and summaries only: no tqdm bars from Hugging Face ("Loading weights")
         os.environ.setdefault("TQDM_DISABLE", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")

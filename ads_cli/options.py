@@ -76,18 +76,42 @@ def config_parameters(sections: tuple[str, ...]) -> list[inspect.Parameter]:
             decls.append(SHORT_FLAGS[f"{section}.{name}"])
         kind = _option_type(field.annotation)
         option = typer.Option(*decls, help=_help(field), show_default=False, rich_help_panel=f"{section} options")
-        params.append(inspect.Parameter(f"{section}__{name}", inspect.Parameter.KEYWORD_ONLY, default=None,
-                                        annotation=Annotated[kind | None, option]))
+        params.append(
+            inspect.Parameter(
+                f"{section}__{name}",
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
+                annotation=Annotated[kind | None, option],
+            )
+        )
     return params
 
 
 COMMON_PARAMETERS = [
-    inspect.Parameter("config_file", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        Path | None, typer.Option("--config", help="YAML file with config sections (format:, score:, "
-                                  "cluster:, report:, run:), e.g. written from `ads build --show-config`.")]),
-    inspect.Parameter("assignments", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        list[str] | None, typer.Option("--set", help="Any option as section.field=value (YAML value), "
-                                       "repeatable, e.g. --set cluster.n_init=4.")]),
+    inspect.Parameter(
+        "config_file",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            Path | None,
+            typer.Option(
+                "--config",
+                help="YAML file with config sections (format:, score:, "
+                "cluster:, report:, run:), e.g. written from `ads build --show-config`.",
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "assignments",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            list[str] | None,
+            typer.Option(
+                "--set", help="Any option as section.field=value (YAML value), repeatable, e.g. --set cluster.n_init=4."
+            ),
+        ],
+    ),
 ]
 
 

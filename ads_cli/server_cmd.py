@@ -15,8 +15,9 @@ def register(app: typer.Typer) -> None:
 
 
 def server_cmd(
-    host: Annotated[str, typer.Option(help="Interface to listen on (keep 127.0.0.1 unless you mean to expose it).")
-                    ] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option(help="Interface to listen on (keep 127.0.0.1 unless you mean to expose it).")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port for the API and the UI.")] = 4200,
 ) -> None:
     """Start a local Prefect server with its UI, in the foreground (Ctrl-C stops it), to watch builds.
@@ -39,16 +40,22 @@ def server_cmd(
     try:
         setup.home.mkdir(parents=True, exist_ok=True)  # Prefect makes no parents: its SQLite DB would not open
     except OSError as exc:
-        console.print(f"[bold red]error:[/] cannot create PREFECT_HOME {setup.home}: {exc}", highlight=False,
-                      soft_wrap=True)
+        console.print(
+            f"[bold red]error:[/] cannot create PREFECT_HOME {setup.home}: {exc}", highlight=False, soft_wrap=True
+        )
         raise typer.Exit(code=2) from exc
-    lines = [f"ads server: Prefect UI at {setup.api_url.removesuffix('/api')}",
-             f"  PREFECT_HOME={setup.home}  ({setup.home_why})",
-             f"  UI's API URL: {setup.ui_api_url}  ({setup.ui_api_why})",
-             *(f"  {note}" for note in setup.notes),
-             f"  in another shell: export PREFECT_API_URL={setup.api_url}  then `ads build`, `prefect deploy`, "
-             "`prefect worker start` report here"]
+    lines = [
+        f"ads server: Prefect UI at {setup.api_url.removesuffix('/api')}",
+        f"  PREFECT_HOME={setup.home}  ({setup.home_why})",
+        f"  UI's API URL: {setup.ui_api_url}  ({setup.ui_api_why})",
+        *(f"  {note}" for note in setup.notes),
+        f"  in another shell: export PREFECT_API_URL={setup.api_url}  then `ads build`, `prefect deploy`, "
+        "`prefect worker start` report here",
+    ]
     console.print("\n".join(lines), highlight=False, soft_wrap=True, markup=False)
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "prefect", "server", "start", "--host", host,
-                               "--port", str(port)], setup.env)
+    os.execve(
+        sys.executable,
+        [sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(port)],
+        setup.env,
+    )

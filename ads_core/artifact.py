@@ -138,8 +138,10 @@ def check_schema(schema: pa.Schema, uri: str) -> None:
         fields = _struct_fields(schema.field("extra_info").type)
         missing = [f for f in EXTRA_INFO_FIELDS if f not in fields]
         if missing:
-            problems.append(f"extra_info lacks {missing}: the row identity reaches verl's batch only through "
-                            f"extra_info (rebuild with `ads build`)")
+            problems.append(
+                f"extra_info lacks {missing}: the row identity reaches verl's batch only through "
+                f"extra_info (rebuild with `ads build`)"
+            )
     for col in ("sample_id", "cluster_id"):
         if col in names and not pa.types.is_integer(schema.field(col).type):
             problems.append(f"column {col!r} must be an integer, got {schema.field(col).type}")
@@ -148,8 +150,10 @@ def check_schema(schema: pa.Schema, uri: str) -> None:
         if not (pa.types.is_integer(typ) or pa.types.is_floating(typ)):
             problems.append(f"column 'rank_in_cluster' must be numeric, got {typ}")
     if problems:
-        raise ArtifactError(f"{uri} is not an ADS training artifact (verl GRPO schema + sampler columns):\n  - "
-                            + "\n  - ".join(problems))
+        raise ArtifactError(
+            f"{uri} is not an ADS training artifact (verl GRPO schema + sampler columns):\n  - "
+            + "\n  - ".join(problems)
+        )
 
 
 def _check_ids(uri: str, cols: pa.Table) -> None:
@@ -161,8 +165,10 @@ def _check_ids(uri: str, cols: pa.Table) -> None:
     sid = cols.column("sample_id").to_numpy()
     uniq, counts = np.unique(sid, return_counts=True)
     if (counts > 1).any():
-        raise ArtifactError(f"{uri}: sample_id is not unique ({int((counts > 1).sum())} repeated ids, e.g. "
-                            f"{int(uniq[counts > 1][0])}); the sampler maps rollouts to rows by it")
+        raise ArtifactError(
+            f"{uri}: sample_id is not unique ({int((counts > 1).sum())} repeated ids, e.g. "
+            f"{int(uniq[counts > 1][0])}); the sampler maps rollouts to rows by it"
+        )
     info = cols.column("extra_info").combine_chunks()
     if not np.array_equal(info.field("sample_id").to_numpy(zero_copy_only=False), sid):
         raise ArtifactError(f"{uri}: extra_info.sample_id differs from sample_id")
@@ -194,9 +200,16 @@ def validate_artifact(uri: str, sampler_cfg: ADSSamplerConfig | None = None) -> 
     except ValueError as exc:
         raise ArtifactError(f"{uri}: the ADS sampler rejects the cluster columns: {exc}") from None
     sizes = sampler.sizes
-    return ArtifactInfo(uri=uri, rows=cols.num_rows, clusters=int(sampler.n_clusters),
-                        cluster_size_min=int(sizes.min()), cluster_size_median=float(np.median(sizes)),
-                        cluster_size_max=int(sizes.max()), manifest=read_manifest(uri), out_root=out_root_of(uri))
+    return ArtifactInfo(
+        uri=uri,
+        rows=cols.num_rows,
+        clusters=int(sampler.n_clusters),
+        cluster_size_min=int(sizes.min()),
+        cluster_size_median=float(np.median(sizes)),
+        cluster_size_max=int(sizes.max()),
+        manifest=read_manifest(uri),
+        out_root=out_root_of(uri),
+    )
 
 
 def dataset_of(uri: str, manifest: dict[str, Any] | None = None) -> str:

@@ -48,8 +48,13 @@ def stage_uris(out: str) -> dict[str, str]:
     return {name: storage.join(out, *rel.split("/")) for name, rel in ARTIFACTS.items() if "{" not in rel}
 
 
-def build(source: str | None, out: str, cfg: BuildConfig | None = None,
-          progress: ProgressFactory | None = None, reuse: bool = True) -> BuildResult:
+def build(
+    source: str | None,
+    out: str,
+    cfg: BuildConfig | None = None,
+    progress: ProgressFactory | None = None,
+    reuse: bool = True,
+) -> BuildResult:
     """Run every stage in order; with `reuse`, a stage whose manifest in OUT records the same stage key
     (same version, config and input content) and whose outputs are intact is not run again."""
     ctx = BuildContext(source=source or defaults.sample_path(), out=out, config=cfg or BuildConfig())

@@ -45,16 +45,33 @@ from ads_core.config import ClusterConfig
 from ads_core.kmeans import KMEANS_BACKENDS, assign, available_backends, best_init, get_backend, run_backend
 from ads_core.pca import PCAModel, fit_pca, l2_normalize, row_scales
 
-__all__ = ["KMEANS_BACKENDS", "ClusterConfig", "Clustering", "PreviousClustering", "available_backends",
-           "cluster_embeddings", "cluster_stage", "effective_k", "fit_pca", "get_backend", "load_previous",
-           "row_scales", "silhouette"]
+__all__ = [
+    "KMEANS_BACKENDS",
+    "ClusterConfig",
+    "Clustering",
+    "PreviousClustering",
+    "available_backends",
+    "cluster_embeddings",
+    "cluster_stage",
+    "effective_k",
+    "fit_pca",
+    "get_backend",
+    "load_previous",
+    "row_scales",
+    "silhouette",
+]
 
 log = logging.getLogger("ads.cluster")
 
 STAGE = "cluster"
 VERSION = "2"  # bump by hand when the clustering changes for the same input (it is in the cache key)
-_FILES = {"assignments": "assignments.parquet", "centroids": "centroids.npy", "pca_mean": "pca_mean.npy",
-          "pca_components": "pca_components.npy", "stats": "stats.json"}
+_FILES = {
+    "assignments": "assignments.parquet",
+    "centroids": "centroids.npy",
+    "pca_mean": "pca_mean.npy",
+    "pca_components": "pca_components.npy",
+    "stats": "stats.json",
+}
 _SNAPSHOT = "previous"  # OUT/clusters/previous/: the input state of an in-place refresh, kept until the next one
 
 
@@ -65,8 +82,13 @@ def effective_k(n: int, cfg: ClusterConfig) -> int:
     if cfg.num_clusters < 1:
         raise ValueError("num_clusters must be >= 1")
     if cfg.num_clusters > limit:
-        log.warning("%d clusters is too many for %d rows; using %d (at least %d rows per cluster on average)",
-                    cfg.num_clusters, n, limit, cfg.min_cluster_rows)
+        log.warning(
+            "%d clusters is too many for %d rows; using %d (at least %d rows per cluster on average)",
+            cfg.num_clusters,
+            n,
+            limit,
+            cfg.min_cluster_rows,
+        )
         return limit
     return cfg.num_clusters
 
@@ -107,8 +129,9 @@ class PreviousClustering:
         return l2_normalize(x, scales) if scales is not None else x.copy()
 
 
-def cluster_embeddings(embeddings: np.ndarray, cfg: ClusterConfig,
-                       previous: PreviousClustering | None = None) -> Clustering:
+def cluster_embeddings(
+    embeddings: np.ndarray, cfg: ClusterConfig, previous: PreviousClustering | None = None
+) -> Clustering:
     """The whole cluster computation on an in-memory matrix (the stage wraps it with I/O); with `previous`,
     ids carry over from it (warm start or refit + matching, module docstring)."""
     x = np.ascontiguousarray(embeddings, dtype=np.float32)
@@ -145,29 +168,41 @@ def cluster_embeddings(embeddings: np.ndarray, cfg: ClusterConfig,
 def _refresh_info(previous: PreviousClustering, cfg: ClusterConfig) -> dict[str, Any]:
     common = int((previous.labels >= 0).sum())
     n = len(previous.labels)
-    return {"rows_new": n - common, "rows_common": common, "rows_removed": previous.rows - common,
-            "new_share": (n - common) / n, "refit_requested": cfg.refit, "refit_new_share": cfg.refit_new_share,
-            "refit_inertia_change": cfg.refit_inertia_change}
+    return {
+        "rows_new": n - common,
+        "rows_common": common,
+        "rows_removed": previous.rows - common,
+        "new_share": (n - common) / n,
+        "refit_requested": cfg.refit,
+        "refit_new_share": cfg.refit_new_share,
+        "refit_inertia_change": cfg.refit_inertia_change,
+    }
 
 
-def _refit_reason(previous: PreviousClustering, cfg: ClusterConfig, k: int, shape: tuple[int, int],
-                  info: dict[str, Any]) -> str | None:
+def _refit_reason(
+    previous: PreviousClustering, cfg: ClusterConfig, k: int, shape: tuple[int, int], info: dict[str, Any]
+) -> str | None:
     """Why the previous centroids cannot simply be continued from, or None when they can."""
     n, d = shape
     uses_pca = bool(cfg.pca_dim and cfg.pca_dim < d)
     dim = min(d, max(2, min(cfg.pca_dim, n - 1))) if uses_pca else d
     if cfg.refit:
         return "refit requested"
-    if cfg.normalize != previous.normalize or uses_pca != (previous.pca is not None) \
-            or dim != previous.centroids.shape[1]:
+    if (
+        cfg.normalize != previous.normalize
+        or uses_pca != (previous.pca is not None)
+        or dim != previous.centroids.shape[1]
+    ):
         return "the feature space changed (normalize or pca_dim)"
     if k != len(previous.centroids):
         return f"K changed ({len(previous.centroids)} -> {k})"
     if info["new_share"] > cfg.refit_new_share:
         return f"{info['new_share']:.1%} of the rows are new (refit_new_share {cfg.refit_new_share:g})"
     if info["inertia_change"] > cfg.refit_inertia_change:
-        return (f"the mean squared distance to the centroids changed by {info['inertia_change']:.1%} "
-                f"(refit_inertia_change {cfg.refit_inertia_change:g})")
+        return (
+            f"the mean squared distance to the centroids changed by {info['inertia_change']:.1%} "
+            f"(refit_inertia_change {cfg.refit_inertia_change:g})"
+        )
     return None
 
 
@@ -175,9 +210,12 @@ def _with_kept_share(result: Clustering, previous: PreviousClustering) -> Cluste
     both = previous.labels >= 0
     kept = float((result.labels[both] == previous.labels[both]).mean()) if both.any() else None
     result.refresh["kept_id_share"] = kept
-    log.info("cluster ids: %s (%s); %s of the rows present before and after kept their id",
-             result.refresh["path"], result.refresh.get("reason", "data moved little"),
-             "n/a" if kept is None else f"{kept:.1%}")
+    log.info(
+        "cluster ids: %s (%s); %s of the rows present before and after kept their id",
+        result.refresh["path"],
+        result.refresh.get("reason", "data moved little"),
+        "n/a" if kept is None else f"{kept:.1%}",
+    )
     return result
 
 
@@ -205,18 +243,31 @@ def _fit(x: np.ndarray, scales: np.ndarray | None, k: int, cfg: ClusterConfig, i
     _, d2 = assign(x, centroids)
     clock.lap("labels")
     log.debug("cluster_embeddings %d x %d, K=%d: %s", shape[0], shape[1], k, clock)
-    return Clustering(labels, np.sqrt(d2), centroids, x, result.inertia, result.iterations, result.backend, k,
-                      variance, model, info)
+    return Clustering(
+        labels, np.sqrt(d2), centroids, x, result.inertia, result.iterations, result.backend, k, variance, model, info
+    )
 
 
-def _warm_start(feats: np.ndarray, previous: PreviousClustering, cfg: ClusterConfig,
-                info: dict[str, Any]) -> Clustering:
+def _warm_start(
+    feats: np.ndarray, previous: PreviousClustering, cfg: ClusterConfig, info: dict[str, Any]
+) -> Clustering:
     """Lloyd from the previous centroids in the previous space: cluster i stays cluster i."""
     backend = get_backend(cfg.backend, dim=feats.shape[1])
     result = run_backend(backend, feats, previous.centroids, cfg.max_iter, cfg.tol)
     _, d2 = assign(feats, result.centroids)
-    return Clustering(result.labels, np.sqrt(d2), result.centroids, feats, result.inertia, result.iterations,
-                      result.backend, len(result.centroids), previous.pca_variance, previous.pca, info)
+    return Clustering(
+        result.labels,
+        np.sqrt(d2),
+        result.centroids,
+        feats,
+        result.inertia,
+        result.iterations,
+        result.backend,
+        len(result.centroids),
+        previous.pca_variance,
+        previous.pca,
+        info,
+    )
 
 
 class _Clock:
@@ -279,12 +330,15 @@ def load_previous(directory: str, sample_ids: pa.Array | pa.ChunkedArray) -> tup
     k, p, d = int(stats["k"]), int(stats["feature_dim"]), int(stats["embedding_dim"])
     centroids = pca.load_npy(uri["centroids"])
     if centroids.shape != (k, p) or not np.isfinite(centroids).all():
-        raise ValueError(f"{uri['centroids']}: expected finite centroids of shape {(k, p)} (stats.json), got "
-                         f"{centroids.shape}")
+        raise ValueError(
+            f"{uri['centroids']}: expected finite centroids of shape {(k, p)} (stats.json), got {centroids.shape}"
+        )
     model = pca.load_pca(uri["pca_mean"], uri["pca_components"]) if stats["pca"] else None
     if (model.components.shape != (p, d)) if model is not None else p != d:
-        raise ValueError(f"{uri['pca_components' if model else 'stats']}: the projection does not map {d} -> {p} "
-                         "dims (embedding_dim -> feature_dim in stats.json)")
+        raise ValueError(
+            f"{uri['pca_components' if model else 'stats']}: the projection does not map {d} -> {p} "
+            "dims (embedding_dim -> feature_dim in stats.json)"
+        )
     table = storage.read_parquet(uri["assignments"], columns=["sample_id", "cluster_id"])
     ids = table.column("cluster_id").to_numpy().astype(np.int64)
     if len(ids) != int(stats["n"]) or (len(ids) and (ids.min() < 0 or ids.max() >= k)):
@@ -295,16 +349,25 @@ def load_previous(directory: str, sample_ids: pa.Array | pa.ChunkedArray) -> tup
     try:
         where = pc.index_in(sample_ids, value_set=prev_ids.combine_chunks())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-        raise ValueError(f"{uri['assignments']}: its sample_id ({prev_ids.type}) cannot be matched to this "
-                         f"build's ({sample_ids.type}): {exc}") from exc
+        raise ValueError(
+            f"{uri['assignments']}: its sample_id ({prev_ids.type}) cannot be matched to this "
+            f"build's ({sample_ids.type}): {exc}"
+        ) from exc
     where = pc.fill_null(where, -1).to_numpy()
     found = where >= 0
     labels = np.full(len(where), -1, dtype=np.int32)
     labels[found] = ids[where[found]]
     rows = max(int(stats["n"]), 1)
-    return PreviousClustering(centroids.astype(np.float32), model, bool(stats["normalize"]),
-                              float(stats["inertia"]) / rows, labels, d, int(stats["n"]),
-                              stats.get("pca_explained_variance")), directory
+    return PreviousClustering(
+        centroids.astype(np.float32),
+        model,
+        bool(stats["normalize"]),
+        float(stats["inertia"]) / rows,
+        labels,
+        d,
+        int(stats["n"]),
+        stats.get("pca_explained_variance"),
+    ), directory
 
 
 def _verified_state(directory: str) -> dict[str, Any] | str:
@@ -370,13 +433,18 @@ def cluster_stage(scores_uri: str, out_uri: str, cfg: ClusterConfig, previous_di
     sizes = np.bincount(result.labels, minlength=result.k)
     uri = {name: storage.join(directory, file) for name, file in _FILES.items()}
     feats = result.features
-    storage.write_parquet(uri["assignments"], pa.table({
-        "sample_id": table.column("sample_id"),
-        "cluster_id": pa.array(result.labels, pa.int32()),
-        "distance_to_centroid": pa.array(result.distances, pa.float32()),
-        "pc1": pa.array(feats[:, 0], pa.float32()),
-        "pc2": pa.array(feats[:, 1] if feats.shape[1] > 1 else np.zeros(len(feats)), pa.float32()),
-    }))
+    storage.write_parquet(
+        uri["assignments"],
+        pa.table(
+            {
+                "sample_id": table.column("sample_id"),
+                "cluster_id": pa.array(result.labels, pa.int32()),
+                "distance_to_centroid": pa.array(result.distances, pa.float32()),
+                "pc1": pa.array(feats[:, 0], pa.float32()),
+                "pc2": pa.array(feats[:, 1] if feats.shape[1] > 1 else np.zeros(len(feats)), pa.float32()),
+            }
+        ),
+    )
     pca.save_npy(uri["centroids"], result.centroids)
     written = ["assignments", "centroids"]
     if result.pca is not None:
@@ -385,13 +453,22 @@ def cluster_stage(scores_uri: str, out_uri: str, cfg: ClusterConfig, previous_di
     else:
         _remove_stale(uri["pca_mean"], uri["pca_components"])
     stats = {
-        "n": int(len(result.labels)), "k_requested": cfg.num_clusters, "k": result.k,
-        "embedding_dim": int(embeddings.shape[1]), "feature_dim": int(feats.shape[1]), "normalize": cfg.normalize,
-        "pca": result.pca is not None, "pca_explained_variance": result.pca_variance,
-        "inertia": result.inertia, "iterations": result.iterations, "backend": result.backend,
+        "n": int(len(result.labels)),
+        "k_requested": cfg.num_clusters,
+        "k": result.k,
+        "embedding_dim": int(embeddings.shape[1]),
+        "feature_dim": int(feats.shape[1]),
+        "normalize": cfg.normalize,
+        "pca": result.pca is not None,
+        "pca_explained_variance": result.pca_variance,
+        "inertia": result.inertia,
+        "iterations": result.iterations,
+        "backend": result.backend,
         "silhouette_sample": silhouette(feats, result.labels, cfg.silhouette_sample, cfg.seed),
         "sizes": {str(i): int(s) for i, s in enumerate(sizes)},
-        "size_min": int(sizes.min()), "size_max": int(sizes.max()), "size_mean": float(sizes.mean()),
+        "size_min": int(sizes.min()),
+        "size_max": int(sizes.max()),
+        "size_mean": float(sizes.mean()),
         "refresh": result.refresh,
     }
     storage.write_json(uri["stats"], stats)
@@ -405,8 +482,10 @@ def cluster_stage(scores_uri: str, out_uri: str, cfg: ClusterConfig, previous_di
         config=mf.config_dict(cfg),
         code_version=mf.version_of(STAGE, VERSION),
         counts={"rows": int(len(result.labels)), "clusters": result.k},
-        extra={**{k: stats[k] for k in ("inertia", "silhouette_sample", "backend", "size_min", "size_max")},
-               "refresh": result.refresh},
+        extra={
+            **{k: stats[k] for k in ("inertia", "silhouette_sample", "backend", "size_min", "size_max")},
+            "refresh": result.refresh,
+        },
     )
     mf.write(directory, manifest)
     return manifest

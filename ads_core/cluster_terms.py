@@ -19,11 +19,35 @@ import polars as pl
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 # LaTeX commands that name a topic: kept as the word (\sin -> sin). Every other command is dropped.
-TOPIC_COMMANDS = ("sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "log", "ln", "sqrt",
-                  "binom", "pi", "angle", "triangle", "int", "lim", "det", "gcd", "lcm", "pmod", "infty")
+TOPIC_COMMANDS = (
+    "sin",
+    "cos",
+    "tan",
+    "cot",
+    "sec",
+    "csc",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "log",
+    "ln",
+    "sqrt",
+    "binom",
+    "pi",
+    "angle",
+    "triangle",
+    "int",
+    "lim",
+    "det",
+    "gcd",
+    "lcm",
+    "pmod",
+    "infty",
+)
 
 # Words of the question templates and of LaTeX, not of a topic.
-MATH_STOP_WORDS = frozenset("""
+MATH_STOP_WORDS = frozenset(
+    """
     find compute value values determine calculate evaluate express expressed answer answers simplify simplified
     solve solution solutions given let suppose assume number numbers many much total result equal equals
     following form write written enter example exactly possible real positive negative integer integers
@@ -36,7 +60,8 @@ MATH_STOP_WORDS = frozenset("""
     use using used need needs show shown does did make makes made get gets got like just also each every
     would could should might must shall will can cannot may one two three four five six seven eight nine ten
     first second third half twice per ll ve re don doesn isn aren wasn weren didn th rd nd st
-""".split())
+""".split()
+)
 STOP_WORDS = frozenset(ENGLISH_STOP_WORDS) | MATH_STOP_WORDS
 
 _ASY = r"(?s)\[asy\].*?\[/asy\]|\\(?:begin|end)\{[a-z*]+\}(?:\{[^{}]*\})?"  # drawings; environments
@@ -55,17 +80,26 @@ def _words(text: pl.Expr) -> pl.Expr:
     text = text.fill_null("").str.to_lowercase().str.replace_all(_ASY, " ").str.replace_all(_MONEY, " ${1} ${2}")
     math_words = text.str.extract_all(_MATH).list.join(" ").str.extract_all(_MATH_WORDS).list.join(" ")
     text = pl.concat_str([text.str.replace_all(_MATH, " "), math_words], separator=" ")
-    return (text.str.replace_all(_TOPIC, " ${1} ").str.replace_all(_COMMAND, " ")
-            .str.replace_all(_DIGITS, " ").str.extract_all(r"[a-z]{2,}"))
+    return (
+        text.str.replace_all(_TOPIC, " ${1} ")
+        .str.replace_all(_COMMAND, " ")
+        .str.replace_all(_DIGITS, " ")
+        .str.extract_all(r"[a-z]{2,}")
+    )
 
 
 def tokens(frame: pl.DataFrame) -> pl.DataFrame:
     """One row per (row, cluster_id, term) occurrence of a content word in `frame`'s question column."""
     words = _words(pl.col("question"))
-    out = (frame.lazy().with_row_index("row").select("row", "cluster_id", words.alias("term"))
-           .explode("term").drop_nulls("term")
-           .filter(~pl.col("term").is_in(sorted(STOP_WORDS)))
-           .with_columns(pl.col("term").replace({"pmod": "mod"})))
+    out = (
+        frame.lazy()
+        .with_row_index("row")
+        .select("row", "cluster_id", words.alias("term"))
+        .explode("term")
+        .drop_nulls("term")
+        .filter(~pl.col("term").is_in(sorted(STOP_WORDS)))
+        .with_columns(pl.col("term").replace({"pmod": "mod"}))
+    )
     return out.collect()
 
 
@@ -85,18 +119,27 @@ def class_tfidf(frame: pl.DataFrame, top_n: int = 8, min_rows: int = 2) -> dict[
         return top
     words_per_cluster = counts.group_by("cluster_id").agg(pl.col("n").sum().alias("words"))
     average = words_per_cluster["words"].sum() / len(clusters)  # clusters without words count as 0 words
-    scored = (counts.join(words_per_cluster, on="cluster_id")
-              .with_columns(pl.col("n").sum().over("term").alias("f_t"))
-              .with_columns((pl.col("n") / pl.col("words") * (1 + average / pl.col("f_t")).log()).alias("score"))
-              .sort(["cluster_id", "score", "term"], descending=[False, True, False])
-              .group_by("cluster_id", maintain_order=True).head(top_n))
+    scored = (
+        counts.join(words_per_cluster, on="cluster_id")
+        .with_columns(pl.col("n").sum().over("term").alias("f_t"))
+        .with_columns((pl.col("n") / pl.col("words") * (1 + average / pl.col("f_t")).log()).alias("score"))
+        .sort(["cluster_id", "score", "term"], descending=[False, True, False])
+        .group_by("cluster_id", maintain_order=True)
+        .head(top_n)
+    )
     for row in scored.iter_rows(named=True):
         top[int(row["cluster_id"])].append({"term": row["term"], "score": round(float(row["score"]), 6)})
     return top
 
 
-def render_terms_grid(terms: dict[int, list[dict[str, Any]]], sizes: dict[int, int], medians: dict[int, float],
-                      colors: dict[int, Any], title: str, max_clusters: int) -> bytes:
+def render_terms_grid(
+    terms: dict[int, list[dict[str, Any]]],
+    sizes: dict[int, int],
+    medians: dict[int, float],
+    colors: dict[int, Any],
+    title: str,
+    max_clusters: int,
+) -> bytes:
     """PNG: one cell per cluster (the largest `max_clusters`), its top terms as bars scaled to its best term."""
     import matplotlib
 
@@ -118,16 +161,30 @@ def render_terms_grid(terms: dict[int, list[dict[str, Any]]], sizes: dict[int, i
         title_h, line_h = 0.32 / cell_h, 0.2 / cell_h
         for i, cid in enumerate(shown):
             left, top = i % ncols + 0.04, i // ncols
-            ax.text(left, top + title_h * 0.55, f"cluster {cid} · {sizes.get(cid, 0)} rows · "
-                    f"median {medians.get(cid, float('nan')):.2f}", fontsize=8, fontweight="bold", va="center")
+            ax.text(
+                left,
+                top + title_h * 0.55,
+                f"cluster {cid} · {sizes.get(cid, 0)} rows · median {medians.get(cid, float('nan')):.2f}",
+                fontsize=8,
+                fontweight="bold",
+                va="center",
+            )
             words = terms[cid]
             if not words:
-                ax.text(left + 0.02, top + title_h + line_h * 0.5, "(no terms)", fontsize=8, va="center",
-                        color="#777777")
+                ax.text(
+                    left + 0.02, top + title_h + line_h * 0.5, "(no terms)", fontsize=8, va="center", color="#777777"
+                )
             best = max((w["score"] for w in words), default=1.0) or 1.0
             ys = [top + title_h + line_h * (j + 0.5) for j in range(len(words))]
-            ax.barh(ys, [0.9 * w["score"] / best for w in words], left=left, height=line_h * 0.8,
-                    color=colors.get(cid, "#3b6ea8"), alpha=0.6, linewidth=0)
+            ax.barh(
+                ys,
+                [0.9 * w["score"] / best for w in words],
+                left=left,
+                height=line_h * 0.8,
+                color=colors.get(cid, "#3b6ea8"),
+                alpha=0.6,
+                linewidth=0,
+            )
             for y, w in zip(ys, words, strict=True):
                 ax.text(left + 0.02, y, w["term"], fontsize=8, va="center")
         fig.suptitle(title, fontsize=11)

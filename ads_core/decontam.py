@@ -58,7 +58,7 @@ def ngram_words(text: str) -> list[str]:
 
 
 def ngrams(words: list[str], n: int = NGRAM) -> set[str]:
-    return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
+    return {" ".join(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
 def questions(table: pa.Table) -> list[str]:
@@ -86,8 +86,9 @@ class _Eval:
     grams: int
 
 
-def _index(evals: Mapping[str, list[str]], boilerplate_eval: int
-           ) -> tuple[dict[str, dict[str, _Eval]], dict[str, list[_Eval]], set[int]]:
+def _index(
+    evals: Mapping[str, list[str]], boilerplate_eval: int
+) -> tuple[dict[str, dict[str, _Eval]], dict[str, list[_Eval]], set[int]]:
     """Exact questions per set, n-gram -> eval questions (boilerplate removed), and the short n-gram lengths."""
     exact: dict[str, dict[str, _Eval]] = {}
     grams: defaultdict[str, list[_Eval]] = defaultdict(list)
@@ -137,8 +138,9 @@ def _cut(text: str) -> str:
     return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS] + "…"
 
 
-def _best(shared: Counter[tuple[str, int]], by_id: dict[tuple[str, int], _Eval], min_overlap: float
-          ) -> tuple[_Eval, int] | None:
+def _best(
+    shared: Counter[tuple[str, int]], by_id: dict[tuple[str, int], _Eval], min_overlap: float
+) -> tuple[_Eval, int] | None:
     """The eval question a training row overlaps most (by share of its n-grams), if enough."""
     enough = [(by_id[k], c) for k, c in shared.items() if c / max(1, by_id[k].grams) >= min_overlap]
     if not enough:
@@ -146,10 +148,18 @@ def _best(shared: Counter[tuple[str, int]], by_id: dict[tuple[str, int], _Eval],
     return max(enough, key=lambda ec: (ec[1] / max(1, ec[0].grams), ec[1], -ec[0].row))
 
 
-def decontaminate(train_uri: str, eval_uris: Mapping[str, str], drop_to: str | None = None,
-                  max_examples: int = 10, *, max_hits: int = 100, min_overlap: float = MIN_OVERLAP,
-                  boilerplate_eval: int = BOILERPLATE_EVAL, boilerplate_train: int = BOILERPLATE_TRAIN,
-                  rejects_to: str | None = None) -> Decontamination:
+def decontaminate(
+    train_uri: str,
+    eval_uris: Mapping[str, str],
+    drop_to: str | None = None,
+    max_examples: int = 10,
+    *,
+    max_hits: int = 100,
+    min_overlap: float = MIN_OVERLAP,
+    boilerplate_eval: int = BOILERPLATE_EVAL,
+    boilerplate_train: int = BOILERPLATE_TRAIN,
+    rejects_to: str | None = None,
+) -> Decontamination:
     """Training rows that match an eval set exactly or by 13-gram overlap; each set's hits list both texts.
 
     With ``drop_to``, also write the training set without those rows there (same schema), and the
@@ -197,12 +207,26 @@ def decontaminate(train_uri: str, eval_uris: Mapping[str, str], drop_to: str | N
     return _report(train, train_uri, train_q, evals, found, drop_to, rejects_to, max_examples, max_hits)
 
 
-def _report(train: pa.Table, train_uri: str, train_q: list[str], evals: Mapping[str, list[str]],
-            found: dict[int, dict[str, tuple[str, _Eval, int]]], drop_to: str | None, rejects_to: str | None,
-            max_examples: int, max_hits: int) -> Decontamination:
-    report = Decontamination(train_uri=train_uri, train_rows=train.num_rows, matches=dict.fromkeys(evals, 0),
-                             rows=sorted(i for i, f in found.items() if f), examples=[],
-                             methods={k: {"exact": 0, "ngram": 0} for k in evals}, hits={k: [] for k in evals})
+def _report(
+    train: pa.Table,
+    train_uri: str,
+    train_q: list[str],
+    evals: Mapping[str, list[str]],
+    found: dict[int, dict[str, tuple[str, _Eval, int]]],
+    drop_to: str | None,
+    rejects_to: str | None,
+    max_examples: int,
+    max_hits: int,
+) -> Decontamination:
+    report = Decontamination(
+        train_uri=train_uri,
+        train_rows=train.num_rows,
+        matches=dict.fromkeys(evals, 0),
+        rows=sorted(i for i, f in found.items() if f),
+        examples=[],
+        methods={k: {"exact": 0, "ngram": 0} for k in evals},
+        hits={k: [] for k in evals},
+    )
     reasons: dict[int, str] = {}
     for i in report.rows:
         for name in evals:
@@ -214,13 +238,21 @@ def _report(train: pa.Table, train_uri: str, train_q: list[str], evals: Mapping[
             how = "exactly" if method == "exact" else f"by {shared} of its {ev.grams} word {NGRAM}-grams"
             reasons.setdefault(i, f"row {i}: matches {name} row {ev.row} {how}")
             if len(report.hits[name]) < max_hits:
-                report.hits[name].append({
-                    "row": i, "eval_row": ev.row, "method": method, "shared_ngrams": shared,
-                    "overlap": round(shared / max(1, ev.grams), 3),
-                    "train_text": _cut(train_q[i]), "eval_text": _cut(ev.text)})
+                report.hits[name].append(
+                    {
+                        "row": i,
+                        "eval_row": ev.row,
+                        "method": method,
+                        "shared_ngrams": shared,
+                        "overlap": round(shared / max(1, ev.grams), 3),
+                        "train_text": _cut(train_q[i]),
+                        "eval_text": _cut(ev.text),
+                    }
+                )
             if len(report.examples) < max_examples:
-                report.examples.append({"row": i, "eval_set": name, "method": method,
-                                        "question": normalize_question(train_q[i])[:200]})
+                report.examples.append(
+                    {"row": i, "eval_set": name, "method": method, "question": normalize_question(train_q[i])[:200]}
+                )
     if drop_to is not None:
         mask = pa.array([i not in reasons for i in range(train.num_rows)])
         storage.write_parquet(drop_to, pc.filter(train, mask) if reasons else train)
@@ -235,9 +267,18 @@ def _rejects(train: pa.Table, train_uri: str, reasons: dict[int, str]) -> pa.Tab
     rows = sorted(reasons)
     taken = train.take(pa.array(rows, pa.int64())).to_pylist() if rows else []
     return pa.Table.from_pylist(
-        [{"source_file": train_uri, "source_row": i, "reason": REASON, "message": reasons[i],
-          "raw": json.dumps(row, ensure_ascii=False, default=str)} for i, row in zip(rows, taken, strict=True)],
-        schema=REJECTS_SCHEMA)
+        [
+            {
+                "source_file": train_uri,
+                "source_row": i,
+                "reason": REASON,
+                "message": reasons[i],
+                "raw": json.dumps(row, ensure_ascii=False, default=str),
+            }
+            for i, row in zip(rows, taken, strict=True)
+        ],
+        schema=REJECTS_SCHEMA,
+    )
 
 
 def add_to_report(final_uri: str, report_dir: str, manifest: Any) -> Any:

@@ -18,5 +18,6 @@ def sample_path() -> str:
 def cache_dir() -> Path:
     """Where generated artifacts such as the tiny default model live (ADS_CACHE_DIR overrides)."""
     root = os.environ.get("ADS_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ads-pipeline")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ads-pipeline"
+    )
     return Path(root)

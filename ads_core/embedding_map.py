@@ -71,8 +71,15 @@ def tsne_map(embeddings: np.ndarray, perplexity: float, iterations: int, seed: i
         if n < 5 or dims < 2:
             return _pad2(features), "PCA"
         metric = "cosine" if np.all(np.linalg.norm(features, axis=1) > 1e-9) else "euclidean"
-        tsne = TSNE(n_components=2, perplexity=min(perplexity, (n - 1) / 3), max_iter=iterations, metric=metric,
-                    init="pca", learning_rate="auto", random_state=seed)
+        tsne = TSNE(
+            n_components=2,
+            perplexity=min(perplexity, (n - 1) / 3),
+            max_iter=iterations,
+            metric=metric,
+            init="pca",
+            learning_rate="auto",
+            random_state=seed,
+        )
         return tsne.fit_transform(features.astype(np.float32)), "t-SNE"
 
 

@@ -78,8 +78,9 @@ class EvalSet:
     rejects_by_reason: dict[str, int] = field(default_factory=dict)
 
 
-def resolve_sources(sources: Mapping[str, str] | None = None, names: Sequence[str] | None = None,
-                    data_dir: str | Path | None = None) -> dict[str, str]:
+def resolve_sources(
+    sources: Mapping[str, str] | None = None, names: Sequence[str] | None = None, data_dir: str | Path | None = None
+) -> dict[str, str]:
     """name -> source path: explicit ``sources`` win, the rest of ``names`` come from the data directory."""
     explicit = dict(sources or {})
     wanted = list(names) if names is not None else ([] if explicit else list(EVAL_SETS))
@@ -102,8 +103,13 @@ def resolve_sources(sources: Mapping[str, str] | None = None, names: Sequence[st
     return out
 
 
-def write_eval_sets(out: str, sources: Mapping[str, str] | None = None, names: Sequence[str] | None = None,
-                    data_dir: str | Path | None = None, template: str | None = None) -> dict[str, EvalSet]:
+def write_eval_sets(
+    out: str,
+    sources: Mapping[str, str] | None = None,
+    names: Sequence[str] | None = None,
+    data_dir: str | Path | None = None,
+    template: str | None = None,
+) -> dict[str, EvalSet]:
     """Format each eval set into ``OUT/eval/<name>.parquet`` (verl schema) and write ``OUT/eval/manifest.json``.
 
     ``template`` defaults to the training set's template (OUT/formatted/manifest.json), else ``ads_think``,
@@ -118,16 +124,26 @@ def write_eval_sets(out: str, sources: Mapping[str, str] | None = None, names: S
             manifest = format_dataset(source, work, FormatConfig(name=name, split="test", template_text=template))
             table = storage.read_parquet(manifest.output_uri("train"))
             # one data_source per set: verl groups its validation metrics by it
-            table = table.set_column(table.schema.get_field_index("data_source"), "data_source",
-                                     pa.array([name] * table.num_rows, pa.string()))
+            table = table.set_column(
+                table.schema.get_field_index("data_source"),
+                "data_source",
+                pa.array([name] * table.num_rows, pa.string()),
+            )
             uri = eval_uri(out, name)
             storage.write_parquet(uri, table)
             counts = manifest.counts
-            results[name] = EvalSet(name=name, source=source, uri=uri, rows=table.num_rows,
-                                    rejected=counts["rows_rejected"],
-                                    rejects_by_reason=dict(counts["rejects_by_reason"]))
-    storage.write_json(storage.join(eval_dir(out), "manifest.json"),
-                       {"template_string": template, "sets": {k: asdict(v) for k, v in results.items()}})
+            results[name] = EvalSet(
+                name=name,
+                source=source,
+                uri=uri,
+                rows=table.num_rows,
+                rejected=counts["rows_rejected"],
+                rejects_by_reason=dict(counts["rejects_by_reason"]),
+            )
+    storage.write_json(
+        storage.join(eval_dir(out), "manifest.json"),
+        {"template_string": template, "sets": {k: asdict(v) for k, v in results.items()}},
+    )
     return results
 
 
@@ -146,5 +162,16 @@ def existing_eval_sets(out: str) -> dict[str, str]:
 
 
 # decontamination lives in ads_core.decontam (exact + 13-gram); these names stay importable from here
-__all__ = ["EVAL_SETS", "EvalSet", "Decontamination", "decontaminate", "default_data_dir", "packaged_data_dir",
-           "write_eval_sets", "existing_eval_sets", "resolve_sources", "eval_dir", "eval_uri"]
+__all__ = [
+    "EVAL_SETS",
+    "EvalSet",
+    "Decontamination",
+    "decontaminate",
+    "default_data_dir",
+    "packaged_data_dir",
+    "write_eval_sets",
+    "existing_eval_sets",
+    "resolve_sources",
+    "eval_dir",
+    "eval_uri",
+]

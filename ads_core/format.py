@@ -36,16 +36,30 @@ from ads_core.readers import InputError, RawRow
 from ads_core.text import clean_instruction, last_boxed, normalize_question, sample_id_of
 
 __all__ = [
-    "FormatConfig", "format_dataset", "read_formatted", "dataset_name", "TEMPLATES", "REJECT_REASONS",
-    "OUTPUT_SCHEMA", "REJECTS_SCHEMA", "normalize_question", "sample_id_of", "last_boxed", "clean_instruction",
-    "Layout", "detect_layout", "Converted", "Reject", "convert_row", "InputError",
+    "FormatConfig",
+    "format_dataset",
+    "read_formatted",
+    "dataset_name",
+    "TEMPLATES",
+    "REJECT_REASONS",
+    "OUTPUT_SCHEMA",
+    "REJECTS_SCHEMA",
+    "normalize_question",
+    "sample_id_of",
+    "last_boxed",
+    "clean_instruction",
+    "Layout",
+    "detect_layout",
+    "Converted",
+    "Reject",
+    "convert_row",
+    "InputError",
 ]
 
 log = logging.getLogger("ads.format")
 
 STAGE = "format"
 VERSION = "2"  # bump by hand when the formatted rows change for the same input (it is in the cache key)
-
 
 
 @dataclass
@@ -62,8 +76,11 @@ class FormatSummary:
 
 def _source_meta(row: dict[str, Any], layout: Layout, folder: str | None) -> str | None:
     skip = layout.used() | {"extra_info", "reward_model", "prompt"}
-    meta = {k: v for k, v in row.items() if k not in skip and isinstance(v, (str, int, float, bool))
-            and not (isinstance(v, str) and len(v) > 500)}
+    meta = {
+        k: v
+        for k, v in row.items()
+        if k not in skip and isinstance(v, (str, int, float, bool)) and not (isinstance(v, str) and len(v) > 500)
+    }
     if folder and "folder" not in meta:
         meta["folder"] = folder  # the subject folder of a one-problem-per-file tree (MATH)
     return readers.safe_text(json.dumps(meta, ensure_ascii=False, sort_keys=True)) if meta else None
@@ -93,8 +110,11 @@ class _Layouts:
         if len(sample) < 20:  # too few rows to judge alone: other files with the same columns help
             layout = self.by_columns.get(key)
             if layout is None:
-                sample += [r.data for r in batch if r.data is not None and r.source_file != file
-                           and tuple(sorted(r.data)) == key][: 200 - len(sample)]
+                sample += [
+                    r.data
+                    for r in batch
+                    if r.data is not None and r.source_file != file and tuple(sorted(r.data)) == key
+                ][: 200 - len(sample)]
         if layout is None:
             layout = detect_layout(file, sample, self.cfg)
             self.by_columns.setdefault(key, layout)
@@ -135,8 +155,10 @@ def format_dataset(
     layouts = _Layouts(source, cfg)
     seen: dict[int, tuple[str, int]] = {}
 
-    with storage.atomic_local_file(train_uri, ".parquet") as train_tmp, \
-            storage.atomic_local_file(rejects_uri, ".parquet") as rejects_tmp:
+    with (
+        storage.atomic_local_file(train_uri, ".parquet") as train_tmp,
+        storage.atomic_local_file(rejects_uri, ".parquet") as rejects_tmp,
+    ):
         train_writer = pq.ParquetWriter(train_tmp, OUTPUT_SCHEMA, compression="zstd")
         rejects_writer = pq.ParquetWriter(rejects_tmp, REJECTS_SCHEMA, compression="zstd")
         try:
@@ -144,12 +166,20 @@ def format_dataset(
                 out_rows: list[dict[str, Any]] = []
                 rejects: list[dict[str, Any]] = []
 
-                def reject(raw: RawRow, reason: str, message: str, preview: str | None,
-                           rejects: list[dict[str, Any]] = rejects) -> None:
+                def reject(
+                    raw: RawRow, reason: str, message: str, preview: str | None, rejects: list[dict[str, Any]] = rejects
+                ) -> None:
                     summary.rejects[reason] += 1
                     summary.examples.setdefault(reason, f"{raw.source_file} row {raw.source_row}: {message}")
-                    rejects.append({"source_file": raw.source_file, "source_row": raw.source_row,
-                                    "reason": reason, "message": message, "raw": preview})
+                    rejects.append(
+                        {
+                            "source_file": raw.source_file,
+                            "source_row": raw.source_row,
+                            "reason": reason,
+                            "message": message,
+                            "raw": preview,
+                        }
+                    )
 
                 for raw in batch:
                     summary.rows_in += 1
@@ -163,18 +193,38 @@ def format_dataset(
                         reject(raw, rej.reason, f"row {raw.source_row}: {rej.message}", _row_preview(raw.data))
                         continue
                     if any(text.has_surrogates(t) for t in (conv.question, conv.answer, conv.solution or "")):
-                        reject(raw, "bad_encoding", f"row {raw.source_row}: a field used in the output (options, "
-                                                    "body or solution) is not valid UTF-8", _row_preview(raw.data))
+                        reject(
+                            raw,
+                            "bad_encoding",
+                            f"row {raw.source_row}: a field used in the output (options, "
+                            "body or solution) is not valid UTF-8",
+                            _row_preview(raw.data),
+                        )
                         continue
                     sid = sample_id_of(conv.question)
                     if sid in seen:
                         first_file, first_row = seen[sid]
-                        reject(raw, "duplicate", f"row {raw.source_row}: same question as row {first_row} "
-                                                 f"of {first_file}", _row_preview(raw.data))
+                        reject(
+                            raw,
+                            "duplicate",
+                            f"row {raw.source_row}: same question as row {first_row} of {first_file}",
+                            _row_preview(raw.data),
+                        )
                         continue
                     seen[sid] = (raw.source_file, raw.source_row)
-                    out_rows.append(_output_row(raw, layout, conv, cfg, name, template, sid, summary.rows_out,
-                                                layouts.folders.get(raw.source_file)))
+                    out_rows.append(
+                        _output_row(
+                            raw,
+                            layout,
+                            conv,
+                            cfg,
+                            name,
+                            template,
+                            sid,
+                            summary.rows_out,
+                            layouts.folders.get(raw.source_file),
+                        )
+                    )
                     summary.rows_out += 1
                 if out_rows:
                     train_writer.write_table(pa.Table.from_pylist(out_rows, schema=OUTPUT_SCHEMA))
@@ -195,13 +245,18 @@ def format_dataset(
     manifest = mf.Manifest(
         stage=STAGE,
         inputs={"source": {"uri": source, "sha256": source_hash}},
-        outputs={"train": mf.output_entry(train_uri, summary.rows_out),
-                 "rejects": mf.output_entry(rejects_uri, summary.rows_rejected)},
+        outputs={
+            "train": mf.output_entry(train_uri, summary.rows_out),
+            "rejects": mf.output_entry(rejects_uri, summary.rows_rejected),
+        },
         config={**mf.config_dict(cfg), "name": name, "template_string": template},
         code_version=mf.version_of(STAGE, VERSION),
-        counts={"rows_in": summary.rows_in, "rows_out": summary.rows_out,
-                "rows_rejected": summary.rows_rejected,
-                "rejects_by_reason": dict(sorted(summary.rejects.items()))},
+        counts={
+            "rows_in": summary.rows_in,
+            "rows_out": summary.rows_out,
+            "rows_rejected": summary.rows_rejected,
+            "rejects_by_reason": dict(sorted(summary.rejects.items())),
+        },
         extra=extra,
     )
     mf.write(stage_dir, manifest)
@@ -209,8 +264,17 @@ def format_dataset(
     return manifest
 
 
-def _output_row(raw: RawRow, layout: Layout, conv: Converted, cfg: FormatConfig, name: str, template: str,
-                sid: int, index: int, folder: str | None) -> dict[str, Any]:
+def _output_row(
+    raw: RawRow,
+    layout: Layout,
+    conv: Converted,
+    cfg: FormatConfig,
+    name: str,
+    template: str,
+    sid: int,
+    index: int,
+    folder: str | None,
+) -> dict[str, Any]:
     assert raw.data is not None
     ds_value = raw.data.get(layout.data_source) if layout.data_source else None
     data_source = readers.safe_text(ds_value) if isinstance(ds_value, str) and ds_value.strip() else name
@@ -222,9 +286,14 @@ def _output_row(raw: RawRow, layout: Layout, conv: Converted, cfg: FormatConfig,
         "ability": "math",
         "reward_model": {"style": "rule", "ground_truth": conv.answer},
         "extra_info": {
-            "index": index, "sample_id": sid, "question": conv.question,
-            "solution": conv.solution, "answer": conv.answer, "split": cfg.split,
-            "source_file": raw.source_file, "source_row": raw.source_row,
+            "index": index,
+            "sample_id": sid,
+            "question": conv.question,
+            "solution": conv.solution,
+            "answer": conv.answer,
+            "split": cfg.split,
+            "source_file": raw.source_file,
+            "source_row": raw.source_row,
             "source_id": None if source_id is None else readers.safe_text(str(source_id)),
             "source_meta": _source_meta(raw.data, layout, folder),
         },
@@ -244,7 +313,8 @@ def _check_kept(source: str, summary: FormatSummary, min_kept: float, rejects_ur
         f"below min_kept {min_kept:.0%}; duplicates not counted); top reject reasons: {reasons}; "
         f"all rejects are in {rejects_uri}. "
         "Fix the input or the column choice (set question_col, answer_col), or set min_kept lower",
-        options=("question_col", "answer_col", "min_kept"))
+        options=("question_col", "answer_col", "min_kept"),
+    )
 
 
 def _clip(text: str, limit: int = 160) -> str:

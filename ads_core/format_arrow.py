@@ -30,8 +30,9 @@ def iter_columnar_batches(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
 def _check_names(uri: str, schema: pa.Schema) -> None:
     dups = sorted(name for name, n in Counter(schema.names).items() if n > 1)
     if dups:
-        raise InputError(f"{uri}: duplicate column names: {', '.join(map(repr, dups))}; "
-                         "rename them so each column has one name")
+        raise InputError(
+            f"{uri}: duplicate column names: {', '.join(map(repr, dups))}; rename them so each column has one name"
+        )
 
 
 def _iter_parquet(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
@@ -65,8 +66,11 @@ def _iter_arrow(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
     _check_names(uri, reader.schema)
     row = 0
     try:
-        batches = (reader.get_batch(i) for i in range(reader.num_record_batches)) \
-            if isinstance(reader, pa.ipc.RecordBatchFileReader) else iter(reader)
+        batches = (
+            (reader.get_batch(i) for i in range(reader.num_record_batches))
+            if isinstance(reader, pa.ipc.RecordBatchFileReader)
+            else iter(reader)
+        )
         for record_batch in batches:
             for start in range(0, record_batch.num_rows, batch_rows):
                 part = record_batch.slice(start, batch_rows)
@@ -88,10 +92,18 @@ def batch_rows_of(uri: str, batch: pa.RecordBatch, first_row: int) -> list[RawRo
         try:
             rows.append(RawRow(uri, first_row + i, one.to_pylist()[0]))
         except UnicodeDecodeError as exc:
-            column = next((name for name, col in zip(one.schema.names, one.columns, strict=True)
-                           if _undecodable(col)), "?")
-            rows.append(RawRow(uri, first_row + i, None, "bad_encoding",
-                               f"row {first_row + i}: column {column!r} is not valid UTF-8 (byte {exc.start})"))
+            column = next(
+                (name for name, col in zip(one.schema.names, one.columns, strict=True) if _undecodable(col)), "?"
+            )
+            rows.append(
+                RawRow(
+                    uri,
+                    first_row + i,
+                    None,
+                    "bad_encoding",
+                    f"row {first_row + i}: column {column!r} is not valid UTF-8 (byte {exc.start})",
+                )
+            )
     return rows
 
 

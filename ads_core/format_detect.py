@@ -42,12 +42,27 @@ class Layout:
 
     def describe(self) -> dict[str, Any]:
         options = self.options or (", ".join(self.option_columns) if self.option_columns else None)
-        return {"layout": self.kind, "question": self.question, "solution": self.solution,
-                "answer": self.answer, "options": options, "body": self.body, "messages": self.messages}
+        return {
+            "layout": self.kind,
+            "question": self.question,
+            "solution": self.solution,
+            "answer": self.answer,
+            "options": options,
+            "body": self.body,
+            "messages": self.messages,
+        }
 
     def used(self) -> set[str | None]:
-        return {self.question, self.solution, self.answer, self.options, self.body, self.messages,
-                self.data_source, *self.option_columns}
+        return {
+            self.question,
+            self.solution,
+            self.answer,
+            self.options,
+            self.body,
+            self.messages,
+            self.data_source,
+            *self.option_columns,
+        }
 
 
 def _norm_cell(value: Any) -> Any:
@@ -90,8 +105,11 @@ class _Detector:
         if all(_norm_cell(r.get(best)) == _norm_cell(r.get(o)) for o in close[1:] for r in self.rows):
             return best
         option = "options_col" if role == "options" else f"{role}_col"
-        raise InputError(f"{self.file}: ambiguous {role} column: {', '.join(close)} all look like one and differ "
-                         f"(columns found: {self.found}); set {option} to one of them", options=(option,))
+        raise InputError(
+            f"{self.file}: ambiguous {role} column: {', '.join(close)} all look like one and differ "
+            f"(columns found: {self.found}); set {option} to one of them",
+            options=(option,),
+        )
 
     def sample(self, col: str) -> list[Any]:
         return [r.get(col) for r in self.rows if r.get(col) is not None]
@@ -113,8 +131,13 @@ def detect_layout(file: str, rows: list[dict[str, Any]], cfg: FormatConfig) -> L
 
     # Already in verl schema: prompt messages plus reward_model.ground_truth.
     prompt_col, rm_col = d.lower.get("prompt"), d.lower.get("reward_model")
-    if prompt_col and rm_col and not q_over and any(is_messages(v) for v in d.sample(prompt_col)) and any(
-            isinstance(v, dict) and "ground_truth" in v for v in d.sample(rm_col)):
+    if (
+        prompt_col
+        and rm_col
+        and not q_over
+        and any(is_messages(v) for v in d.sample(prompt_col))
+        and any(isinstance(v, dict) and "ground_truth" in v for v in d.sample(rm_col))
+    ):
         sol = s_over or d.lower.get("target") or d.lower.get("solution")
         return Layout("verl", messages=prompt_col, solution=sol, answer=rm_col, **common)
 
@@ -139,7 +162,9 @@ def detect_layout(file: str, rows: list[dict[str, Any]], cfg: FormatConfig) -> L
             raise InputError(
                 f"{file}: answer column {answer!r} holds worked solutions ({st.worked:.0%} of the sampled rows "
                 f"are long, multi-line texts) with no '{MARKER}' final-answer marker or \\boxed{{}}; set answer_col "
-                f"to a column of final answers (columns found: {d.found})", options=("answer_col",))
+                f"to a column of final answers (columns found: {d.found})",
+                options=("answer_col",),
+            )
     missing: list[tuple[str, str]] = []
     if question is None:
         missing.append(("question", "question_col"))
@@ -150,12 +175,19 @@ def detect_layout(file: str, rows: list[dict[str, Any]], cfg: FormatConfig) -> L
     if missing:
         what = " and no ".join(m[0] for m in missing)
         fix = " and ".join(m[1] for m in missing)
-        raise InputError(f"{file}: no {what} column (columns found: {d.found}); set {fix}",
-                         options=("question_col", "answer_col", "solution_col"))
+        raise InputError(
+            f"{file}: no {what} column (columns found: {d.found}); set {fix}",
+            options=("question_col", "answer_col", "solution_col"),
+        )
     assert question is not None
     kw = dict(question=question, body=body, evidence=d.evidence, **common)
-    if answer is not None and not a_over and solution is None and d.stats[answer].marker and (
-            d.stats[answer].marker >= 0.5 or d.stats[answer].worked >= 0.5):
+    if (
+        answer is not None
+        and not a_over
+        and solution is None
+        and d.stats[answer].marker
+        and (d.stats[answer].marker >= 0.5 or d.stats[answer].worked >= 0.5)
+    ):
         return Layout("marker", answer=answer, **kw)
     if options or option_columns:
         return Layout("mcq", options=options, option_columns=option_columns, answer=answer, solution=solution, **kw)

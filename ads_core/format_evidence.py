@@ -21,28 +21,116 @@ MARGIN = 1.0  # the best candidate must lead the next by this much, unless their
 
 _W3, _W2, _W1 = 3.0, 2.0, 1.0
 SYNONYMS: dict[str, dict[str, float]] = {
-    "question": {**dict.fromkeys(("problem", "question"), _W3),
-                 **dict.fromkeys(("query", "prompt", "instruction", "problemtext", "questiontext", "statement",
-                                  "problemstatement", "mathproblem", "originalquestion", "questioncontent",
-                                  "problembody", "ques", "prob", "q"), _W2),
-                 **dict.fromkeys(("input", "content", "text", "task", "user", "inputs"), _W1)},
-    "solution": {**dict.fromkeys(("solution", "solutions"), _W3),
-                 **dict.fromkeys(("reasoning", "rationale", "cot", "chainofthought", "explanation", "workedsolution",
-                                  "referencesolution", "solutiontext", "longsolution", "proof", "steps",
-                                  "answerexplanation", "thought", "thoughts", "derivation"), _W2),
-                 **dict.fromkeys(("target", "response", "output", "generation", "completion", "outputs",
-                                  "targets", "process", "work"), _W1)},
-    "answer": {**dict.fromkeys(("answer", "finalanswer", "groundtruth", "correctanswer", "answerkey", "answers",
-                                "finalanswers", "goldanswer", "expectedanswer", "shortanswer"), _W3),
-               **dict.fromkeys(("gt", "label", "correct", "gold", "ans", "answervalue", "numericalanswer",
-                                "correctoption", "correctchoice", "extractedanswer", "targetanswer", "answerletter",
-                                "answeridx", "answerindex", "labels", "goldlabel"), _W2),
-               **dict.fromkeys(("result", "target", "output", "solutionvalue"), _W1)},
-    "options": {**dict.fromkeys(("options", "choices", "answerchoices", "option", "answeroptions", "candidates",
-                                 "alternatives", "choicelist", "opts", "mcoptions"), _W3)},
+    "question": {
+        **dict.fromkeys(("problem", "question"), _W3),
+        **dict.fromkeys(
+            (
+                "query",
+                "prompt",
+                "instruction",
+                "problemtext",
+                "questiontext",
+                "statement",
+                "problemstatement",
+                "mathproblem",
+                "originalquestion",
+                "questioncontent",
+                "problembody",
+                "ques",
+                "prob",
+                "q",
+            ),
+            _W2,
+        ),
+        **dict.fromkeys(("input", "content", "text", "task", "user", "inputs"), _W1),
+    },
+    "solution": {
+        **dict.fromkeys(("solution", "solutions"), _W3),
+        **dict.fromkeys(
+            (
+                "reasoning",
+                "rationale",
+                "cot",
+                "chainofthought",
+                "explanation",
+                "workedsolution",
+                "referencesolution",
+                "solutiontext",
+                "longsolution",
+                "proof",
+                "steps",
+                "answerexplanation",
+                "thought",
+                "thoughts",
+                "derivation",
+            ),
+            _W2,
+        ),
+        **dict.fromkeys(
+            ("target", "response", "output", "generation", "completion", "outputs", "targets", "process", "work"), _W1
+        ),
+    },
+    "answer": {
+        **dict.fromkeys(
+            (
+                "answer",
+                "finalanswer",
+                "groundtruth",
+                "correctanswer",
+                "answerkey",
+                "answers",
+                "finalanswers",
+                "goldanswer",
+                "expectedanswer",
+                "shortanswer",
+            ),
+            _W3,
+        ),
+        **dict.fromkeys(
+            (
+                "gt",
+                "label",
+                "correct",
+                "gold",
+                "ans",
+                "answervalue",
+                "numericalanswer",
+                "correctoption",
+                "correctchoice",
+                "extractedanswer",
+                "targetanswer",
+                "answerletter",
+                "answeridx",
+                "answerindex",
+                "labels",
+                "goldlabel",
+            ),
+            _W2,
+        ),
+        **dict.fromkeys(("result", "target", "output", "solutionvalue"), _W1),
+    },
+    "options": {
+        **dict.fromkeys(
+            (
+                "options",
+                "choices",
+                "answerchoices",
+                "option",
+                "answeroptions",
+                "candidates",
+                "alternatives",
+                "choicelist",
+                "opts",
+                "mcoptions",
+            ),
+            _W3,
+        )
+    },
     "body": {**dict.fromkeys(("body", "context", "passage", "background", "story", "premise"), _W3)},
-    "messages": {**dict.fromkeys(("messages", "conversations", "conversation", "chat", "dialog", "dialogue",
-                                  "turns"), _W3), "prompt": _W2},
+    "messages": {
+        **dict.fromkeys(("messages", "conversations", "conversation", "chat", "dialog", "dialogue", "turns"), _W3),
+        "prompt": _W2,
+    },
     "id": {**dict.fromkeys(("uniqueid", "id", "uid", "idx", "problemid", "questionid", "qid", "index"), _W3)},
 }
 OPTION_LETTER_COLUMN = re.compile(r"^(?:option|opt|choice)?([a-j])$")
@@ -58,16 +146,16 @@ def name_key(name: str) -> str:
 class ColumnStats:
     present: float = 0.0  # non-null, non-empty values
     strings: float = 0.0  # non-empty strings
-    lists: float = 0.0    # non-empty lists of strings or numbers
+    lists: float = 0.0  # non-empty lists of strings or numbers
     mean_len: float = 0.0
     qmark: float = 0.0
     boxed: float = 0.0
     marker: float = 0.0
-    short: float = 0.0    # short values that look like final answers
+    short: float = 0.0  # short values that look like final answers
     letters: float = 0.0  # single letters A-J (multiple-choice answers)
-    tokens: float = 0.0   # one token, no space and no `?`: a number, a letter, a formula - never a question
+    tokens: float = 0.0  # one token, no space and no `?`: a number, a letter, a formula - never a question
     messages: float = 0.0
-    worked: float = 0.0   # long, multi-line or multi-sentence: a worked solution
+    worked: float = 0.0  # long, multi-line or multi-sentence: a worked solution
 
     def summary(self) -> dict[str, float]:
         return {k: round(v, 2) for k, v in asdict(self).items() if v}
@@ -80,8 +168,11 @@ def _as_text(value: Any) -> str | None:
         return value.strip() or None
     if isinstance(value, (int, float)):
         return str(value)
-    if isinstance(value, list) and value and all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
-                                                 for v in value):
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value)
+    ):
         return "\n\n".join(str(v) for v in value).strip() or None
     return None
 
@@ -113,10 +204,22 @@ def column_stats(values: list[Any]) -> ColumnStats:
         st.tokens += " " not in text and not text.endswith("?")
         long = len(text) > 150 and ("\n" in text or len(_SENTENCE_END.findall(text)) >= 3)
         st.worked += long
-        st.short += (not boxed and MARKER not in text and len(text) <= 40 and len(text.split()) <= 4
-                     and not text.endswith("?"))
-    for f in ("present", "strings", "lists", "qmark", "boxed", "marker", "short", "letters", "tokens", "messages",
-              "worked"):
+        st.short += (
+            not boxed and MARKER not in text and len(text) <= 40 and len(text.split()) <= 4 and not text.endswith("?")
+        )
+    for f in (
+        "present",
+        "strings",
+        "lists",
+        "qmark",
+        "boxed",
+        "marker",
+        "short",
+        "letters",
+        "tokens",
+        "messages",
+        "worked",
+    ):
         setattr(st, f, getattr(st, f) / n)
     st.mean_len = total_len / texts if texts else 0.0
     return st
@@ -139,8 +242,9 @@ def content_score(role: str, st: ColumnStats) -> float | None:
     return None if st.present < 0.5 else 0.0
 
 
-def rank(role: str, columns: list[str], stats: dict[str, ColumnStats],
-         exclude: tuple[str | None, ...] = ()) -> list[tuple[str, float]]:
+def rank(
+    role: str, columns: list[str], stats: dict[str, ColumnStats], exclude: tuple[str | None, ...] = ()
+) -> list[tuple[str, float]]:
     """Candidates for ROLE among COLUMNS, best first (ties keep the synonym list's priority)."""
     names = SYNONYMS[role]
     scored = []

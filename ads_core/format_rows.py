@@ -81,8 +81,9 @@ def convert_row(row: dict[str, Any], layout: Layout, cfg: FormatConfig) -> Conve
     if layout.kind == "chat":
         return _convert_chat(row, layout, cfg)
     question = _question(row, layout, cfg)
-    solution = solution_text(row.get(layout.solution), layout.solution, cfg.max_solution_chars) \
-        if layout.solution else None
+    solution = (
+        solution_text(row.get(layout.solution), layout.solution, cfg.max_solution_chars) if layout.solution else None
+    )
     if layout.kind == "marker":
         return _marker(row, layout, cfg, question)
     if layout.kind == "mcq":
@@ -90,8 +91,11 @@ def convert_row(row: dict[str, Any], layout: Layout, cfg: FormatConfig) -> Conve
     if layout.answer is not None:
         raw = row.get(layout.answer)
         if isinstance(raw, str) and column_stats([raw]).worked and not last_boxed(raw):
-            raise Reject("missing_answer", f"answer column {layout.answer!r} holds a worked solution with no "
-                                           f"'{MARKER}' marker or \\boxed{{}} final answer")
+            raise Reject(
+                "missing_answer",
+                f"answer column {layout.answer!r} holds a worked solution with no "
+                f"'{MARKER}' marker or \\boxed{{}} final answer",
+            )
         if isinstance(raw, str) and column_stats([raw]).worked:
             raw = last_boxed(raw)
         answer = answer_text(raw, layout.answer, cfg.max_answer_chars)
@@ -112,15 +116,22 @@ def _convert_chat(row: dict[str, Any], layout: Layout, cfg: FormatConfig) -> Con
         raise Reject("missing_question", f"messages column {layout.messages!r} is null")
     if not is_messages(messages):
         raise Reject("bad_type", f"messages column {layout.messages!r} is not a list of {{role, content}}")
-    users = [i for i, m in enumerate(messages) if "user" in str(m["role"]).lower()
-             or "human" in str(m["role"]).lower()]
+    users = [i for i, m in enumerate(messages) if "user" in str(m["role"]).lower() or "human" in str(m["role"]).lower()]
     if not users:
         raise Reject("missing_question", f"messages column {layout.messages!r} has no user message")
     last_user = users[-1]
-    question = check_text(clean_instruction(message_text(messages[last_user]["content"])), layout.messages,
-                          "question", cfg.max_question_chars, "missing_question")
-    replies = [message_text(m["content"]) for m in messages[last_user + 1:]
-               if str(m["role"]).lower() in ("assistant", "gpt", "model", "bot")]
+    question = check_text(
+        clean_instruction(message_text(messages[last_user]["content"])),
+        layout.messages,
+        "question",
+        cfg.max_question_chars,
+        "missing_question",
+    )
+    replies = [
+        message_text(m["content"])
+        for m in messages[last_user + 1 :]
+        if str(m["role"]).lower() in ("assistant", "gpt", "model", "bot")
+    ]
     solution = None
     if layout.solution and row.get(layout.solution) is not None:
         solution = solution_text(row.get(layout.solution), layout.solution, cfg.max_solution_chars)
@@ -143,15 +154,17 @@ def _convert_verl(row: dict[str, Any], layout: Layout, cfg: FormatConfig) -> Con
         raise Reject("bad_type", f"prompt column {layout.messages!r} is not a list of {{role, content}}")
     prompt = [{"role": str(m["role"]), "content": message_text(m["content"])} for m in messages]
     users = [m["content"] for m in prompt if m["role"] == "user"] or [prompt[-1]["content"]]
-    question = check_text(clean_instruction(users[-1]), layout.messages, "question", cfg.max_question_chars,
-                          "missing_question")
+    question = check_text(
+        clean_instruction(users[-1]), layout.messages, "question", cfg.max_question_chars, "missing_question"
+    )
     if any(has_surrogates(m["content"]) for m in prompt):
         raise Reject("bad_encoding", f"prompt column {layout.messages!r} is not valid UTF-8")
     rm = row.get(layout.answer)
     if not isinstance(rm, dict):
         raise Reject("bad_type", f"reward_model column {layout.answer!r} is not a struct with ground_truth")
-    answer = check_text(rm.get("ground_truth"), f"{layout.answer}.ground_truth", "answer", cfg.max_answer_chars,
-                        "missing_answer")
+    answer = check_text(
+        rm.get("ground_truth"), f"{layout.answer}.ground_truth", "answer", cfg.max_answer_chars, "missing_answer"
+    )
     solution = None
     if layout.solution:
         value = row.get(layout.solution)
@@ -162,8 +175,13 @@ def _convert_verl(row: dict[str, Any], layout: Layout, cfg: FormatConfig) -> Con
         if value is not None and str(value).strip():
             solution = check_text(value, layout.solution, "solution", cfg.max_solution_chars, "missing_answer")
     extra = row.get("extra_info")
-    if solution is None and isinstance(extra, dict) and isinstance(extra.get("solution"), str) \
-            and extra["solution"].strip():  # our own output keeps the solution here; keep it on a rerun
-        solution = check_text(extra["solution"], "extra_info.solution", "solution", cfg.max_solution_chars,
-                              "missing_answer")
+    if (
+        solution is None
+        and isinstance(extra, dict)
+        and isinstance(extra.get("solution"), str)
+        and extra["solution"].strip()
+    ):  # our own output keeps the solution here; keep it on a rerun
+        solution = check_text(
+            extra["solution"], "extra_info.solution", "solution", cfg.max_solution_chars, "missing_answer"
+        )
     return Converted(question, solution, answer, prompt)

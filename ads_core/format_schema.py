@@ -14,35 +14,48 @@ TEMPLATES: dict[str, str] = {
     "plain": "{question}",
 }
 
-REJECT_REASONS = ("missing_question", "missing_answer", "duplicate", "too_long", "bad_type",
-                  "bad_encoding", "bad_json", "bad_row")
+REJECT_REASONS = (
+    "missing_question",
+    "missing_answer",
+    "duplicate",
+    "too_long",
+    "bad_type",
+    "bad_encoding",
+    "bad_json",
+    "bad_row",
+)
 
 PROMPT_TYPE = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
-EXTRA_INFO_TYPE = pa.struct([
-    ("index", pa.int64()),
-    ("sample_id", pa.int64()),
-    ("question", pa.string()),
-    ("solution", pa.string()),
-    ("answer", pa.string()),
-    ("split", pa.string()),
-    ("source_file", pa.string()),
-    ("source_row", pa.int64()),
-    ("source_id", pa.string()),
-    ("source_meta", pa.string()),
-])
-OUTPUT_SCHEMA = pa.schema([
-    ("data_source", pa.string()),
-    ("prompt", PROMPT_TYPE),
-    ("ability", pa.string()),
-    ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
-    ("extra_info", EXTRA_INFO_TYPE),
-    ("sample_id", pa.int64()),
-])
-REJECTS_SCHEMA = pa.schema([
-    ("source_file", pa.string()),
-    ("source_row", pa.int64()),
-    ("reason", pa.string()),
-    ("message", pa.string()),
-    ("raw", pa.string()),
-])
-
+EXTRA_INFO_TYPE = pa.struct(
+    [
+        ("index", pa.int64()),
+        ("sample_id", pa.int64()),
+        ("question", pa.string()),
+        ("solution", pa.string()),
+        ("answer", pa.string()),
+        ("split", pa.string()),
+        ("source_file", pa.string()),
+        ("source_row", pa.int64()),
+        ("source_id", pa.string()),
+        ("source_meta", pa.string()),
+    ]
+)
+OUTPUT_SCHEMA = pa.schema(
+    [
+        ("data_source", pa.string()),
+        ("prompt", PROMPT_TYPE),
+        ("ability", pa.string()),
+        ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+        ("extra_info", EXTRA_INFO_TYPE),
+        ("sample_id", pa.int64()),
+    ]
+)
+REJECTS_SCHEMA = pa.schema(
+    [
+        ("source_file", pa.string()),
+        ("source_row", pa.int64()),
+        ("reason", pa.string()),
+        ("message", pa.string()),
+        ("raw", pa.string()),
+    ]
+)

@@ -28,8 +28,30 @@ from ads_core.readers import (
 HF_METADATA = frozenset({"dataset_info.json", "dataset_infos.json", "state.json", "dataset_dict.json"})
 SPLITS = ("train", "test", "validation", "valid", "val", "dev")
 _SHARD = re.compile(r"(?:[-_.]\d{3,}(?:-of-\d+)?|[-_.]?(?:part|shard)[-_]?\d+)$", re.IGNORECASE)
-_GENERIC = frozenset({*SPLITS, "data", "default", "main", "all", "full", "dataset", "datasets", "raw", "part",
-                      "shard", "snapshots", "files", "json", "jsonl", "parquet", "arrow", "csv", "hub", "tmp"})
+_GENERIC = frozenset(
+    {
+        *SPLITS,
+        "data",
+        "default",
+        "main",
+        "all",
+        "full",
+        "dataset",
+        "datasets",
+        "raw",
+        "part",
+        "shard",
+        "snapshots",
+        "files",
+        "json",
+        "jsonl",
+        "parquet",
+        "arrow",
+        "csv",
+        "hub",
+        "tmp",
+    }
+)
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
@@ -40,8 +62,10 @@ def list_source_files(source: str, split: str = "train") -> list[str]:
         raise FileNotFoundError(source)
     if not fs.isdir(path):
         if not is_supported(path):
-            raise InputError(f"{source}: unknown file type (supported: {', '.join(SUPPORTED_SUFFIXES)}, a "
-                             "directory of those, or a Hugging Face dataset id)")
+            raise InputError(
+                f"{source}: unknown file type (supported: {', '.join(SUPPORTED_SUFFIXES)}, a "
+                "directory of those, or a Hugging Face dataset id)"
+            )
         return [source]
     root = path.rstrip("/")
     by_split = False
@@ -75,9 +99,13 @@ def _snapshot(fs: object, root: str) -> str:
 def _data_files(fs: object, root: str) -> list[str]:
     """Supported files below ROOT: hidden names, `datasets` metadata and stray Arrow caches left out."""
     prefix = root + "/"
-    found = sorted(f for f in fs.find(root) if is_supported(f)  # type: ignore[attr-defined]
-                   and not any(part.startswith(".") for part in f.removeprefix(prefix).split("/"))
-                   and f.rsplit("/", 1)[-1] not in HF_METADATA)
+    found = sorted(
+        f
+        for f in fs.find(root)
+        if is_supported(f)  # type: ignore[attr-defined]
+        and not any(part.startswith(".") for part in f.removeprefix(prefix).split("/"))
+        and f.rsplit("/", 1)[-1] not in HF_METADATA
+    )
     listed: dict[str, set[str]] = {}  # save_to_disk folder -> the Arrow shards its state.json names
     for state in (f for f in fs.find(root) if f.endswith("/state.json")):  # type: ignore[attr-defined]
         try:
@@ -87,8 +115,15 @@ def _data_files(fs: object, root: str) -> list[str]:
             continue
         if names:
             listed[state.rsplit("/", 1)[0]] = names
-    return [f for f in found if not (f.lower().endswith(".arrow") and f.rsplit("/", 1)[0] in listed
-                                      and f.rsplit("/", 1)[-1] not in listed[f.rsplit("/", 1)[0]])]
+    return [
+        f
+        for f in found
+        if not (
+            f.lower().endswith(".arrow")
+            and f.rsplit("/", 1)[0] in listed
+            and f.rsplit("/", 1)[-1] not in listed[f.rsplit("/", 1)[0]]
+        )
+    ]
 
 
 def _split_of(rel: str) -> str | None:
@@ -108,8 +143,9 @@ def _one_split(source: str, root: str, files: list[str], split: str) -> list[str
     chosen = [f for f in files if splits[f] == split.lower()]
     if not chosen:
         found = sorted({s for s in splits.values() if s})
-        raise InputError(f"{source}: no files for split {split!r} (splits found: {', '.join(found)}); set split",
-                         options=("split",))
+        raise InputError(
+            f"{source}: no files for split {split!r} (splits found: {', '.join(found)}); set split", options=("split",)
+        )
     configs: dict[str, list[str]] = {}
     for f in chosen:
         parts = [p for p in rels[f].split("/")[:-1] if _split_of(p) is None]
@@ -119,8 +155,10 @@ def _one_split(source: str, root: str, files: list[str], split: str) -> list[str
     for preferred in ("", "default", "main", "data", "plain_text"):
         if preferred in configs:
             return configs[preferred]
-    raise InputError(f"{source}: several configurations hold split {split!r} ({', '.join(sorted(configs))}); "
-                     "point SOURCE at one of their folders")
+    raise InputError(
+        f"{source}: several configurations hold split {split!r} ({', '.join(sorted(configs))}); "
+        "point SOURCE at one of their folders"
+    )
 
 
 def folder_of(source: str, file: str) -> str | None:

@@ -90,8 +90,9 @@ def answer_text(value: Any, column: str, limit: int) -> str:
         items = _flat_list(value, column, "answer")
         if not items:
             raise Reject("missing_answer", f"answer column {column!r} is an empty list")
-        answers = list(dict.fromkeys(bare_answer(check_text(v, column, "answer", limit, "missing_answer"))
-                                     for v in items))
+        answers = list(
+            dict.fromkeys(bare_answer(check_text(v, column, "answer", limit, "missing_answer")) for v in items)
+        )
         answers = [a for a in answers if a]
         if not answers:
             raise Reject("missing_answer", f"answer column {column!r} holds only empty answers")
@@ -106,8 +107,17 @@ def answer_text(value: Any, column: str, limit: int) -> str:
 
 
 def _cell(value: Any) -> str:
-    return "" if value is None else (value if isinstance(value, str) else scalar_to_text(value)
-                                     if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value))
+    return (
+        ""
+        if value is None
+        else (
+            value
+            if isinstance(value, str)
+            else scalar_to_text(value)
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+            else str(value)
+        )
+    )
 
 
 def _from_list(items: list[Any]) -> tuple[list[str], list[str]]:
@@ -131,11 +141,14 @@ def parse_options(options: Any, column: str) -> tuple[list[str], list[str]]:
         else:
             starts = list(_INLINE_OPTIONS.finditer(text))
             if len(starts) < 2:
-                raise Reject("bad_type", f"options column {column!r} is text that is not a JSON list "
-                                         "or lettered options")
+                raise Reject(
+                    "bad_type", f"options column {column!r} is text that is not a JSON list or lettered options"
+                )
             bounds = [m.start() for m in starts[1:]] + [len(text)]
-            return ([m.group(1) for m in starts],
-                    [text[m.end():end].strip() for m, end in zip(starts, bounds, strict=True)])
+            return (
+                [m.group(1) for m in starts],
+                [text[m.end() : end].strip() for m, end in zip(starts, bounds, strict=True)],
+            )
     if isinstance(options, dict):
         labels, texts = options.get("label"), options.get("text")
         if isinstance(labels, list) and isinstance(texts, list) and len(labels) == len(texts) and texts:

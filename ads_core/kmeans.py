@@ -68,7 +68,7 @@ def kmeans_plusplus_init(x: np.ndarray, k: int, seed: int, sample: int) -> np.nd
     centers = np.empty((k, pts.shape[1]), dtype=np.float32)
     first = int(rng.integers(n))
     centers[0] = pts[first]
-    closest = _sq_dist(pts, sq, pts[first:first + 1])[:, 0]
+    closest = _sq_dist(pts, sq, pts[first : first + 1])[:, 0]
     potential = float(closest.sum(dtype=np.float64))
     for c in range(1, k):
         if potential > 0:
@@ -135,14 +135,14 @@ def assign(x: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray
     c_sq = np.einsum("ij,ij->i", centroids, centroids)
     step = chunk_rows(max(x.shape[1], centroids.shape[0]))
     for s in range(0, x.shape[0], step):
-        block = x[s:s + step]
+        block = x[s : s + step]
         d2 = block @ centroids.T
         d2 *= -2
         d2 += c_sq
         d2 += np.einsum("ij,ij->i", block, block)[:, None]
         lab = d2.argmin(1)
-        labels[s:s + step] = lab
-        dist[s:s + step] = np.maximum(d2[np.arange(len(block)), lab], 0)
+        labels[s : s + step] = lab
+        dist[s : s + step] = np.maximum(d2[np.arange(len(block)), lab], 0)
     return labels, dist
 
 
@@ -152,7 +152,7 @@ def _tol_scale(x: np.ndarray, tol: float) -> float:
     total = np.zeros(d, dtype=np.float64)
     total_sq = np.zeros(d, dtype=np.float64)
     for s in range(0, n, chunk_rows(d)):
-        block = x[s:s + chunk_rows(d)].astype(np.float64)
+        block = x[s : s + chunk_rows(d)].astype(np.float64)
         total += block.sum(axis=0)
         total_sq += np.einsum("ij,ij->j", block, block)
     mean = total / max(n, 1)
@@ -193,8 +193,9 @@ class FaissKMeans:
         index.reset()
         index.add(centroids)
         dist, lab = index.search(x, 1)
-        return KMeansResult(centroids, lab[:, 0].astype(np.int32), float(dist.sum(dtype=np.float64)), iterations,
-                            self.name)
+        return KMeansResult(
+            centroids, lab[:, 0].astype(np.int32), float(dist.sum(dtype=np.float64)), iterations, self.name
+        )
 
 
 @KMEANS_BACKENDS.register("sklearn")
@@ -207,10 +208,16 @@ class SklearnKMeans:
     def fit(self, x: np.ndarray, init: np.ndarray, max_iter: int, tol: float) -> KMeansResult:
         from sklearn.cluster import KMeans
 
-        km = KMeans(n_clusters=init.shape[0], init=init, n_init=1, max_iter=max_iter, tol=tol,
-                    algorithm="lloyd", copy_x=False).fit(x)
-        return KMeansResult(km.cluster_centers_.astype(np.float32), km.labels_.astype(np.int32),
-                            float(km.inertia_), int(km.n_iter_), self.name)
+        km = KMeans(
+            n_clusters=init.shape[0], init=init, n_init=1, max_iter=max_iter, tol=tol, algorithm="lloyd", copy_x=False
+        ).fit(x)
+        return KMeansResult(
+            km.cluster_centers_.astype(np.float32),
+            km.labels_.astype(np.int32),
+            float(km.inertia_),
+            int(km.n_iter_),
+            self.name,
+        )
 
 
 @KMEANS_BACKENDS.register("cuml")
@@ -227,8 +234,13 @@ class CumlKMeans:
         km = KMeans(n_clusters=init.shape[0], init=init, n_init=1, max_iter=max_iter, tol=tol, output_type="numpy")
         km.fit(x)
         labels, dist = assign(x, np.asarray(km.cluster_centers_, dtype=np.float32))
-        return KMeansResult(np.asarray(km.cluster_centers_, dtype=np.float32), labels, float(dist.sum()),
-                            int(getattr(km, "n_iter_", max_iter)), self.name)
+        return KMeansResult(
+            np.asarray(km.cluster_centers_, dtype=np.float32),
+            labels,
+            float(dist.sum()),
+            int(getattr(km, "n_iter_", max_iter)),
+            self.name,
+        )
 
 
 def _update_centroids(x: np.ndarray, labels: np.ndarray, old: np.ndarray) -> np.ndarray:
@@ -255,9 +267,9 @@ def _chunked_sum(sums: np.ndarray, x: np.ndarray, labels: np.ndarray) -> None:
     k = sums.shape[0]
     step = chunk_rows(x.shape[1])
     for s in range(0, x.shape[0], step):
-        lab = labels[s:s + step]
+        lab = labels[s : s + step]
         onehot = csr_matrix((np.ones(len(lab), dtype=np.float32), (lab, np.arange(len(lab)))), shape=(k, len(lab)))
-        sums += onehot @ x[s:s + step]
+        sums += onehot @ x[s : s + step]
 
 
 def _usable(backend: type) -> bool:
@@ -301,8 +313,9 @@ def get_backend(name: str = "auto", dim: int | None = None) -> KMeansBackend:
         name = auto_backend(dim)
     cls = KMEANS_BACKENDS.get(name)
     if name in KMEANS_BACKENDS.names() and not _usable(cls):
-        raise ValueError(f"K-Means backend {name!r} is not available here (available: "
-                         f"{', '.join(available_backends())})")
+        raise ValueError(
+            f"K-Means backend {name!r} is not available here (available: {', '.join(available_backends())})"
+        )
     backend = cls() if isinstance(cls, type) else cls
     if not callable(getattr(backend, "fit", None)):
         raise TypeError(f"K-Means backend {name!r} ({cls!r}) has no fit(x, init, max_iter, tol) method")
@@ -318,11 +331,14 @@ def run_backend(backend: KMeansBackend, x: np.ndarray, init: np.ndarray, max_ite
     k = init.shape[0]
     labels = np.asarray(result.labels)
     if labels.shape != (x.shape[0],) or (len(labels) and (labels.min() < 0 or labels.max() >= k)):
-        raise ValueError(f"K-Means backend {name!r} returned labels of shape {labels.shape} "
-                         f"(need ({x.shape[0]},) with values in [0, {k}))")
+        raise ValueError(
+            f"K-Means backend {name!r} returned labels of shape {labels.shape} "
+            f"(need ({x.shape[0]},) with values in [0, {k}))"
+        )
     if np.shape(result.centroids) != init.shape:
-        raise ValueError(f"K-Means backend {name!r} returned centroids of shape {np.shape(result.centroids)}, "
-                         f"need {init.shape}")
+        raise ValueError(
+            f"K-Means backend {name!r} returned centroids of shape {np.shape(result.centroids)}, need {init.shape}"
+        )
     result.labels = labels.astype(np.int32, copy=False)
     result.centroids = np.asarray(result.centroids, dtype=np.float32)
     return result

@@ -60,8 +60,16 @@ class TinyModelSpec:
 
 TINY_PRESETS: dict[str, TinyModelSpec] = {
     "tiny": TinyModelSpec(),
-    "bench": TinyModelSpec(hidden_size=512, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=2,
-                           intermediate_size=2048, tokenizer_vocab=8192, pad_vocab_to=32_000, train_steps=0),
+    "bench": TinyModelSpec(
+        hidden_size=512,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        intermediate_size=2048,
+        tokenizer_vocab=8192,
+        pad_vocab_to=32_000,
+        train_steps=0,
+    ),
 }
 DEFAULT_MODEL = "default"  # the alias `--model default` resolves to the cached tiny model
 TINY_VERSION = "v2"
@@ -145,16 +153,23 @@ def build_tokenizer(vocab_size: int) -> Any:
 
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN_PRETOKENIZE_REGEX), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN_PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(_training_lines(), trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|pad|>",
-                                   bos_token=None, unk_token=None)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|pad|>", bos_token=None, unk_token=None
+    )
     fast.chat_template = CHATML_TEMPLATE
     return fast
 
@@ -175,10 +190,16 @@ def make_tiny_model(directory: str | os.PathLike[str], preset: str = "tiny", spe
         tokenizer = build_tokenizer(spec.tokenizer_vocab)
         vocab = max(len(tokenizer), spec.pad_vocab_to)
         config = Qwen2Config(
-            vocab_size=vocab, hidden_size=spec.hidden_size, num_hidden_layers=spec.num_hidden_layers,
-            num_attention_heads=spec.num_attention_heads, num_key_value_heads=spec.num_key_value_heads,
-            intermediate_size=spec.intermediate_size, max_position_embeddings=spec.max_position_embeddings,
-            tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+            vocab_size=vocab,
+            hidden_size=spec.hidden_size,
+            num_hidden_layers=spec.num_hidden_layers,
+            num_attention_heads=spec.num_attention_heads,
+            num_key_value_heads=spec.num_key_value_heads,
+            intermediate_size=spec.intermediate_size,
+            max_position_embeddings=spec.max_position_embeddings,
+            tie_word_embeddings=True,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
             bos_token_id=None,
         )
         torch.manual_seed(spec.seed)
@@ -255,8 +276,9 @@ class LoadedModel:
     name: str
 
 
-def load_causal_lm(model: str | None, device: str = "auto", dtype: str = "auto",
-                   trust_remote_code: bool = False) -> LoadedModel:
+def load_causal_lm(
+    model: str | None, device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False
+) -> LoadedModel:
     """Load tokenizer and causal LM through the normal `from_pretrained` path."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -36,7 +36,7 @@ def row_scales(x: np.ndarray, normalize: bool = True) -> np.ndarray | None:
     step = chunk_rows(d)
     scales = np.empty(n, dtype=np.float32) if normalize else None
     for s in range(0, n, step):
-        block = x[s:s + step]
+        block = x[s : s + step]
         sq = np.einsum("ij,ij->i", block, block)
         bad = ~np.isfinite(sq)
         if bad.any():  # NaN/inf somewhere, or a finite row whose fp32 squared norm overflowed
@@ -44,12 +44,14 @@ def row_scales(x: np.ndarray, normalize: bool = True) -> np.ndarray | None:
             finite = np.isfinite(block[rows]).all(axis=1)
             if not finite.all():
                 first = s + int(rows[np.argmin(finite)])
-                raise ValueError(f"embeddings contain NaN or inf (first at row {first}); cannot cluster them. "
-                                 "Check the scoring stage's output.")
+                raise ValueError(
+                    f"embeddings contain NaN or inf (first at row {first}); cannot cluster them. "
+                    "Check the scoring stage's output."
+                )
             sq = sq.astype(np.float64)
             sq[rows] = np.einsum("ij,ij->i", block[rows].astype(np.float64), block[rows].astype(np.float64))
         if scales is not None:
-            scales[s:s + step] = 1.0 / np.maximum(np.sqrt(sq), 1e-12)
+            scales[s : s + step] = 1.0 / np.maximum(np.sqrt(sq), 1e-12)
     return scales
 
 
@@ -59,12 +61,11 @@ def l2_normalize(x: np.ndarray, scales: np.ndarray | None = None) -> np.ndarray:
     out = np.empty(x.shape, dtype=np.float32)
     step = chunk_rows(x.shape[1])
     for s in range(0, x.shape[0], step):
-        np.multiply(x[s:s + step], scales[s:s + step, None], out=out[s:s + step])
+        np.multiply(x[s : s + step], scales[s : s + step, None], out=out[s : s + step])
     return out
 
 
-def _centred_chunk(x: np.ndarray, rows: slice | np.ndarray, scales: np.ndarray | None,
-                   mean: np.ndarray) -> np.ndarray:
+def _centred_chunk(x: np.ndarray, rows: slice | np.ndarray, scales: np.ndarray | None, mean: np.ndarray) -> np.ndarray:
     block = x[rows] * scales[rows, None] if scales is not None else x[rows] - mean
     if scales is not None:
         block -= mean
@@ -89,16 +90,17 @@ class PCAModel:
         shift = (self.mean.astype(np.float64) @ self.components.T.astype(np.float64)).astype(np.float32)
         step = chunk_rows(x.shape[1])
         for s in range(0, x.shape[0], step):
-            y = out[s:s + step]
-            np.matmul(np.asarray(x[s:s + step], dtype=np.float32), comps_t, out=y)
+            y = out[s : s + step]
+            np.matmul(np.asarray(x[s : s + step], dtype=np.float32), comps_t, out=y)
             if row_scale is not None:
-                y *= row_scale[s:s + step, None]
+                y *= row_scale[s : s + step, None]
             y -= shift
         return out
 
 
-def fit_pca(x: np.ndarray, dim: int, *, sample: int | None = None, seed: int = 0,
-            row_scale: np.ndarray | None = None) -> PCAModel:
+def fit_pca(
+    x: np.ndarray, dim: int, *, sample: int | None = None, seed: int = 0, row_scale: np.ndarray | None = None
+) -> PCAModel:
     """PCA from the chunked covariance; components have a deterministic sign (largest |loading| positive,
     as scikit-learn's). The mean uses all rows; the covariance uses a seeded sample of `sample` rows when
     there are more (None = all rows, then the result is exact). `row_scale` multiplies row i first."""
@@ -107,8 +109,8 @@ def fit_pca(x: np.ndarray, dim: int, *, sample: int | None = None, seed: int = 0
     step = chunk_rows(d)
     mean64 = np.zeros(d, dtype=np.float64)
     for s in range(0, n, step):
-        block = x[s:s + step]
-        mean64 += (row_scale[s:s + step] @ block) if row_scale is not None else block.sum(axis=0, dtype=np.float64)
+        block = x[s : s + step]
+        mean64 += (row_scale[s : s + step] @ block) if row_scale is not None else block.sum(axis=0, dtype=np.float64)
     mean64 /= max(n, 1)
     mean = mean64.astype(np.float32)
     rows = None
@@ -117,7 +119,7 @@ def fit_pca(x: np.ndarray, dim: int, *, sample: int | None = None, seed: int = 0
     m = n if rows is None else len(rows)
     cov = np.zeros((d, d), dtype=np.float64)
     for s in range(0, m, step):
-        block = _centred_chunk(x, slice(s, s + step) if rows is None else rows[s:s + step], row_scale, mean)
+        block = _centred_chunk(x, slice(s, s + step) if rows is None else rows[s : s + step], row_scale, mean)
         cov += block.T @ block
     cov /= max(m - 1, 1)
     from scipy.linalg import eigh
@@ -159,6 +161,8 @@ def load_pca(mean_uri: str, components_uri: str) -> PCAModel:
     """A saved projection (mean, components); the variance figures are not kept, only what transform needs."""
     mean, comps = load_npy(mean_uri), load_npy(components_uri)
     if mean.ndim != 1 or comps.ndim != 2 or comps.shape[1] != mean.shape[0]:
-        raise ValueError(f"{components_uri}: PCA components of shape {comps.shape} do not fit the mean of shape "
-                         f"{mean.shape} in {mean_uri}")
+        raise ValueError(
+            f"{components_uri}: PCA components of shape {comps.shape} do not fit the mean of shape "
+            f"{mean.shape} in {mean_uri}"
+        )
     return PCAModel(mean.astype(np.float32), comps.astype(np.float32), np.full(len(comps), np.nan))

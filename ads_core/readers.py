@@ -134,12 +134,10 @@ def _preview(text: str | bytes, limit: int = 300) -> str:
 def _object_row(uri: str, row: int, obj: Any, raw: str | bytes) -> RawRow:
     if isinstance(obj, dict):
         return RawRow(uri, row, obj)
-    return RawRow(uri, row, None, "bad_row", f"row is a JSON {type(obj).__name__}, expected an object",
-                  _preview(raw))
+    return RawRow(uri, row, None, "bad_row", f"row is a JSON {type(obj).__name__}, expected an object", _preview(raw))
 
 
-def loads_limited(text: str, max_chars: int = MAX_EMBEDDED_JSON_CHARS,
-                  max_depth: int = MAX_EMBEDDED_JSON_DEPTH) -> Any:
+def loads_limited(text: str, max_chars: int = MAX_EMBEDDED_JSON_CHARS, max_depth: int = MAX_EMBEDDED_JSON_DEPTH) -> Any:
     """json.loads for JSON embedded in a cell: ValueError (never RecursionError) past the size or depth limit."""
     if len(text) > max_chars:
         raise ValueError(f"embedded JSON has {len(text)} characters (limit {max_chars})")
@@ -184,18 +182,41 @@ def _iter_jsonl(uri: str, batch_rows: int, gz: bool = False) -> Iterator[list[Ra
             bad = _ESCAPED_BYTE.search(line)
             if bad:
                 byte = len(line[: bad.start()].encode("utf-8", errors="surrogateescape"))
-                batch.append(RawRow(uri, line_no, None, "bad_encoding",
-                                    f"line {line_no + 1} is not valid UTF-8 (byte {byte})", _preview(line)))
+                batch.append(
+                    RawRow(
+                        uri,
+                        line_no,
+                        None,
+                        "bad_encoding",
+                        f"line {line_no + 1} is not valid UTF-8 (byte {byte})",
+                        _preview(line),
+                    )
+                )
             else:
                 try:
                     obj = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    batch.append(RawRow(uri, line_no, None, "bad_json",
-                                        f"line {line_no + 1} is not valid JSON: {exc.msg} at column {exc.colno}",
-                                        _preview(line)))
+                    batch.append(
+                        RawRow(
+                            uri,
+                            line_no,
+                            None,
+                            "bad_json",
+                            f"line {line_no + 1} is not valid JSON: {exc.msg} at column {exc.colno}",
+                            _preview(line),
+                        )
+                    )
                 except (ValueError, RecursionError) as exc:  # a >4300-digit integer, nesting too deep
-                    batch.append(RawRow(uri, line_no, None, "bad_json",
-                                        f"line {line_no + 1} cannot be parsed: {exc}", _preview(line)))
+                    batch.append(
+                        RawRow(
+                            uri,
+                            line_no,
+                            None,
+                            "bad_json",
+                            f"line {line_no + 1} cannot be parsed: {exc}",
+                            _preview(line),
+                        )
+                    )
                 else:
                     batch.append(_object_row(uri, line_no, obj, line))
             if len(batch) >= batch_rows:
@@ -215,8 +236,10 @@ def _json_rows(uri: str, obj: Any) -> list[Any]:
     if len(row_lists) == 1:
         return next(iter(row_lists.values()))
     if len(row_lists) > 1:
-        raise InputError(f"{uri}: a .json file must hold a list of rows (or an object with exactly one list); "
-                         f"found lists of rows under {', '.join(row_lists)}")
+        raise InputError(
+            f"{uri}: a .json file must hold a list of rows (or an object with exactly one list); "
+            f"found lists of rows under {', '.join(row_lists)}"
+        )
     if any(isinstance(v, str) and v.strip() for v in obj.values()):
         return [obj]  # one problem per file (the original MATH distribution)
     raise InputError(f"{uri}: a .json file must hold a list of rows (or an object with exactly one list)")
@@ -234,22 +257,28 @@ def _iter_json(uri: str, batch_rows: int, gz: bool = False) -> Iterator[list[Raw
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{uri}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
-                         "if it holds one object per line, name it .jsonl") from exc
+        raise InputError(
+            f"{uri}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+            "if it holds one object per line, name it .jsonl"
+        ) from exc
     except (ValueError, RecursionError) as exc:  # a >4300-digit integer, nesting too deep
         raise InputError(f"{uri}: cannot be parsed as JSON ({exc})") from exc
     rows = _json_rows(uri, obj)
     for start in range(0, len(rows), batch_rows):
-        yield [_object_row(uri, start + i, item, json.dumps(item, default=str)[:300])
-               for i, item in enumerate(rows[start:start + batch_rows])]
+        yield [
+            _object_row(uri, start + i, item, json.dumps(item, default=str)[:300])
+            for i, item in enumerate(rows[start : start + batch_rows])
+        ]
 
 
 def _csv_header(uri: str, header: list[str]) -> list[str]:
     header = [h.strip() for h in header]
     dups = sorted({h for h in header if header.count(h) > 1})
     if dups:
-        raise InputError(f"{uri}: duplicate column names in the CSV header: {', '.join(map(repr, dups))}; "
-                         "rename them so each column has one name")
+        raise InputError(
+            f"{uri}: duplicate column names in the CSV header: {', '.join(map(repr, dups))}; "
+            "rename them so each column has one name"
+        )
     return header
 
 
@@ -280,9 +309,16 @@ def _iter_csv(uri: str, batch_rows: int, gz: bool = False) -> Iterator[list[RawR
                 row_no += 1
                 continue
             if len(values) != len(header):
-                batch.append(RawRow(uri, row_no, None, "bad_row",
-                                    f"row {row_no} has {len(values)} fields, the header has {len(header)}",
-                                    _preview(",".join(values))))
+                batch.append(
+                    RawRow(
+                        uri,
+                        row_no,
+                        None,
+                        "bad_row",
+                        f"row {row_no} has {len(values)} fields, the header has {len(header)}",
+                        _preview(",".join(values)),
+                    )
+                )
             else:
                 batch.append(RawRow(uri, row_no, dict(zip(header, values, strict=True))))
             row_no += 1
@@ -304,8 +340,10 @@ def iter_hub_batches(dataset_id: str, split: str, batch_rows: int) -> Iterator[l
     try:
         import datasets
     except ImportError as exc:
-        raise InputError(f"{dataset_id}: not a local path, and the `datasets` package is not installed "
-                         "to load it as a Hugging Face dataset id") from exc
+        raise InputError(
+            f"{dataset_id}: not a local path, and the `datasets` package is not installed "
+            "to load it as a Hugging Face dataset id"
+        ) from exc
     try:
         ds = datasets.load_dataset(dataset_id, split=split)
     except Exception as exc:  # noqa: BLE001 - datasets raises many types; all mean "not usable here"

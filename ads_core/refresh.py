@@ -23,8 +23,15 @@ def row_identities(final_uri: str) -> pl.DataFrame | None:
         return None
     table = storage.read_parquet(final_uri, columns=["sample_id", "extra_info"])
     info = table.column("extra_info").combine_chunks()
-    keys = [row_key(q, s, a) for q, s, a in zip(info.field("question").to_pylist(), info.field("solution").to_pylist(),
-                                                info.field("answer").to_pylist(), strict=True)]
+    keys = [
+        row_key(q, s, a)
+        for q, s, a in zip(
+            info.field("question").to_pylist(),
+            info.field("solution").to_pylist(),
+            info.field("answer").to_pylist(),
+            strict=True,
+        )
+    ]
     return pl.DataFrame({"sample_id": table.column("sample_id").to_pylist(), "row_key": keys})
 
 
@@ -51,17 +58,25 @@ class RefreshSummary:
         if self.rows_added is None:
             change = f"{self.rows} rows (no previous build to compare with)"
         else:
-            change = (f"{self.rows} rows: {self.rows_added} added, {self.rows_removed} removed, "
-                      f"{self.rows_changed} edited since the previous build")
+            change = (
+                f"{self.rows} rows: {self.rows_added} added, {self.rows_removed} removed, "
+                f"{self.rows_changed} edited since the previous build"
+            )
         stability = self.cluster_path or "n/a"
         if self.kept_id_share is not None:
             stability += f", {100 * self.kept_id_share:.1f}% of rows kept their cluster_id"
         times = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in self.stage_seconds.items())
-        return [f"refresh: {change}",
-                f"scored {self.rows_scored} rows, reused {self.rows_reused} from the score cache",
-                f"clusters: {stability}", f"stage times: {times}", f"training: {self.training}"] + (
-            [] if self.contaminated is None else
-            [f"decontamination: {self.contaminated} rows match an eval question (OUT/report/decontamination.json)"])
+        return [
+            f"refresh: {change}",
+            f"scored {self.rows_scored} rows, reused {self.rows_reused} from the score cache",
+            f"clusters: {stability}",
+            f"stage times: {times}",
+            f"training: {self.training}",
+        ] + (
+            []
+            if self.contaminated is None
+            else [f"decontamination: {self.contaminated} rows match an eval question (OUT/report/decontamination.json)"]
+        )
 
 
 def rows_scored_by_this_build(out: str, stage_states: dict[str, str]) -> int:
@@ -77,8 +92,13 @@ def rows_scored_by_this_build(out: str, stage_states: dict[str, str]) -> int:
     return total
 
 
-def summarize(out: str, previous: pl.DataFrame | None, stage_seconds: dict[str, float],
-              stage_states: dict[str, str], training: str) -> RefreshSummary:
+def summarize(
+    out: str,
+    previous: pl.DataFrame | None,
+    stage_seconds: dict[str, float],
+    stage_states: dict[str, str],
+    training: str,
+) -> RefreshSummary:
     """The summary of the build that just wrote OUT, against `previous` (its row identities)."""
     final_uri = storage.join(out, "final", "train.parquet")
     current = row_identities(final_uri)
@@ -87,11 +107,17 @@ def summarize(out: str, previous: pl.DataFrame | None, stage_seconds: dict[str, 
     refresh = mf.read(storage.join(out, "clusters")).extra.get("refresh") or {}
     if stage_states.get("cluster") == "Cached":
         refresh = {**refresh, "path": f"unchanged ({refresh.get('path', 'cached')} earlier)", "kept_id_share": 1.0}
-    summary = RefreshSummary(rows=rows, rows_scored=scored, rows_reused=rows - scored,
-                             cluster_path=refresh.get("path"), kept_id_share=refresh.get("kept_id_share"),
-                             stage_seconds={k: round(v, 2) for k, v in stage_seconds.items()},
-                             stage_states=dict(stage_states), training=training,
-                             contaminated=mf.read(storage.join(out, "report")).counts.get("contaminated"))
+    summary = RefreshSummary(
+        rows=rows,
+        rows_scored=scored,
+        rows_reused=rows - scored,
+        cluster_path=refresh.get("path"),
+        kept_id_share=refresh.get("kept_id_share"),
+        stage_seconds={k: round(v, 2) for k, v in stage_seconds.items()},
+        stage_states=dict(stage_states),
+        training=training,
+        contaminated=mf.read(storage.join(out, "report")).counts.get("contaminated"),
+    )
     if previous is not None and current is not None:
         joined = previous.join(current, on="sample_id", how="full", suffix="_new", coalesce=True)
         summary.rows_added = int(joined["row_key"].is_null().sum())

@@ -70,8 +70,9 @@ def render_plot(final: pl.DataFrame, points: pl.DataFrame, method: str, colors: 
             by_cluster.text(cx, cy, str(cid), fontsize=7, ha="center", va="center", alpha=0.85)
         shown = f"{points.height} of {final.height} rows" if points.height < final.height else f"{points.height} rows"
         by_cluster.set(title=f"embeddings, {method} ({shown}): by cluster", xticks=[], yticks=[])
-        dots = by_difficulty.scatter(x, y, c=points["difficulty"].to_numpy(), cmap="viridis", s=7, alpha=0.8,
-                                     linewidths=0)
+        dots = by_difficulty.scatter(
+            x, y, c=points["difficulty"].to_numpy(), cmap="viridis", s=7, alpha=0.8, linewidths=0
+        )
         fig.colorbar(dots, ax=by_difficulty, label="difficulty")
         by_difficulty.set(title=f"embeddings, {method}: by difficulty", xticks=[], yticks=[])
         fig.suptitle(title)
@@ -89,8 +90,10 @@ def map_points(final: pl.DataFrame, scores_uri: str, cfg: ReportConfig) -> tuple
     found, embeddings = read_embeddings(scores_uri, ids)
     if len(found) != len(ids):
         missing = np.setdiff1d(ids, found)[:5].tolist()
-        raise ValueError(f"{scores_uri}: {len(ids) - len(found)} sample_id(s) of the final artifact have no "
-                         f"embedding (e.g. {missing}); rebuild with force_from=score")
+        raise ValueError(
+            f"{scores_uri}: {len(ids) - len(found)} sample_id(s) of the final artifact have no "
+            f"embedding (e.g. {missing}); rebuild with force_from=score"
+        )
     coords, method = tsne_map(embeddings, cfg.map_perplexity, cfg.map_iterations, cfg.map_seed)
     rows = pl.DataFrame({"sample_id": found, "x": coords[:, 0], "y": coords[:, 1]})
     meta = final.select("sample_id", "cluster_id", "difficulty")
@@ -101,15 +104,20 @@ def difficulty_quantiles(final: pl.DataFrame) -> list[dict[str, Any]]:
     aggs = [pl.len().alias("size"), pl.col("difficulty").mean().alias("mean")]
     aggs += [pl.col("difficulty").quantile(q).alias(f"q{int(q * 100):02d}") for q in QUANTILES]
     table = final.group_by("cluster_id").agg(aggs).sort("cluster_id")
-    return [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}
-            for row in table.iter_rows(named=True)]
+    return [
+        {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()} for row in table.iter_rows(named=True)
+    ]
 
 
 def examples_markdown(final: pl.DataFrame, dataset: str, cfg: ReportConfig) -> str:
     """A few example problems per cluster: the easiest, the median and the hardest."""
-    lines = [f"# {md_text(dataset)}: example problems per cluster", "",
-             "Easiest, median and hardest problem of each cluster (difficulty = token-mean NLL of the "
-             "reference solution under the policy model).", ""]
+    lines = [
+        f"# {md_text(dataset)}: example problems per cluster",
+        "",
+        "Easiest, median and hardest problem of each cluster (difficulty = token-mean NLL of the "
+        "reference solution under the policy model).",
+        "",
+    ]
     clusters = final["cluster_id"].unique().sort().to_list()
     for cid in clusters[: cfg.max_example_clusters]:
         rows = final.filter(pl.col("cluster_id") == cid).sort("rank_in_cluster")
@@ -127,8 +135,11 @@ def examples_markdown(final: pl.DataFrame, dataset: str, cfg: ReportConfig) -> s
 
 
 def read_final_for_report(final_uri: str) -> pl.DataFrame:
-    final = pl.from_arrow(storage.read_parquet(final_uri, columns=["sample_id", "cluster_id", "rank_in_cluster",
-                                                                   "difficulty", "extra_info"]))
+    final = pl.from_arrow(
+        storage.read_parquet(
+            final_uri, columns=["sample_id", "cluster_id", "rank_in_cluster", "difficulty", "extra_info"]
+        )
+    )
     return final.with_columns(pl.col("extra_info").struct.field("question").alias("question")).drop("extra_info")
 
 
@@ -146,8 +157,9 @@ def cluster_terms(final: pl.DataFrame, cfg: ReportConfig) -> dict[str, list[dict
     return {str(cid): terms for cid, terms in top.items()}
 
 
-def write_report(final_uri: str, assignments_uri: str, out: str, cfg: ReportConfig, dataset: str,
-                 scores_uri: str | None = None) -> mf.Manifest:
+def write_report(
+    final_uri: str, assignments_uri: str, out: str, cfg: ReportConfig, dataset: str, scores_uri: str | None = None
+) -> mf.Manifest:
     """Write OUT/report/{build_report.png, quantiles.json, examples.md, cluster_terms.json, cluster_terms.png}.
 
     The map needs the embeddings: `scores_uri`, by default the scores file the final artifact's manifest
@@ -156,12 +168,20 @@ def write_report(final_uri: str, assignments_uri: str, out: str, cfg: ReportConf
     final = read_final_for_report(final_uri)
     scores_uri = scores_uri or scores_of(final_uri, out)
     if not storage.exists(scores_uri):
-        raise FileNotFoundError(f"{scores_uri}: the report's embedding map needs the scores file; "
-                                "rebuild with force_from=score")
+        raise FileNotFoundError(
+            f"{scores_uri}: the report's embedding map needs the scores file; rebuild with force_from=score"
+        )
     directory = storage.join(out, REPORT_DIR)
-    uris = {name: storage.join(directory, file) for name, file in
-            (("plot", PLOT_NAME), ("quantiles", QUANTILES_NAME), ("examples", EXAMPLES_NAME),
-             ("terms", TERMS_NAME), ("terms_plot", TERMS_PLOT_NAME))}
+    uris = {
+        name: storage.join(directory, file)
+        for name, file in (
+            ("plot", PLOT_NAME),
+            ("quantiles", QUANTILES_NAME),
+            ("examples", EXAMPLES_NAME),
+            ("terms", TERMS_NAME),
+            ("terms_plot", TERMS_PLOT_NAME),
+        )
+    }
     colors = palette(final["cluster_id"].unique().to_list())
     points, method = map_points(final, scores_uri, cfg)
     title = f"ads-build {dataset}: {final.height} rows"
@@ -173,13 +193,22 @@ def write_report(final_uri: str, assignments_uri: str, out: str, cfg: ReportConf
     storage.write_json(uris["terms"], terms)
     sizes = {int(q["cluster_id"]): int(q["size"]) for q in quantiles}
     medians = {int(q["cluster_id"]): float(q["q50"]) for q in quantiles}
-    grid = render_terms_grid({int(c): t for c, t in terms.items()}, sizes, medians, colors,
-                             f"{dataset}: top terms per cluster (c-TF-IDF)", cfg.terms_grid_clusters)
+    grid = render_terms_grid(
+        {int(c): t for c, t in terms.items()},
+        sizes,
+        medians,
+        colors,
+        f"{dataset}: top terms per cluster (c-TF-IDF)",
+        cfg.terms_grid_clusters,
+    )
     storage.write_bytes(uris["terms_plot"], grid)
     manifest = mf.Manifest(
         stage=STAGE,
-        inputs={"final": mf.input_entry(final_uri), "assignments": mf.input_entry(assignments_uri),
-                "scores": mf.input_entry(scores_uri)},
+        inputs={
+            "final": mf.input_entry(final_uri),
+            "assignments": mf.input_entry(assignments_uri),
+            "scores": mf.input_entry(scores_uri),
+        },
         outputs={name: mf.output_entry(uri) for name, uri in uris.items()},
         config=cfg.model_dump(),
         code_version=mf.version_of(STAGE, VERSION),

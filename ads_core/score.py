@@ -26,8 +26,15 @@ STAGE_MERGE = "merge_scores"
 VERSION = "1"  # bump when the scores change for the same input (part of the cache key)
 
 
-SCORES_SCHEMA_FIELDS = ["sample_id", "embedding", "difficulty", "n_tokens", "n_target_tokens", "truncated",
-                        "nll_target"]
+SCORES_SCHEMA_FIELDS = [
+    "sample_id",
+    "embedding",
+    "difficulty",
+    "n_tokens",
+    "n_target_tokens",
+    "truncated",
+    "nll_target",
+]
 
 
 def shard_bounds(n_rows: int, num_shards: int, index: int) -> tuple[int, int]:
@@ -41,18 +48,24 @@ def shard_dir(out_uri: str, index: int, num_shards: int) -> str:
 def _inputs_table(formatted_uri: str) -> pa.Table:
     table = storage.read_parquet(formatted_uri, columns=["sample_id", "extra_info"])
     info = table.column("extra_info").combine_chunks()
-    return pa.table({
-        "sample_id": table.column("sample_id"),
-        "question": info.field("question"),
-        "solution": info.field("solution"),
-        "answer": info.field("answer"),
-    })
+    return pa.table(
+        {
+            "sample_id": table.column("sample_id"),
+            "question": info.field("question"),
+            "solution": info.field("solution"),
+            "answer": info.field("answer"),
+        }
+    )
 
 
-def score_shard(formatted_uri: str, out_uri: str, index: int, cfg: ScoreConfig,
-                progress: Callable[[int], None] | None = None,
-                scorer: tuple[ScorerBackend, Any] | Callable[[], tuple[ScorerBackend, Any]] | None = None
-                ) -> mf.Manifest:
+def score_shard(
+    formatted_uri: str,
+    out_uri: str,
+    index: int,
+    cfg: ScoreConfig,
+    progress: Callable[[int], None] | None = None,
+    scorer: tuple[ScorerBackend, Any] | Callable[[], tuple[ScorerBackend, Any]] | None = None,
+) -> mf.Manifest:
     """Score rows [start, end) of shard `index` of `cfg.num_shards`; writes scores.parquet + manifest.
 
     Rows found in the row score cache keep their stored values; only the others are scored, and the
@@ -70,19 +83,22 @@ def score_shard(formatted_uri: str, out_uri: str, index: int, cfg: ScoreConfig,
     backend_name, stats = "cache", {}
     if missing:
         backend, tokenizer = scorer() if callable(scorer) else (scorer or make_backend(cfg))
-        rows = [tokenize_row(tokenizer, part[i]["question"], part[i]["solution"], part[i]["answer"], cfg)
-                for i in missing]
+        rows = [
+            tokenize_row(tokenizer, part[i]["question"], part[i]["solution"], part[i]["answer"], cfg) for i in missing
+        ]
         result = backend.score(rows, progress)
         backend_name, stats = backend.name, result.stats
-        fresh = pa.table({
-            "row_key": pa.array([keys[i] for i in missing], pa.string()),
-            "embedding": pa.array(list(result.embeddings.astype(np.float32)), pa.list_(pa.float32())),
-            "difficulty": pa.array(result.difficulty, pa.float64()),
-            "n_tokens": pa.array(result.n_tokens, pa.int32()),
-            "n_target_tokens": pa.array(result.n_target_tokens, pa.int32()),
-            "truncated": pa.array([r.truncated for r in rows], pa.bool_()),
-            "nll_target": pa.array([r.nll_target for r in rows], pa.string()),
-        })
+        fresh = pa.table(
+            {
+                "row_key": pa.array([keys[i] for i in missing], pa.string()),
+                "embedding": pa.array(list(result.embeddings.astype(np.float32)), pa.list_(pa.float32())),
+                "difficulty": pa.array(result.difficulty, pa.float64()),
+                "n_tokens": pa.array(result.n_tokens, pa.int32()),
+                "n_target_tokens": pa.array(result.n_target_tokens, pa.int32()),
+                "truncated": pa.array([r.truncated for r in rows], pa.bool_()),
+                "nll_target": pa.array([r.nll_target for r in rows], pa.string()),
+            }
+        )
         if cache:
             cache.add(fresh)
         values.update({row["row_key"]: row for row in fresh.to_pylist()})
@@ -97,12 +113,20 @@ def score_shard(formatted_uri: str, out_uri: str, index: int, cfg: ScoreConfig,
         outputs={"scores": mf.output_entry(uri, out.num_rows)},
         config={**mf.config_dict(cfg), "shard_index": index, "row_start": start, "row_end": end},
         code_version=mf.version_of("score", VERSION),
-        counts={"rows": out.num_rows, "rows_scored": len(missing), "rows_reused": out.num_rows - len(missing),
-                "truncated": truncated,
-                "nll_on_answer": int(pc.sum(pc.equal(out.column("nll_target"), "answer")).as_py() or 0)},
+        counts={
+            "rows": out.num_rows,
+            "rows_scored": len(missing),
+            "rows_reused": out.num_rows - len(missing),
+            "truncated": truncated,
+            "nll_on_answer": int(pc.sum(pc.equal(out.column("nll_target"), "answer")).as_py() or 0),
+        },
         # the dtype the rows were scored in (auto resolved for this machine; also part of the row cache key)
-        extra={"backend": backend_name, "hidden_size": _hidden(out), "dtype": models.dtype_name(cfg.device, cfg.dtype),
-               **stats},
+        extra={
+            "backend": backend_name,
+            "hidden_size": _hidden(out),
+            "dtype": models.dtype_name(cfg.device, cfg.dtype),
+            **stats,
+        },
     )
     mf.write(directory, manifest)
     return manifest
@@ -126,15 +150,17 @@ def _scores_table(sample_ids: list[int], rows: list[dict[str, Any]]) -> pa.Table
     """The shard's scores in row order, embeddings as float32 fixed-size lists."""
     hidden = len(rows[0]["embedding"]) if rows else 0
     flat = np.asarray([r["embedding"] for r in rows], np.float32).reshape(-1)
-    return pa.table({
-        "sample_id": pa.array(sample_ids, pa.int64()),
-        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), hidden),
-        "difficulty": pa.array([r["difficulty"] for r in rows], pa.float64()),
-        "n_tokens": pa.array([r["n_tokens"] for r in rows], pa.int32()),
-        "n_target_tokens": pa.array([r["n_target_tokens"] for r in rows], pa.int32()),
-        "truncated": pa.array([r["truncated"] for r in rows], pa.bool_()),
-        "nll_target": pa.array([r["nll_target"] for r in rows], pa.string()),
-    })
+    return pa.table(
+        {
+            "sample_id": pa.array(sample_ids, pa.int64()),
+            "embedding": pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), hidden),
+            "difficulty": pa.array([r["difficulty"] for r in rows], pa.float64()),
+            "n_tokens": pa.array([r["n_tokens"] for r in rows], pa.int32()),
+            "n_target_tokens": pa.array([r["n_target_tokens"] for r in rows], pa.int32()),
+            "truncated": pa.array([r["truncated"] for r in rows], pa.bool_()),
+            "nll_target": pa.array([r["nll_target"] for r in rows], pa.string()),
+        }
+    )
 
 
 def merge_scores(formatted_uri: str, shard_uris: list[str], out_uri: str) -> mf.Manifest:
@@ -163,13 +189,19 @@ def merge_scores(formatted_uri: str, shard_uris: list[str], out_uri: str) -> mf.
     storage.write_parquet(uri, merged)
     manifest = mf.Manifest(
         stage=STAGE_MERGE,
-        inputs={"formatted": mf.input_entry(formatted_uri),
-                **{f"shard_{i}": mf.input_entry(u) for i, u in enumerate(shard_uris)}},
+        inputs={
+            "formatted": mf.input_entry(formatted_uri),
+            **{f"shard_{i}": mf.input_entry(u) for i, u in enumerate(shard_uris)},
+        },
         outputs={"scores": mf.output_entry(uri, merged.num_rows)},
         config={"num_shards": len(shard_uris)},
         code_version=mf.version_of("score", VERSION),
-        counts={"rows": merged.num_rows, "rows_scored": scored, "rows_reused": merged.num_rows - scored,
-                "truncated": int(pc.sum(merged.column("truncated")).as_py() or 0)},
+        counts={
+            "rows": merged.num_rows,
+            "rows_scored": scored,
+            "rows_reused": merged.num_rows - scored,
+            "truncated": int(pc.sum(merged.column("truncated")).as_py() or 0),
+        },
         extra={"dtype": ",".join(dtypes)} if dtypes else {},
     )
     mf.write(directory, manifest)

@@ -44,9 +44,16 @@ def namespace(cfg: ScoreConfig, model_fingerprint: str, stage_version: str) -> s
     device = models.pick_device(cfg.device)
     dtype = str(models.pick_dtype(device, cfg.dtype)).removeprefix("torch.")
     backend = "transformers" if cfg.backend == "auto" else cfg.backend
-    payload = {"cache": CACHE_VERSION, "stage": stage_version, "model": model_fingerprint, "backend": backend,
-               "device": device.split(":")[0], "dtype": dtype, "text_mode": cfg.text_mode,
-               "max_length": cfg.max_length}
+    payload = {
+        "cache": CACHE_VERSION,
+        "stage": stage_version,
+        "model": model_fingerprint,
+        "backend": backend,
+        "device": device.split(":")[0],
+        "dtype": dtype,
+        "text_mode": cfg.text_mode,
+        "max_length": cfg.max_length,
+    }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -68,8 +75,7 @@ class ScoreCache:
         except FileNotFoundError:
             return []
         prefix = self.directory[: len(self.directory) - len(path)] if self.directory.endswith(path) else ""
-        return sorted(prefix + n for n in names if n.rsplit("/", 1)[-1].startswith("part-")
-                      and n.endswith(".parquet"))
+        return sorted(prefix + n for n in names if n.rsplit("/", 1)[-1].startswith("part-") and n.endswith(".parquet"))
 
     def lookup(self, keys: list[str]) -> dict[str, dict[str, Any]]:
         """Stored values of the keys found; corrupt parts are skipped (and removed)."""

@@ -85,17 +85,22 @@ class TransformersScorer:
                 order, states, emb = self._forward(rows, lengths, packs)
                 padded_tokens += states.shape[0] * states.shape[1]
                 embeddings[order] = emb.cpu().numpy()
-                nll, counts = self._target_nll(states, [rows[i] for i in order], self._starts(lengths, packs,
-                                                                                             states.shape[1]))
+                nll, counts = self._target_nll(
+                    states, [rows[i] for i in order], self._starts(lengths, packs, states.shape[1])
+                )
                 difficulty[order] = nll
                 n_target[order] = counts
                 if progress:
                     progress(len(order))
         elapsed = time.perf_counter() - t0
-        stats = {"real_tokens": real_tokens, "padded_tokens": padded_tokens, "seconds": elapsed,
-                 "tokens_per_s": real_tokens / elapsed if elapsed else 0.0,
-                 "padding_fraction": 1 - real_tokens / padded_tokens if padded_tokens else 0.0,
-                 "packed": float(self.packing)}
+        stats = {
+            "real_tokens": real_tokens,
+            "padded_tokens": padded_tokens,
+            "seconds": elapsed,
+            "tokens_per_s": real_tokens / elapsed if elapsed else 0.0,
+            "padding_fraction": 1 - real_tokens / padded_tokens if padded_tokens else 0.0,
+            "packed": float(self.packing),
+        }
         return ScoreBatchResult(embeddings, difficulty, lengths.astype(np.int32), n_target, stats)
 
     @staticmethod
@@ -124,10 +129,10 @@ class TransformersScorer:
             offset = 0
             for r, i in enumerate(pack):
                 row, size = rows[i], int(lengths[i])
-                ids[b, offset:offset + size] = torch.tensor(row.input_ids)
-                mask[b, offset:offset + size] = 1
-                position[b, offset:offset + size] = torch.arange(size)
-                pool[b, r, offset:offset + row.pool_len] = 1.0
+                ids[b, offset : offset + size] = torch.tensor(row.input_ids)
+                mask[b, offset : offset + size] = 1
+                position[b, offset : offset + size] = torch.arange(size)
+                pool[b, r, offset : offset + row.pool_len] = 1.0
                 order.append(int(i))
                 offset += size
             position[b, offset:] = torch.arange(width - offset)  # the pad tail is a sequence of its own
@@ -154,7 +159,7 @@ class TransformersScorer:
             count = len(row.input_ids) - row.prompt_len
             row_idx.extend([j] * count)
             pos.extend(range(start + row.prompt_len - 1, start + len(row.input_ids) - 1))
-            tgt.extend(row.input_ids[row.prompt_len:])
+            tgt.extend(row.input_ids[row.prompt_len :])
         device = states.device
         row_t = torch.tensor(row_idx, device=device)
         tgt_t = torch.tensor(tgt, device=device)
@@ -163,9 +168,10 @@ class TransformersScorer:
         chunk = max(1, self.cfg.logits_chunk_elems // vocab)
         token_nll = torch.empty(len(tgt), dtype=torch.float32, device=device)
         for start in range(0, len(tgt), chunk):
-            logits = self.lm_head(picked[start:start + chunk]).float()
-            token_nll[start:start + chunk] = torch.nn.functional.cross_entropy(
-                logits, tgt_t[start:start + chunk], reduction="none")
+            logits = self.lm_head(picked[start : start + chunk]).float()
+            token_nll[start : start + chunk] = torch.nn.functional.cross_entropy(
+                logits, tgt_t[start : start + chunk], reduction="none"
+            )
         sums = torch.zeros(len(rows), dtype=torch.float64, device=device).index_add_(0, row_t, token_nll.double())
         counts = torch.bincount(row_t, minlength=len(rows))
         return (sums / counts.clamp_min(1)).cpu().numpy(), counts.cpu().numpy().astype(np.int32)

@@ -46,8 +46,7 @@ def lm_head_weight(model: str) -> Any:
     text_config = config.get("text_config", config)
     tied = bool(config.get("tie_word_embeddings", text_config.get("tie_word_embeddings", False)))
     index = directory / "model.safetensors.index.json"
-    weight_map = (json.loads(index.read_text(encoding="utf-8"))["weight_map"] if index.exists()
-                  else None)
+    weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"] if index.exists() else None
     wanted = ["lm_head.weight"] + (["model.embed_tokens.weight", "embed_tokens.weight"] if tied else [])
     for name in wanted:
         file = directory / (weight_map.get(name, "") if weight_map else "model.safetensors")
@@ -59,17 +58,19 @@ def lm_head_weight(model: str) -> Any:
     raise models.ModelLoadError(f"{directory}: no LM head weight ({' or '.join(wanted)}) in its safetensors")
 
 
-def chunked_nll(states: Any, targets: Any, row_idx: Any, n_rows: int, weight: Any,
-                chunk_elems: int) -> tuple[np.ndarray, np.ndarray]:
+def chunked_nll(
+    states: Any, targets: Any, row_idx: Any, n_rows: int, weight: Any, chunk_elems: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Token-mean cross-entropy per row from hidden states at target positions, LM head applied in chunks."""
     import torch
 
     chunk = max(1, chunk_elems // int(weight.shape[0]))
     token_nll = torch.empty(len(targets), dtype=torch.float32, device=states.device)
     for start in range(0, len(targets), chunk):
-        logits = (states[start:start + chunk] @ weight.T).float()
-        token_nll[start:start + chunk] = torch.nn.functional.cross_entropy(
-            logits, targets[start:start + chunk], reduction="none")
+        logits = (states[start : start + chunk] @ weight.T).float()
+        token_nll[start : start + chunk] = torch.nn.functional.cross_entropy(
+            logits, targets[start : start + chunk], reduction="none"
+        )
     sums = torch.zeros(n_rows, dtype=torch.float64, device=states.device).index_add_(0, row_idx, token_nll.double())
     counts = torch.bincount(row_idx, minlength=n_rows)
     return (sums / counts.clamp_min(1)).cpu().numpy(), counts.cpu().numpy().astype(np.int32)
@@ -97,11 +98,17 @@ class VLLMScorer:
         self.tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=cfg.trust_remote_code)
         extra: dict[str, Any] = {"gpu_memory_utilization": 0.5} if self.device.startswith("cuda") else {}
         self._engine = LLM(
-            model=model, runner="pooling", convert="embed", dtype=str(self.dtype).removeprefix("torch."),
-            max_model_len=cfg.max_length, trust_remote_code=cfg.trust_remote_code,
+            model=model,
+            runner="pooling",
+            convert="embed",
+            dtype=str(self.dtype).removeprefix("torch."),
+            max_model_len=cfg.max_length,
+            trust_remote_code=cfg.trust_remote_code,
             # every token's state is needed: a prefix-cache hit would skip computing (and returning) some of them
             enable_prefix_caching=False,
-            pooler_config=PoolerConfig(task="token_embed", pooling_type="ALL", use_activation=False), **extra)
+            pooler_config=PoolerConfig(task="token_embed", pooling_type="ALL", use_activation=False),
+            **extra,
+        )
         self.weight = lm_head_weight(model).to(device=self.device, dtype=self.dtype)
         self.hidden = int(self.weight.shape[1])
         self._torch = torch
@@ -110,8 +117,12 @@ class VLLMScorer:
         from vllm import PoolingParams
         from vllm.inputs import TokensPrompt
 
-        outs = self._engine.encode([TokensPrompt(prompt_token_ids=r.input_ids) for r in rows],
-                                   PoolingParams(use_activation=False), pooling_task="token_embed", use_tqdm=False)
+        outs = self._engine.encode(
+            [TokensPrompt(prompt_token_ids=r.input_ids) for r in rows],
+            PoolingParams(use_activation=False),
+            pooling_task="token_embed",
+            use_tqdm=False,
+        )
         return [o.outputs.data for o in outs]
 
     def score(self, rows: list[TokenizedRow], progress: Callable[[int], None] | None = None) -> ScoreBatchResult:
@@ -132,17 +143,23 @@ class VLLMScorer:
             picked, targets, row_idx = [], [], []
             for j, (row, h) in enumerate(zip(group, states, strict=True)):
                 if h.shape[0] != len(row.input_ids):
-                    raise RuntimeError(f"vLLM returned {h.shape[0]} hidden states for a {len(row.input_ids)}-token "
-                                       "row; token_embed pooling must return every token")
+                    raise RuntimeError(
+                        f"vLLM returned {h.shape[0]} hidden states for a {len(row.input_ids)}-token "
+                        "row; token_embed pooling must return every token"
+                    )
                 embeddings[start + j] = h[: row.pool_len].float().mean(0).cpu().numpy()
-                picked.append(h[row.prompt_len - 1: len(row.input_ids) - 1])
-                targets.extend(row.input_ids[row.prompt_len:])
+                picked.append(h[row.prompt_len - 1 : len(row.input_ids) - 1])
+                targets.extend(row.input_ids[row.prompt_len :])
                 row_idx.extend([j] * (len(row.input_ids) - row.prompt_len))
             with torch.inference_mode():
                 nll, cnt = chunked_nll(
                     torch.cat(picked).to(device=self.device, dtype=self.dtype),
-                    torch.tensor(targets, device=self.device), torch.tensor(row_idx, device=self.device),
-                    len(group), self.weight, self.cfg.logits_chunk_elems)
+                    torch.tensor(targets, device=self.device),
+                    torch.tensor(row_idx, device=self.device),
+                    len(group),
+                    self.weight,
+                    self.cfg.logits_chunk_elems,
+                )
             difficulty[start:stop], counts[start:stop] = nll, cnt
             if progress:
                 progress(len(group))

@@ -64,7 +64,7 @@ def tokenize_row(tokenizer: Any, question: str, solution: str | None, answer: st
     if truncated:
         keep_target = min(len(target_ids), max(limit - len(prompt_ids), limit // 4))
         keep_prompt = limit - keep_target
-        prompt_ids = prompt_ids[len(prompt_ids) - keep_prompt:] if keep_prompt else []
+        prompt_ids = prompt_ids[len(prompt_ids) - keep_prompt :] if keep_prompt else []
         target_ids = target_ids[:keep_target]
     if not prompt_ids:  # the first target token needs a position to be predicted from
         prompt_ids, target_ids = target_ids[:1], target_ids[1:] or target_ids[:1]

@@ -25,9 +25,8 @@ class InvariantError(Exception):
 
 
 def sort_rows(formatted: pl.DataFrame, scores: pl.DataFrame, assignments: pl.DataFrame) -> pl.DataFrame:
-    joined = (
-        formatted.join(scores.select("sample_id", "difficulty", "truncated"), on="sample_id", how="left")
-        .join(assignments.select("sample_id", "cluster_id"), on="sample_id", how="left")
+    joined = formatted.join(scores.select("sample_id", "difficulty", "truncated"), on="sample_id", how="left").join(
+        assignments.select("sample_id", "cluster_id"), on="sample_id", how="left"
     )
     missing = joined.filter(pl.col("difficulty").is_null() | pl.col("cluster_id").is_null()).height
     if missing:
@@ -47,11 +46,12 @@ def sort_rows(formatted: pl.DataFrame, scores: pl.DataFrame, assignments: pl.Dat
         "difficulty": pl.col("difficulty"),
         "index": pl.col("_pos").cast(pl.Int64).alias("index"),
     }
-    out = out.with_columns(
-        pl.col("extra_info").struct.with_fields(*(inner[name] for name in EXTRA_INFO_WRITTEN))
-    ).drop("_pos")
-    return out.select([c for c in out.columns if c not in SAMPLER_COLUMNS and c != "truncated"]
-                      + [*SAMPLER_COLUMNS, "truncated"])
+    out = out.with_columns(pl.col("extra_info").struct.with_fields(*(inner[name] for name in EXTRA_INFO_WRITTEN))).drop(
+        "_pos"
+    )
+    return out.select(
+        [c for c in out.columns if c not in SAMPLER_COLUMNS and c != "truncated"] + [*SAMPLER_COLUMNS, "truncated"]
+    )
 
 
 def check_invariants(df: pl.DataFrame, expected_rows: int) -> None:
@@ -66,8 +66,9 @@ def check_invariants(df: pl.DataFrame, expected_rows: int) -> None:
         (pl.col("rank_in_cluster").sort().diff() != 1).any().alias("rank_gap"),
         pl.col("rank_in_cluster").min().alias("rank_min"),
     )
-    bad = per.filter((pl.col("n") != pl.col("cluster_size")) | pl.col("decreasing") | pl.col("rank_gap")
-                     | (pl.col("rank_min") != 0))
+    bad = per.filter(
+        (pl.col("n") != pl.col("cluster_size")) | pl.col("decreasing") | pl.col("rank_gap") | (pl.col("rank_min") != 0)
+    )
     if bad.height:
         raise InvariantError(f"clusters break the rank/difficulty invariants: {bad['cluster_id'].to_list()[:10]}")
     if df["sample_id"].n_unique() != df.height:
@@ -76,8 +77,9 @@ def check_invariants(df: pl.DataFrame, expected_rows: int) -> None:
         raise InvariantError("extra_info.index is not the row position")
 
 
-def sort_stage(formatted_uri: str, scores_uri: str, assignments_uri: str, out_uri: str,
-               extra: dict[str, Any] | None = None) -> mf.Manifest:
+def sort_stage(
+    formatted_uri: str, scores_uri: str, assignments_uri: str, out_uri: str, extra: dict[str, Any] | None = None
+) -> mf.Manifest:
     """Write OUT/final/train.parquet; `extra` (e.g. the policy model) is recorded in the manifest."""
     formatted = pl.from_arrow(storage.read_parquet(formatted_uri))
     scores = pl.from_arrow(storage.read_parquet(scores_uri, columns=["sample_id", "difficulty", "truncated"]))
@@ -90,15 +92,20 @@ def sort_stage(formatted_uri: str, scores_uri: str, assignments_uri: str, out_ur
     sizes = df.group_by("cluster_id").len().sort("cluster_id")
     manifest = mf.Manifest(
         stage=STAGE,
-        inputs={"formatted": mf.input_entry(formatted_uri), "scores": mf.input_entry(scores_uri),
-                "assignments": mf.input_entry(assignments_uri)},
+        inputs={
+            "formatted": mf.input_entry(formatted_uri),
+            "scores": mf.input_entry(scores_uri),
+            "assignments": mf.input_entry(assignments_uri),
+        },
         outputs={"train": mf.output_entry(uri, df.height)},
         config={},
         code_version=mf.code_version(sys.modules[__name__]),
         counts={"rows": df.height, "clusters": sizes.height, "truncated": int(df["truncated"].sum())},
-        extra={"cluster_sizes": dict(zip(map(str, sizes["cluster_id"]), sizes["len"], strict=True)),
-               "difficulty": {q: float(df["difficulty"].quantile(q)) for q in (0.0, 0.25, 0.5, 0.75, 1.0)},
-               **(extra or {})},
+        extra={
+            "cluster_sizes": dict(zip(map(str, sizes["cluster_id"]), sizes["len"], strict=True)),
+            "difficulty": {q: float(df["difficulty"].quantile(q)) for q in (0.0, 0.25, 0.5, 0.75, 1.0)},
+            **(extra or {}),
+        },
     )
     mf.write(directory, manifest)
     return manifest

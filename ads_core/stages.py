@@ -123,8 +123,9 @@ def run_format(ctx: BuildContext, _: int | None) -> mf.Manifest:
     with ctx.progress("format", None) as advance:
         manifest = format_dataset(ctx.source, ctx.out, fmt, progress=advance)
     if manifest.counts["rows_out"] < MIN_ROWS:
-        raise InputError(f"only {manifest.counts['rows_out']} usable rows after formatting; need at least "
-                         f"{MIN_ROWS} to cluster")
+        raise InputError(
+            f"only {manifest.counts['rows_out']} usable rows after formatting; need at least {MIN_ROWS} to cluster"
+        )
     return manifest
 
 
@@ -138,8 +139,9 @@ def cached_scorer(cfg: ScoreConfig) -> Any:
     from ads_core.fingerprint import model_fingerprint
 
     # The weights' content too: a checkpoint rewritten in place must not be served from memory.
-    key = json.dumps([cfg.model_dump(exclude={"num_shards"}), model_fingerprint(cfg.model)], sort_keys=True,
-                     default=str)
+    key = json.dumps(
+        [cfg.model_dump(exclude={"num_shards"}), model_fingerprint(cfg.model)], sort_keys=True, default=str
+    )
     with _scorer_lock:
         if _scorer is None or _scorer[0] != key:
             from ads_core.scorer import make_backend
@@ -194,9 +196,13 @@ def run_sort(ctx: BuildContext, _: int | None) -> mf.Manifest:
     from ads_core.sort import sort_stage
 
     with ctx.progress("sort", None):
-        return sort_stage(ctx.uri("formatted"), ctx.uri("scores"), ctx.uri("assignments"), ctx.out,
-                          extra={"policy_model": models.resolve_model(ctx.config.score.model),
-                                 "dataset": ctx.dataset})
+        return sort_stage(
+            ctx.uri("formatted"),
+            ctx.uri("scores"),
+            ctx.uri("assignments"),
+            ctx.out,
+            extra={"policy_model": models.resolve_model(ctx.config.score.model), "dataset": ctx.dataset},
+        )
 
 
 def run_report(ctx: BuildContext, _: int | None) -> mf.Manifest:
@@ -219,16 +225,54 @@ def _model_key(ctx: BuildContext) -> dict[str, Any]:
 
 STAGES: tuple[Stage, ...] = (
     Stage("format", "format", ("source",), ("formatted", "rejects"), format_stage.VERSION, run_format),
-    Stage("score", "score", ("formatted",), ("score_shard",), score_stage.VERSION, run_score_shard,
-          resources=Resources(accelerator="optional"), sharded=True, key_extra=_model_key),
-    Stage("merge", None, ("formatted", "score_shard"), ("scores",), score_stage.VERSION, run_merge,
-          key_config=lambda cfg: {"num_shards": cfg.score.num_shards}),
-    Stage("cluster", "cluster", ("scores",), ("assignments", "centroids"), cluster_stage.VERSION, run_cluster,
-          resources=Resources(accelerator="optional"), key_extra=_previous_key),
-    Stage("sort", None, ("formatted", "scores", "assignments"), ("final",), "1", run_sort,
-          key_config=lambda cfg: {"model": cfg.score.model, "dataset": cfg.format.name}),
-    Stage("report", "report", ("final", "assignments"), ("report",), report_stage.VERSION, run_report,
-          key_config=lambda cfg: {**cfg.report.model_dump(), "dataset": cfg.format.name}),
+    Stage(
+        "score",
+        "score",
+        ("formatted",),
+        ("score_shard",),
+        score_stage.VERSION,
+        run_score_shard,
+        resources=Resources(accelerator="optional"),
+        sharded=True,
+        key_extra=_model_key,
+    ),
+    Stage(
+        "merge",
+        None,
+        ("formatted", "score_shard"),
+        ("scores",),
+        score_stage.VERSION,
+        run_merge,
+        key_config=lambda cfg: {"num_shards": cfg.score.num_shards},
+    ),
+    Stage(
+        "cluster",
+        "cluster",
+        ("scores",),
+        ("assignments", "centroids"),
+        cluster_stage.VERSION,
+        run_cluster,
+        resources=Resources(accelerator="optional"),
+        key_extra=_previous_key,
+    ),
+    Stage(
+        "sort",
+        None,
+        ("formatted", "scores", "assignments"),
+        ("final",),
+        "1",
+        run_sort,
+        key_config=lambda cfg: {"model": cfg.score.model, "dataset": cfg.format.name},
+    ),
+    Stage(
+        "report",
+        "report",
+        ("final", "assignments"),
+        ("report",),
+        report_stage.VERSION,
+        run_report,
+        key_config=lambda cfg: {**cfg.report.model_dump(), "dataset": cfg.format.name},
+    ),
 )
 STAGES_BY_NAME = {s.name: s for s in STAGES}
 assert tuple(STAGES_BY_NAME) == STAGE_NAMES, "config.STAGE_NAMES must list the stages in order"
@@ -238,7 +282,7 @@ def stages_from(name: str | None) -> set[str]:
     """`force_from=name`: that stage and every later one."""
     if not name:
         return set()
-    return set(STAGE_NAMES[STAGE_NAMES.index(name):])
+    return set(STAGE_NAMES[STAGE_NAMES.index(name) :])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,9 +317,14 @@ def stage_key(stage: Stage, ctx: BuildContext, shard: int | None = None) -> str:
     It is stamped into the stage's manifest (`extra.stage_key`), so whether a stage can be reused is
     decided from storage alone, however Prefect is configured and from any machine sharing OUT.
     """
-    payload = {"stage": stage.name, "version": stage.version, "shard": shard,
-               "config": stage.config_of(ctx.config), "inputs": input_digests(stage, ctx),
-               "extra": stage.key_extra(ctx) if stage.key_extra else None}
+    payload = {
+        "stage": stage.name,
+        "version": stage.version,
+        "shard": shard,
+        "config": stage.config_of(ctx.config),
+        "inputs": input_digests(stage, ctx),
+        "extra": stage.key_extra(ctx) if stage.key_extra else None,
+    }
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return f"{stage.label(shard)}-{hashlib.sha256(blob).hexdigest()[:40]}"
 

@@ -61,10 +61,16 @@ _S3_CLIENTS: dict[tuple[str, ...], fsspec.AbstractFileSystem] = {}
 def _s3_cache_key(opts: dict[str, Any]) -> tuple[str, ...]:
     """One S3 client per process, endpoint, region and credential set (the secret only enters as a hash)."""
     secret = os.environ.get("AWS_SECRET_ACCESS_KEY", "") + os.environ.get("AWS_SESSION_TOKEN", "")
-    return (str(os.getpid()), str(opts.get("endpoint_url")), str(opts.get("client_kwargs")),
-            str(opts.get("config_kwargs")), os.environ.get("ADS_S3_RETRIES", ""),
-            os.environ.get("AWS_ACCESS_KEY_ID", ""),
-            os.environ.get("AWS_PROFILE", ""), hashlib.sha256(secret.encode()).hexdigest())
+    return (
+        str(os.getpid()),
+        str(opts.get("endpoint_url")),
+        str(opts.get("client_kwargs")),
+        str(opts.get("config_kwargs")),
+        os.environ.get("ADS_S3_RETRIES", ""),
+        os.environ.get("AWS_ACCESS_KEY_ID", ""),
+        os.environ.get("AWS_PROFILE", ""),
+        hashlib.sha256(secret.encode()).hexdigest(),
+    )
 
 
 def get_fs(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
@@ -101,7 +107,6 @@ def join(base: str, *parts: str) -> str:
     return out
 
 
-
 def check_writable(out_uri: str) -> None:
     """Preflight before any work: OUT can be created and a file written (and removed) there, else StorageError.
 
@@ -121,15 +126,21 @@ def check_writable(out_uri: str) -> None:
     except StorageError:
         raise
     except OSError as exc:  # anything else the store says, still as one line
-        raise StorageError(out_uri, f"cannot write there ({type(exc).__name__}: {exc})", "check --out",
-                           None if isinstance(fs, LocalFileSystem) else endpoint_of(out_uri)) from exc
+        raise StorageError(
+            out_uri,
+            f"cannot write there ({type(exc).__name__}: {exc})",
+            "check --out",
+            None if isinstance(fs, LocalFileSystem) else endpoint_of(out_uri),
+        ) from exc
 
 
 # ---------------------------------------------------------------------------------------------
 # our temp files: recognisable, removed on a later run, published with the umask's mode
 
-_TEMP_RE = re.compile(r"^\.(?P<name>.+)\.(?:(?P<id>[0-9a-f]{32})-(?P<host>[0-9a-f]{8})-(?P<pid>\d+)|[0-9a-z_]{8})"
-                      r"\.tmp(?:\.[A-Za-z0-9_]+)?$")  # the second form: names written before this scheme
+_TEMP_RE = re.compile(
+    r"^\.(?P<name>.+)\.(?:(?P<id>[0-9a-f]{32})-(?P<host>[0-9a-f]{8})-(?P<pid>\d+)|[0-9a-z_]{8})"
+    r"\.tmp(?:\.[A-Za-z0-9_]+)?$"
+)  # the second form: names written before this scheme
 _CLEANED: set[tuple[int, str]] = set()
 _UMASK_LOCK = threading.Lock()
 

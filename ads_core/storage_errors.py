@@ -51,8 +51,10 @@ def storage_options(uri: str) -> dict[str, Any]:
         if region:
             opts["client_kwargs"] = {"region_name": region}
         opts["config_kwargs"] = {  # bounded: a dead endpoint must fail in seconds, not minutes
-            "connect_timeout": _limit("ADS_S3_CONNECT_TIMEOUT"), "read_timeout": _limit("ADS_S3_READ_TIMEOUT"),
-            "retries": {"max_attempts": _limit("ADS_S3_MAX_ATTEMPTS"), "mode": "standard"}}
+            "connect_timeout": _limit("ADS_S3_CONNECT_TIMEOUT"),
+            "read_timeout": _limit("ADS_S3_READ_TIMEOUT"),
+            "retries": {"max_attempts": _limit("ADS_S3_MAX_ATTEMPTS"), "mode": "standard"},
+        }
         # fsspec's own instance cache ignores credentials taken from the environment; ours keys on them.
         opts["skip_instance_cache"] = True
         return opts
@@ -72,14 +74,28 @@ class StorageError(Exception):
         super().__init__(" ".join(f"storage error at {uri}{where}: {problem}; {fix}".split()))
 
 
-_CREDENTIAL_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
-                     "InvalidClientTokenId", "TokenRefreshRequired", "AuthorizationHeaderMalformed"}
+_CREDENTIAL_CODES = {
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "InvalidToken",
+    "InvalidClientTokenId",
+    "TokenRefreshRequired",
+    "AuthorizationHeaderMalformed",
+}
 _DENIED_CODES = {"AccessDenied", "AllAccessDisabled", "403", "Forbidden"}
-_CONNECT_FAILURES = {"ClientConnectorError", "ClientConnectorDNSError", "ConnectTimeoutError", "NewConnectionError",
-                     "ConnectionTimeoutError"}  # connect never succeeded; resets after connect stay transient
-_LOCAL_ERRNOS = {errno.ENOSPC: ("no space left on the device", "free space or choose another --out"),
-                 errno.EDQUOT: ("disk quota exceeded", "free space or choose another --out"),
-                 errno.EROFS: ("the filesystem is read-only", "choose a writable --out")}
+_CONNECT_FAILURES = {
+    "ClientConnectorError",
+    "ClientConnectorDNSError",
+    "ConnectTimeoutError",
+    "NewConnectionError",
+    "ConnectionTimeoutError",
+}  # connect never succeeded; resets after connect stay transient
+_LOCAL_ERRNOS = {
+    errno.ENOSPC: ("no space left on the device", "free space or choose another --out"),
+    errno.EDQUOT: ("disk quota exceeded", "free space or choose another --out"),
+    errno.EROFS: ("the filesystem is read-only", "choose a writable --out"),
+}
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -92,8 +108,11 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         seen.add(id(e))
         yield e
         wrapped = getattr(e, "kwargs", None)
-        todo += [x for x in (e.__cause__, e.__context__, wrapped.get("error") if isinstance(wrapped, dict) else None)
-                 if isinstance(x, BaseException)]
+        todo += [
+            x
+            for x in (e.__cause__, e.__context__, wrapped.get("error") if isinstance(wrapped, dict) else None)
+            if isinstance(x, BaseException)
+        ]
 
 
 def _code(exc: BaseException) -> str:
@@ -126,20 +145,37 @@ def as_storage_error(exc: BaseException, uri: str) -> StorageError | None:
         codes = {_code(e) for e in chain} - {""}
         names = {type(e).__name__ for e in chain}
         if "NoSuchBucket" in codes or any("bucket does not exist" in str(e) for e in chain):
-            return StorageError(uri, f"bucket {bucket!r} does not exist", "create it or fix the bucket in --out",
-                                endpoint)
+            return StorageError(
+                uri, f"bucket {bucket!r} does not exist", "create it or fix the bucket in --out", endpoint
+            )
         if names & {"PartialCredentialsError", "NoCredentialsError"}:
-            return StorageError(uri, "the credentials are missing or incomplete",
-                                "set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)", endpoint)
+            return StorageError(
+                uri,
+                "the credentials are missing or incomplete",
+                "set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)",
+                endpoint,
+            )
         if codes & _CREDENTIAL_CODES:
-            return StorageError(uri, f"the credentials were rejected ({', '.join(sorted(codes & _CREDENTIAL_CODES))})",
-                                "check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN", endpoint)
+            return StorageError(
+                uri,
+                f"the credentials were rejected ({', '.join(sorted(codes & _CREDENTIAL_CODES))})",
+                "check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN",
+                endpoint,
+            )
         if codes & _DENIED_CODES or any(isinstance(e, PermissionError) for e in chain):
-            return StorageError(uri, f"permission denied ({', '.join(sorted(codes & _DENIED_CODES)) or 'denied'})",
-                                "use credentials allowed to read and write this bucket, or another --out", endpoint)
+            return StorageError(
+                uri,
+                f"permission denied ({', '.join(sorted(codes & _DENIED_CODES)) or 'denied'})",
+                "use credentials allowed to read and write this bucket, or another --out",
+                endpoint,
+            )
         if names & _CONNECT_FAILURES or any(isinstance(e, (ConnectionRefusedError, socket.gaierror)) for e in chain):
-            return StorageError(uri, "the endpoint is unreachable (connection failed after bounded retries)",
-                                "check ADS_S3_ENDPOINT_URL / AWS_ENDPOINT_URL and that the store is running", endpoint)
+            return StorageError(
+                uri,
+                "the endpoint is unreachable (connection failed after bounded retries)",
+                "check ADS_S3_ENDPOINT_URL / AWS_ENDPOINT_URL and that the store is running",
+                endpoint,
+            )
         return None
     if "://" in uri and not uri.startswith("file://"):
         return None
@@ -149,8 +185,9 @@ def as_storage_error(exc: BaseException, uri: str) -> StorageError | None:
     if isinstance(exc, IsADirectoryError):
         return StorageError(uri, f"{exc.filename or path} is a folder, not a file", "move that folder away")
     if isinstance(exc, PermissionError):
-        return StorageError(uri, f"permission denied on {exc.filename or path}",
-                            "fix the folder's permissions or choose another --out")
+        return StorageError(
+            uri, f"permission denied on {exc.filename or path}", "fix the folder's permissions or choose another --out"
+        )
     if isinstance(exc, OSError) and exc.errno in _LOCAL_ERRNOS:
         problem, fix = _LOCAL_ERRNOS[exc.errno]
         return StorageError(uri, problem, fix)
@@ -159,6 +196,7 @@ def as_storage_error(exc: BaseException, uri: str) -> StorageError | None:
 
 def _translated(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Raise StorageError instead of the user-fixable errors `fn(uri, ...)` meets; everything else unchanged."""
+
     @functools.wraps(fn)
     def wrapper(uri: str, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -168,6 +206,7 @@ def _translated(fn: Callable[..., Any]) -> Callable[..., Any]:
             if err is None or err is exc:
                 raise
             raise err from exc
+
     return wrapper
 
 

@@ -66,15 +66,19 @@ def message_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}]
-        return "\n".join(str(p.get("text") or p.get("content") or "") if isinstance(p, dict) else str(p)
-                         for p in content)
+        return "\n".join(
+            str(p.get("text") or p.get("content") or "") if isinstance(p, dict) else str(p) for p in content
+        )
     return "" if content is None else str(content)
 
 
 def is_messages(value: Any) -> bool:
     """A non-empty list of {role, content} dicts."""
-    return isinstance(value, list) and bool(value) and all(
-        isinstance(m, dict) and "role" in m and "content" in m for m in value)
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(m, dict) and "role" in m and "content" in m for m in value)
+    )
 
 
 def clean_instruction(text: str) -> str:
@@ -93,7 +97,7 @@ def clean_instruction(text: str) -> str:
             break
     for tag in ("question:", "problem:"):
         if lowered.startswith(tag):
-            text = text[len(tag):].strip()
+            text = text[len(tag) :].strip()
             break
     text = _THINK_TAIL.sub("", text).strip()
     return text or original.strip()

@@ -113,12 +113,19 @@ class TrainPlan:
     def summary(self) -> dict[str, Any]:
         a = self.artifact
         return {
-            "artifact": a.uri, "rows": a.rows, "clusters": a.clusters,
+            "artifact": a.uri,
+            "rows": a.rows,
+            "clusters": a.clusters,
             "cluster_sizes": f"{a.cluster_size_min} / {a.cluster_size_median:g} / {a.cluster_size_max}",
-            "model": self.model, "experiment": self.experiment, "batch_size": self.sampler_config.batch_size,
+            "model": self.model,
+            "experiment": self.experiment,
+            "batch_size": self.sampler_config.batch_size,
             "steps_per_epoch": max(1, a.rows // self.sampler_config.batch_size),
-            "train_file": self.train_file, "val_files": self.val_files, "run_dir": self.run_dir,
-            "mode": self.mode, "warnings": self.warnings,
+            "train_file": self.train_file,
+            "val_files": self.val_files,
+            "run_dir": self.run_dir,
+            "mode": self.mode,
+            "warnings": self.warnings,
         }
 
 
@@ -146,8 +153,9 @@ def hydra_quote(value: Any) -> str:
 def sampler_config_from(values: Mapping[str, Any]) -> ADSSamplerConfig:
     unknown = sorted(set(values) - set(SAMPLER_KEYS))
     if unknown:
-        raise TrainOptionError(f"unknown sampler settings {unknown}; known: {', '.join(SAMPLER_KEYS)}",
-                               options=("sampler",))
+        raise TrainOptionError(
+            f"unknown sampler settings {unknown}; known: {', '.join(SAMPLER_KEYS)}", options=("sampler",)
+        )
     known = {k: v for k, v in values.items() if k in ADSSamplerConfig.__dataclass_fields__}
     return ADSSamplerConfig(**known)
 
@@ -179,8 +187,10 @@ def _resolve_eval(req: TrainRequest, info: ArtifactInfo) -> dict[str, str]:
             continue
         uri = ev.eval_uri(info.out_root, item) if info.out_root else None
         if uri is None or not storage.exists(uri):
-            raise ArtifactError(f"eval set {item!r} not found{f' at {uri}' if uri else ''}; write it with "
-                                f"`ads eval-sets --out OUT` or pass a .parquet path")
+            raise ArtifactError(
+                f"eval set {item!r} not found{f' at {uri}' if uri else ''}; write it with "
+                f"`ads eval-sets --out OUT` or pass a .parquet path"
+            )
         out[item] = uri
     return out
 
@@ -197,8 +207,9 @@ def plan_training(req: TrainRequest, resolve_config: bool = True, materialize: b
     decontamination only reports; the plan shows the paths a real run would use.
     """
     if req.decontaminate not in DECONTAMINATE_MODES:
-        raise TrainOptionError(f"decontaminate must be one of {DECONTAMINATE_MODES}, got {req.decontaminate!r}",
-                               options=("decontaminate",))
+        raise TrainOptionError(
+            f"decontaminate must be one of {DECONTAMINATE_MODES}, got {req.decontaminate!r}", options=("decontaminate",)
+        )
     for name in ("n_gpus_per_node", "nnodes"):
         if int(getattr(req, name)) < 1:
             raise TrainOptionError(f"{name} must be >= 1, got {getattr(req, name)}", options=(name,))
@@ -206,21 +217,29 @@ def plan_training(req: TrainRequest, resolve_config: bool = True, materialize: b
     info = validate_artifact(req.artifact_uri, cfg)
     model = req.model or info.policy_model
     if not model:
-        raise ArtifactError(f"no policy to train: {_parent(req.artifact_uri)}/manifest.json records no "
-                            f"extra.policy_model; pass model (a local directory or a hub id)", options=("model",))
+        raise ArtifactError(
+            f"no policy to train: {_parent(req.artifact_uri)}/manifest.json records no "
+            f"extra.policy_model; pass model (a local directory or a hub id)",
+            options=("model",),
+        )
     if _looks_like_path(model) and not os.path.exists(os.path.expanduser(model.removeprefix("file://"))):
-        raise ArtifactError(f"the policy {model!r} does not exist on this machine; pass model (a local directory "
-                            f"or a hub id)", options=("model",))
+        raise ArtifactError(
+            f"the policy {model!r} does not exist on this machine; pass model (a local directory or a hub id)",
+            options=("model",),
+        )
     mode = launch_mode(req.ray_address)
     experiment = _slug(req.experiment_name or f"{info.dataset or 'dataset'}-ads")
     run_dir = Path(req.run_dir or os.path.join("ads-runs", experiment)).expanduser().resolve()
     warnings: list[str] = []
     if info.clusters < cfg.active_clusters:
-        warnings.append(f"{info.clusters} clusters < active_clusters={cfg.active_clusters}: some clusters are "
-                        f"drawn twice per batch")
+        warnings.append(
+            f"{info.clusters} clusters < active_clusters={cfg.active_clusters}: some clusters are drawn twice per batch"
+        )
     if info.cluster_size_min < cfg.mini_cluster_size:
-        warnings.append(f"smallest cluster has {info.cluster_size_min} rows < mini_cluster_size="
-                        f"{cfg.mini_cluster_size}: its rows repeat within a batch")
+        warnings.append(
+            f"smallest cluster has {info.cluster_size_min} rows < mini_cluster_size="
+            f"{cfg.mini_cluster_size}: its rows repeat within a batch"
+        )
     if info.rows < cfg.batch_size:
         warnings.append(f"{info.rows} rows < batch size {cfg.batch_size}: rows repeat within a batch")
 
@@ -284,14 +303,37 @@ def plan_training(req: TrainRequest, resolve_config: bool = True, materialize: b
     if mode == "ray-job":
         ray_bin = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
         runtime_env = json.dumps({"env_vars": env})
-        command = [ray_bin, "job", "submit", "--address", str(req.ray_address), "--runtime-env-json", runtime_env,
-                   "--", "python", *entry]
+        command = [
+            ray_bin,
+            "job",
+            "submit",
+            "--address",
+            str(req.ray_address),
+            "--runtime-env-json",
+            runtime_env,
+            "--",
+            "python",
+            *entry,
+        ]
     else:
         command = [sys.executable, *entry]
-    plan = TrainPlan(request=req, artifact=info, sampler_config=cfg, model=model, experiment=experiment,
-                     train_file=train_file,
-                     val_files=val_files, run_dir=str(run_dir), metrics_file=metrics_file, overrides=overrides,
-                     command=command, env=env, mode=mode, warnings=warnings, decontamination=decon)
+    plan = TrainPlan(
+        request=req,
+        artifact=info,
+        sampler_config=cfg,
+        model=model,
+        experiment=experiment,
+        train_file=train_file,
+        val_files=val_files,
+        run_dir=str(run_dir),
+        metrics_file=metrics_file,
+        overrides=overrides,
+        command=command,
+        env=env,
+        mode=mode,
+        warnings=warnings,
+        decontamination=decon,
+    )
     if resolve_config:
         plan.config_yaml = resolve_config_yaml(overrides)
     return plan

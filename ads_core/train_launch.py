@@ -63,11 +63,15 @@ def check_cuda(n_gpus_per_node: int) -> int:
         raise LaunchError(
             f"training needs CUDA GPUs, and this machine has none visible to {build}. Use dry_run to check the "
             "artifact and the verl config here, run on a GPU machine, or set ray_address to a Ray dashboard "
-            "(http://head:8265) to submit the job to a GPU cluster.", options=("dry_run", "ray_address"))
+            "(http://head:8265) to submit the job to a GPU cluster.",
+            options=("dry_run", "ray_address"),
+        )
     if found < n_gpus_per_node:
-        raise LaunchError(f"{n_gpus_per_node} GPUs per node requested but only {found} CUDA GPU(s) are visible "
-                          f"here; lower n_gpus_per_node or check CUDA_VISIBLE_DEVICES",
-                          options=("n_gpus_per_node",))
+        raise LaunchError(
+            f"{n_gpus_per_node} GPUs per node requested but only {found} CUDA GPU(s) are visible "
+            f"here; lower n_gpus_per_node or check CUDA_VISIBLE_DEVICES",
+            options=("n_gpus_per_node",),
+        )
     return found
 
 
@@ -86,9 +90,11 @@ def check_launch_environment(req: TrainRequest) -> None:
         if item.lstrip("+").startswith("actor_rollout_ref.rollout.name="):
             engine = item.split("=", 1)[1].strip("'\"")
     if engine in ("vllm", "sglang") and importlib.util.find_spec(engine) is None:
-        raise LaunchError(f"the rollout engine {engine!r} is not installed in this environment (install the "
-                          f"`gpu` extra, or add actor_rollout_ref.rollout.name=... to overrides)",
-                          options=("overrides",))
+        raise LaunchError(
+            f"the rollout engine {engine!r} is not installed in this environment (install the "
+            f"`gpu` extra, or add actor_rollout_ref.rollout.name=... to overrides)",
+            options=("overrides",),
+        )
 
 
 def launch(plan: TrainPlan, on_line: Callable[[str], None] | None = None) -> int:
@@ -97,8 +103,9 @@ def launch(plan: TrainPlan, on_line: Callable[[str], None] | None = None) -> int
     env = {**os.environ, **plan.env}
     if on_line is None:
         return subprocess.run(plan.command, env=env, check=False).returncode
-    proc = subprocess.Popen(plan.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            bufsize=1, errors="replace")
+    proc = subprocess.Popen(
+        plan.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace"
+    )
     assert proc.stdout is not None
     try:
         for line in proc.stdout:
@@ -146,11 +153,24 @@ def final_metrics(plan: TrainPlan, console_lines: Sequence[str] = ()) -> dict[st
     return last or {}
 
 
-HEADLINE_PREFIXES = ("ads/", "val-core/", "critic/score/mean", "critic/rewards/mean", "response_length/mean",
-                     "actor/entropy", "actor/pg_loss", "timing_s/step", "training/global_step", "step")
+HEADLINE_PREFIXES = (
+    "ads/",
+    "val-core/",
+    "critic/score/mean",
+    "critic/rewards/mean",
+    "response_length/mean",
+    "actor/entropy",
+    "actor/pg_loss",
+    "timing_s/step",
+    "training/global_step",
+    "step",
+)
 
 
 def headline(metrics: Mapping[str, float]) -> dict[str, float]:
     """The metrics worth a table: summaries, not per-cluster series."""
-    return {k: v for k, v in metrics.items()
-            if k.startswith(HEADLINE_PREFIXES) and not (k.startswith("ads/") and k.count("/") > 1)}
+    return {
+        k: v
+        for k, v in metrics.items()
+        if k.startswith(HEADLINE_PREFIXES) and not (k.startswith("ads/") and k.count("/") > 1)
+    }

@@ -68,7 +68,6 @@ class CpuMeter:
         self.other_cores = max(0.0, busy - own) / self.seconds if self.seconds > 0 else 0.0
 
 
-
 def load_rows(rows_per_set: int, workdir: Path) -> list[dict]:
     from ads_core.format import FormatConfig, format_dataset, read_formatted
 
@@ -104,14 +103,19 @@ def model_shape(model) -> dict[str, int]:
     layers = model.base_model.layers
     p_ne = sum(p.numel() for p in layers.parameters() if p.dim() == 2)
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    return {"p_ne": p_ne, "p_total": sum(p.numel() for p in model.parameters()), "n_layer": cfg.num_hidden_layers,
-            "d_attn": cfg.num_attention_heads * head_dim, "hidden": cfg.hidden_size,
-            "vocab": model.get_output_embeddings().weight.shape[0]}
+    return {
+        "p_ne": p_ne,
+        "p_total": sum(p.numel() for p in model.parameters()),
+        "n_layer": cfg.num_hidden_layers,
+        "d_attn": cfg.num_attention_heads * head_dim,
+        "hidden": cfg.hidden_size,
+        "vocab": model.get_output_embeddings().weight.shape[0],
+    }
 
 
 def forward_flops(shape: dict[str, int], lengths: np.ndarray, lm_positions: int) -> float:
     lengths = lengths.astype(np.float64)
-    backbone = 2 * shape["p_ne"] * lengths.sum() + 2 * shape["n_layer"] * shape["d_attn"] * (lengths ** 2).sum()
+    backbone = 2 * shape["p_ne"] * lengths.sum() + 2 * shape["n_layer"] * shape["d_attn"] * (lengths**2).sum()
     return float(backbone + 2 * shape["vocab"] * shape["hidden"] * lm_positions)
 
 
@@ -121,13 +125,13 @@ def reference_embed(base_model, rows, pad_id: int) -> np.ndarray:
 
     out = []
     for s in range(0, len(rows), REF_EMBED_BATCH):
-        batch = rows[s:s + REF_EMBED_BATCH]
+        batch = rows[s : s + REF_EMBED_BATCH]
         width = max(len(r.input_ids) for r in batch)
         ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
         for j, r in enumerate(batch):
-            ids[j, :len(r.input_ids)] = torch.tensor(r.input_ids)
-            mask[j, :len(r.input_ids)] = 1
+            ids[j, : len(r.input_ids)] = torch.tensor(r.input_ids)
+            mask[j, : len(r.input_ids)] = 1
         states = base_model(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
         m = mask.unsqueeze(-1).to(states.dtype)
         emb = (states * m).sum(1) / m.sum(1).clamp(min=1e-6)
@@ -144,7 +148,7 @@ def reference_nll(causal_lm, rows) -> np.ndarray:
         ids = torch.tensor([r.input_ids])
         logits = causal_lm(input_ids=ids, use_cache=False).logits[0]
         p, n = r.prompt_len, len(r.input_ids)
-        out[i] = torch.nn.functional.cross_entropy(logits[p - 1:n - 1], ids[0, p:n]).item()
+        out[i] = torch.nn.functional.cross_entropy(logits[p - 1 : n - 1], ids[0, p:n]).item()
     return out
 
 
@@ -178,9 +182,11 @@ def dtype_and_packing(model_dir: str, cfg, rows, fp32, t_fp32: float, real: int)
     auto, m_auto = results["off"]
     cos, dnll, rho = agreement(auto, fp32)
     ratio = t_fp32 / m_auto.seconds
-    print(f"dtype auto -> {name} (native bf16 flags: {', '.join(flags) or 'none'}): {m_auto.seconds:.2f} s "
-          f"{real / m_auto.seconds:8.0f} tok/s vs fp32 {real / t_fp32:.0f} tok/s = {ratio:.2f}x; other CPU "
-          f"{m_auto.other_cores:.2f} cores")
+    print(
+        f"dtype auto -> {name} (native bf16 flags: {', '.join(flags) or 'none'}): {m_auto.seconds:.2f} s "
+        f"{real / m_auto.seconds:8.0f} tok/s vs fp32 {real / t_fp32:.0f} tok/s = {ratio:.2f}x; other CPU "
+        f"{m_auto.other_cores:.2f} cores"
+    )
     print(f"auto vs fp32: min embedding cosine {cos:.6f}, max |dNLL| {dnll:.2e}, Spearman {rho:.5f}")
     checks = {"cosine >= 0.9999": cos >= 0.9999, "|dNLL| <= 0.01": dnll <= 0.01, "Spearman >= 0.999": rho >= 0.999}
     if flags:
@@ -190,10 +196,12 @@ def dtype_and_packing(model_dir: str, cfg, rows, fp32, t_fp32: float, real: int)
     print("dtype     : " + ", ".join(f"{k}: {'ok' if v else 'MISSED'}" for k, v in checks.items()))
     packed, m_packed = results["on"]
     pcos, pdnll, _ = agreement(packed, auto)
-    print(f"packing ({name}): packed {m_packed.seconds:.2f} s {real / m_packed.seconds:.0f} tok/s, padding "
-          f"{packed.stats['padding_fraction']:.1%}; padded {m_auto.seconds:.2f} s {real / m_auto.seconds:.0f} tok/s, "
-          f"padding {auto.stats['padding_fraction']:.1%}; packed/padded speed {m_auto.seconds / m_packed.seconds:.2f}x;"
-          f" agreement cosine {pcos:.6f}, max |dNLL| {pdnll:.2e}")
+    print(
+        f"packing ({name}): packed {m_packed.seconds:.2f} s {real / m_packed.seconds:.0f} tok/s, padding "
+        f"{packed.stats['padding_fraction']:.1%}; padded {m_auto.seconds:.2f} s {real / m_auto.seconds:.0f} tok/s, "
+        f"padding {auto.stats['padding_fraction']:.1%}; packed/padded speed {m_auto.seconds / m_packed.seconds:.2f}x;"
+        f" agreement cosine {pcos:.6f}, max |dNLL| {pdnll:.2e}"
+    )
 
 
 def main() -> int:
@@ -220,8 +228,10 @@ def main() -> int:
     cfg = ScoreConfig(model=model_dir, max_length=args.max_length, device="cpu", dtype="float32")
     if args.token_budget:
         cfg.token_budget = args.token_budget
-    print(f"load (uptime): {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}; "
-          f"threads {torch.get_num_threads()}; cpu {torch.backends.cpu.get_cpu_capability()}")
+    print(
+        f"load (uptime): {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}; "
+        f"threads {torch.get_num_threads()}; cpu {torch.backends.cpu.get_cpu_capability()}"
+    )
 
     with tempfile.TemporaryDirectory(prefix="ads-bench-") as tmp:
         raw = load_rows(args.rows, Path(tmp))
@@ -231,11 +241,15 @@ def main() -> int:
     lengths = np.array([len(r.input_ids) for r in rows])
     targets = np.array([len(r.input_ids) - r.prompt_len for r in rows])
     shape = model_shape(loaded.model)
-    print(f"model {model_dir}: {shape['p_total'] / 1e6:.1f}M params, {shape['p_ne'] / 1e6:.1f}M non-embedding, "
-          f"{shape['n_layer']} layers, hidden {shape['hidden']}, vocab {shape['vocab']}")
-    print(f"rows {len(rows)} ({', '.join(DATASETS)}: {args.rows} each), tokens {lengths.sum()} "
-          f"(mean {lengths.mean():.0f}, max {lengths.max()}), solution tokens {targets.sum()}, "
-          f"truncated {sum(r.truncated for r in rows)}")
+    print(
+        f"model {model_dir}: {shape['p_total'] / 1e6:.1f}M params, {shape['p_ne'] / 1e6:.1f}M non-embedding, "
+        f"{shape['n_layer']} layers, hidden {shape['hidden']}, vocab {shape['vocab']}"
+    )
+    print(
+        f"rows {len(rows)} ({', '.join(DATASETS)}: {args.rows} each), tokens {lengths.sum()} "
+        f"(mean {lengths.mean():.0f}, max {lengths.max()}), solution tokens {targets.sum()}, "
+        f"truncated {sum(r.truncated for r in rows)}"
+    )
 
     ref_base = AutoModel.from_pretrained(model_dir, dtype=torch.float32).eval()
     ref_lm = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
@@ -268,22 +282,37 @@ def main() -> int:
     speedup = t_ref / t_fused
     frac = useful / t_fused / peak
 
-    print(f"fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s (torch.matmul {peak_n}x{peak_n}, best of 3; "
-          f"other CPU {m_mm.other_cores:.2f} cores)")
-    print(f"fused     : {t_fused:7.2f} s  {real / t_fused:8.0f} tok/s  padding {fused.stats['padding_fraction']:.1%}  "
-          f"other CPU {m_fused.other_cores:.2f} cores")
-    print(f"reference : {t_ref:7.2f} s  {real / t_ref:8.0f} tok/s  (embed bs16 {m_emb.seconds:.2f} s = "
-          f"{real / m_emb.seconds:.0f} tok/s, other CPU {m_emb.other_cores:.2f}; NLL bs1 full logits "
-          f"{m_nll.seconds:.2f} s = {real / m_nll.seconds:.0f} tok/s, other CPU {m_nll.other_cores:.2f})")
-    print("FLOPs = sum over rows of (2*P_ne*L + 2*n_layer*d_attn*L^2) + 2*V*hidden*(scored solution tokens); "
-          f"P_ne={shape['p_ne']}, n_layer={shape['n_layer']}, d_attn={shape['d_attn']}, V={shape['vocab']}")
-    print(f"useful forward FLOPs {useful / 1e12:.3f} TFLOP: fused {useful / t_fused / 1e9:.1f} GFLOP/s = "
-          f"{frac:.1%} of matmul peak; reference {useful / t_ref / 1e9:.1f} GFLOP/s useful, "
-          f"{ref_exec / t_ref / 1e9:.1f} GFLOP/s executed ({ref_exec / 1e12:.3f} TFLOP)")
-    print(f"equality  : min embedding cosine {cos.min():.7f}, max |dNLL| {dnll.max():.2e} "
-          f"(mean NLL {ref_nll.mean():.4f})")
-    checks = {"speed-up >= 2": speedup >= 2, "FLOP/s >= 50% of matmul": frac >= 0.5,
-              "cosine >= 0.999": cos.min() >= 0.999, "|dNLL| <= 1e-3": dnll.max() <= 1e-3}
+    print(
+        f"fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s (torch.matmul {peak_n}x{peak_n}, best of 3; "
+        f"other CPU {m_mm.other_cores:.2f} cores)"
+    )
+    print(
+        f"fused     : {t_fused:7.2f} s  {real / t_fused:8.0f} tok/s  padding {fused.stats['padding_fraction']:.1%}  "
+        f"other CPU {m_fused.other_cores:.2f} cores"
+    )
+    print(
+        f"reference : {t_ref:7.2f} s  {real / t_ref:8.0f} tok/s  (embed bs16 {m_emb.seconds:.2f} s = "
+        f"{real / m_emb.seconds:.0f} tok/s, other CPU {m_emb.other_cores:.2f}; NLL bs1 full logits "
+        f"{m_nll.seconds:.2f} s = {real / m_nll.seconds:.0f} tok/s, other CPU {m_nll.other_cores:.2f})"
+    )
+    print(
+        "FLOPs = sum over rows of (2*P_ne*L + 2*n_layer*d_attn*L^2) + 2*V*hidden*(scored solution tokens); "
+        f"P_ne={shape['p_ne']}, n_layer={shape['n_layer']}, d_attn={shape['d_attn']}, V={shape['vocab']}"
+    )
+    print(
+        f"useful forward FLOPs {useful / 1e12:.3f} TFLOP: fused {useful / t_fused / 1e9:.1f} GFLOP/s = "
+        f"{frac:.1%} of matmul peak; reference {useful / t_ref / 1e9:.1f} GFLOP/s useful, "
+        f"{ref_exec / t_ref / 1e9:.1f} GFLOP/s executed ({ref_exec / 1e12:.3f} TFLOP)"
+    )
+    print(
+        f"equality  : min embedding cosine {cos.min():.7f}, max |dNLL| {dnll.max():.2e} (mean NLL {ref_nll.mean():.4f})"
+    )
+    checks = {
+        "speed-up >= 2": speedup >= 2,
+        "FLOP/s >= 50% of matmul": frac >= 0.5,
+        "cosine >= 0.999": cos.min() >= 0.999,
+        "|dNLL| <= 1e-3": dnll.max() <= 1e-3,
+    }
     print("targets   : " + ", ".join(f"{k}: {'ok' if v else 'MISSED'}" for k, v in checks.items()))
     if not args.no_dtype:
         dtype_and_packing(model_dir, cfg, rows, fused, t_fused, real)

@@ -49,10 +49,12 @@ def fused(model: str, n: int) -> bool:
     tokens = int(pad.n_tokens.sum())
     cos, dnll, rho = agreement(pk, pad)
     ok = cos >= 0.999 and dnll <= 0.02 and rho >= 0.999 and packed
-    print(f"fused-bf16: {'ok' if ok else 'FAIL'} rows={len(pad.n_tokens)} tokens={tokens} "
-          f"padded_tok_s={tokens / t_pad:.0f} (pad {pad.stats['padding_fraction']:.1%}, {attn_pad}) "
-          f"packed_tok_s={tokens / t_pk:.0f} (pad {pk.stats['padding_fraction']:.1%}, {attn_pk}) "
-          f"speedup={t_pad / t_pk:.2f}x cos_min={cos:.6f} max_dnll={dnll:.2e} spearman={rho:.5f}")
+    print(
+        f"fused-bf16: {'ok' if ok else 'FAIL'} rows={len(pad.n_tokens)} tokens={tokens} "
+        f"padded_tok_s={tokens / t_pad:.0f} (pad {pad.stats['padding_fraction']:.1%}, {attn_pad}) "
+        f"packed_tok_s={tokens / t_pk:.0f} (pad {pk.stats['padding_fraction']:.1%}, {attn_pk}) "
+        f"speedup={t_pad / t_pk:.2f}x cos_min={cos:.6f} max_dnll={dnll:.2e} spearman={rho:.5f}"
+    )
     return ok
 
 
@@ -72,9 +74,11 @@ def kmeans(n: int, k: int = 32, dim: int = 512) -> bool:
     ari = adjusted_rand_score(sk, cu)
     ratio = partition_inertia(x, cu, k) / partition_inertia(x, sk, k)
     ok = ari >= 0.95 and abs(ratio - 1) <= 0.01
-    print(f"kmeans-cuml-sklearn: {'ok' if ok else 'FAIL'} ARI={ari:.4f} inertia_cuml/sklearn={ratio:.5f} "
-          f"ARI_vs_truth sklearn={adjusted_rand_score(truth, sk):.4f} cuml={adjusted_rand_score(truth, cu):.4f} "
-          f"seconds sklearn={t_sk:.1f} cuml={t_cu:.1f}")
+    print(
+        f"kmeans-cuml-sklearn: {'ok' if ok else 'FAIL'} ARI={ari:.4f} inertia_cuml/sklearn={ratio:.5f} "
+        f"ARI_vs_truth sklearn={adjusted_rand_score(truth, sk):.4f} cuml={adjusted_rand_score(truth, cu):.4f} "
+        f"seconds sklearn={t_sk:.1f} cuml={t_cu:.1f}"
+    )
     return ok
 
 

@@ -61,18 +61,18 @@ def make_blobs(n: int, d: int, k: int, seed: int = 0, rows_seed: int | None = No
     groups = max(1, k // 4)
     topics = _random_directions(rng, groups, d) * TOPIC_RADIUS
     offsets = _random_directions(rng, k, d) * rng.uniform(*SUB_OFFSET, k)[:, None]
-    centres = (topics[np.arange(k) % groups] + offsets + _random_directions(rng, 1, d) * SHARED_OFFSET)
+    centres = topics[np.arange(k) % groups] + offsets + _random_directions(rng, 1, d) * SHARED_OFFSET
     centres = centres.astype(np.float32)
     sigma = rng.uniform(*NOISE_SD, k).astype(np.float32)
     rng = rng if rows_seed is None else np.random.default_rng([seed, rows_seed])
     labels = rng.permutation(np.repeat(np.arange(k, dtype=np.int32), sizes))
     x = np.empty((n, d), dtype=np.float32)
     for s in range(0, n, CHUNK):
-        lab = labels[s:s + CHUNK]
+        lab = labels[s : s + CHUNK]
         block = rng.standard_normal((len(lab), d), dtype=np.float32)
         block *= sigma[lab, None]
         block += centres[lab]
-        x[s:s + CHUNK] = block
+        x[s : s + CHUNK] = block
     return x, labels
 
 
@@ -87,8 +87,8 @@ def partition_inertia(features: np.ndarray, labels: np.ndarray, k: int) -> float
     sums = np.zeros((k, d))
     sq = 0.0
     for s in range(0, len(features), 65536):
-        block = features[s:s + 65536].astype(np.float64)
-        np.add.at(sums, labels[s:s + 65536], block)
+        block = features[s : s + 65536].astype(np.float64)
+        np.add.at(sums, labels[s : s + 65536], block)
         sq += float(np.einsum("ij,ij->", block, block))
     counts = np.bincount(labels, minlength=k).astype(np.float64)
     filled = counts > 0
@@ -129,7 +129,6 @@ def _status(key: str) -> int:
     return 0
 
 
-
 def reference(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, float]:
     from sklearn.cluster import KMeans
     from sklearn.decomposition import PCA
@@ -160,14 +159,19 @@ def refresh(x: np.ndarray, ours: object, cfg: object, args: argparse.Namespace) 
     prev = PreviousClustering(ours.centroids, ours.pca, cfg.normalize, ours.inertia / n, old_labels, args.dim, n)
     print(f"refresh: {len(x2)} rows ({len(kept_rows)} kept of {n}, {int(nudge.sum())} nudged, {m} new)")
     both = old_labels >= 0
-    for name, c, p in (("warm start", cfg, prev), ("refit+match", cfg.model_copy(update={"refit": True}), prev),
-                       ("cold", cfg, None)):
+    for name, c, p in (
+        ("warm start", cfg, prev),
+        ("refit+match", cfg.model_copy(update={"refit": True}), prev),
+        ("cold", cfg, None),
+    ):
         t0 = time.perf_counter()
         res = cluster_embeddings(x2, c, p)
         secs = time.perf_counter() - t0
         kept = float((res.labels[both] == old_labels[both]).mean())
-        print(f"  {name:11s}: {secs:7.2f} s  path {res.refresh['path']:10s} ids kept {kept:.2%}  "
-              f"inertia {res.inertia:.2f} ({res.iterations} Lloyd iterations)")
+        print(
+            f"  {name:11s}: {secs:7.2f} s  path {res.refresh['path']:10s} ids kept {kept:.2%}  "
+            f"inertia {res.inertia:.2f} ({res.iterations} Lloyd iterations)"
+        )
 
 
 def main() -> int:
@@ -183,45 +187,61 @@ def main() -> int:
 
     from ads_core.cluster import ClusterConfig, available_backends, cluster_embeddings
 
-    print(f"load (uptime): {' '.join(f'{v:.2f}' for v in os.getloadavg())}; cores {os.cpu_count()}; "
-          f"backends {available_backends()}")
+    print(
+        f"load (uptime): {' '.join(f'{v:.2f}' for v in os.getloadavg())}; cores {os.cpu_count()}; "
+        f"backends {available_backends()}"
+    )
     t0 = time.perf_counter()
     x, truth = make_blobs(args.n, args.dim, args.k, args.seed)
     sizes = np.bincount(truth)
-    print(f"data: {args.n} x {args.dim} float32 ({x.nbytes / 2**30:.2f} GiB), {args.k} blobs of {sizes.min()}.."
-          f"{sizes.max()} rows, generated in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"data: {args.n} x {args.dim} float32 ({x.nbytes / 2**30:.2f} GiB), {args.k} blobs of {sizes.min()}.."
+        f"{sizes.max()} rows, generated in {time.perf_counter() - t0:.1f} s"
+    )
 
     cfg = ClusterConfig(num_clusters=args.k)
     logging.basicConfig(format="  %(name)s: %(message)s")
     logging.getLogger("ads.cluster").setLevel(logging.DEBUG)  # prints the stage's phase timings
     with Peak() as p_ours:
         ours = cluster_embeddings(x, cfg)
-    print(f"ours      : {p_ours.seconds:7.2f} s  (backend {ours.backend}, {ours.iterations} Lloyd iterations on all "
-          f"points, PCA variance kept {ours.pca_variance:.3f}; peak +{p_ours.peak_gb:.2f} GiB; "
-          f"other CPU {p_ours.other_cores:.2f} cores)")
+    print(
+        f"ours      : {p_ours.seconds:7.2f} s  (backend {ours.backend}, {ours.iterations} Lloyd iterations on all "
+        f"points, PCA variance kept {ours.pca_variance:.3f}; peak +{p_ours.peak_gb:.2f} GiB; "
+        f"other CPU {p_ours.other_cores:.2f} cores)"
+    )
     with Peak() as p_ref:
         ref_feats, ref_labels, ref_inertia_own = reference(x, args.k)
-    print(f"reference : {p_ref.seconds:7.2f} s  (sklearn randomized PCA + KMeans(n_init='auto'); "
-          f"peak +{p_ref.peak_gb:.2f} GiB; other CPU {p_ref.other_cores:.2f} cores)")
+    print(
+        f"reference : {p_ref.seconds:7.2f} s  (sklearn randomized PCA + KMeans(n_init='auto'); "
+        f"peak +{p_ref.peak_gb:.2f} GiB; other CPU {p_ref.other_cores:.2f} cores)"
+    )
 
     k = args.k
     in_ref = (partition_inertia(ref_feats, ours.labels, k), partition_inertia(ref_feats, ref_labels, k))
     in_ours = (partition_inertia(ours.features, ours.labels, k), partition_inertia(ours.features, ref_labels, k))
     rel = in_ref[0] / in_ref[1] - 1
-    print(f"inertia in the reference's PCA space: ours {in_ref[0]:.2f}, reference {in_ref[1]:.2f} "
-          f"({rel:+.3%}); in our PCA space: ours {in_ours[0]:.2f}, reference {in_ours[1]:.2f} "
-          f"({in_ours[0] / in_ours[1] - 1:+.3%})")
-    print(f"variance held by the PCA features (sum over components): ours {captured_variance(ours.features):.5f}, "
-          f"reference {captured_variance(ref_feats):.5f}; stage-reported inertia: ours {ours.inertia:.2f}, "
-          f"sklearn {ref_inertia_own:.2f}")
-    print(f"ARI ours vs reference {adjusted_rand_score(ref_labels, ours.labels):.4f}; vs true blobs: ours "
-          f"{adjusted_rand_score(truth, ours.labels):.4f}, reference {adjusted_rand_score(truth, ref_labels):.4f}")
+    print(
+        f"inertia in the reference's PCA space: ours {in_ref[0]:.2f}, reference {in_ref[1]:.2f} "
+        f"({rel:+.3%}); in our PCA space: ours {in_ours[0]:.2f}, reference {in_ours[1]:.2f} "
+        f"({in_ours[0] / in_ours[1] - 1:+.3%})"
+    )
+    print(
+        f"variance held by the PCA features (sum over components): ours {captured_variance(ours.features):.5f}, "
+        f"reference {captured_variance(ref_feats):.5f}; stage-reported inertia: ours {ours.inertia:.2f}, "
+        f"sklearn {ref_inertia_own:.2f}"
+    )
+    print(
+        f"ARI ours vs reference {adjusted_rand_score(ref_labels, ours.labels):.4f}; vs true blobs: ours "
+        f"{adjusted_rand_score(truth, ours.labels):.4f}, reference {adjusted_rand_score(truth, ref_labels):.4f}"
+    )
     if args.refresh:
         refresh(x, ours, cfg, args)
     speedup = p_ref.seconds / p_ours.seconds
     ok = speedup >= 3 and rel <= 0.01
-    print(f"targets: speed-up >= 3x {'ok' if speedup >= 3 else 'MISSED'}, inertia within 1% "
-          f"{'ok' if rel <= 0.01 else 'MISSED'}{'' if ok else ' (see above)'}")
+    print(
+        f"targets: speed-up >= 3x {'ok' if speedup >= 3 else 'MISSED'}, inertia within 1% "
+        f"{'ok' if rel <= 0.01 else 'MISSED'}{'' if ok else ' (see above)'}"
+    )
     print(f"speed-up (reference / ours): {speedup:.2f}x")
     print(f"{speedup:.2f}")
     return 0

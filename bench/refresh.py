@@ -104,8 +104,14 @@ def timed_build(source: str, out: str, cfg) -> dict[str, Any]:
         states[stage.label(shard)] = "reused" if found is not None else "ran"
     total, own = time.perf_counter() - t_start, own_cpu() - own0
     other = max(0.0, (busy_cpu() - busy0) - own) / total if total > 0 else 0.0
-    return {"wall": dict(wall), "cpu": dict(cpu), "states": states, "total": total, "total_cpu": own,
-            "other_cores": other}
+    return {
+        "wall": dict(wall),
+        "cpu": dict(cpu),
+        "states": states,
+        "total": total,
+        "total_cpu": own,
+        "other_cores": other,
+    }
 
 
 def final_rows(out: str) -> pl.DataFrame:
@@ -117,8 +123,9 @@ def final_rows(out: str) -> pl.DataFrame:
     if ids is None:
         raise SystemExit(f"error: {final_uri} is missing or fails its manifest check")
     table = pl.from_arrow(storage.read_parquet(final_uri, columns=["sample_id", "cluster_id", "difficulty"]))
-    scores = pl.from_arrow(storage.read_parquet(storage.join(out, "scores", "scores.parquet"),
-                                                columns=["sample_id", "embedding"]))
+    scores = pl.from_arrow(
+        storage.read_parquet(storage.join(out, "scores", "scores.parquet"), columns=["sample_id", "embedding"])
+    )
     return ids.join(table, on="sample_id").join(scores, on="sample_id")
 
 
@@ -131,9 +138,11 @@ def bit_equal(a: pl.Series, b: pl.Series) -> bool:
 def describe(name: str, run: dict[str, Any]) -> None:
     times = ", ".join(f"{k} {v:.2f}" for k, v in run["wall"].items())
     ran = [k for k, v in run["states"].items() if v == "ran"]
-    print(f"{name}: {run['total']:.2f} s wall ({times}); this process's CPU {run['total_cpu']:.2f} s "
-          f"(score {run['cpu']['score']:.2f}); ran {', '.join(ran) or 'nothing'}; "
-          f"other processes' CPU {run['other_cores']:.2f} cores")
+    print(
+        f"{name}: {run['total']:.2f} s wall ({times}); this process's CPU {run['total_cpu']:.2f} s "
+        f"(score {run['cpu']['score']:.2f}); ran {', '.join(ran) or 'nothing'}; "
+        f"other processes' CPU {run['other_cores']:.2f} cores"
+    )
 
 
 def main() -> int:
@@ -158,9 +167,10 @@ def main() -> int:
     n_extra = round(0.05 * args.rows)
     raw = read_jsonl(args.source, args.rows + n_extra)
     if len(raw) < args.rows + n_extra:
-        raise SystemExit(f"error: {args.source} has {len(raw)} rows; need {args.rows + n_extra} "
-                         f"({args.rows} + 5% to append)")
-    cold_rows, extra = raw[:args.rows], raw[args.rows:]
+        raise SystemExit(
+            f"error: {args.source} has {len(raw)} rows; need {args.rows + n_extra} ({args.rows} + 5% to append)"
+        )
+    cold_rows, extra = raw[: args.rows], raw[args.rows :]
     new_rows, plan = plan_refresh(cold_rows, extra, args.seed)
 
     import torch
@@ -178,14 +188,25 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="ads-bench-refresh-"))
     source, out = work / "data.jsonl", str(work / "out")
     cluster = ClusterConfig() if args.clusters is None else ClusterConfig(num_clusters=args.clusters)
-    cfg = BuildConfig(score=ScoreConfig(model=args.model, max_length=args.max_length, device="cpu",
-                                        num_shards=args.shards, cache_uri=str(work / "score-cache")),
-                      cluster=cluster)
+    cfg = BuildConfig(
+        score=ScoreConfig(
+            model=args.model,
+            max_length=args.max_length,
+            device="cpu",
+            num_shards=args.shards,
+            cache_uri=str(work / "score-cache"),
+        ),
+        cluster=cluster,
+    )
     la = os.getloadavg()
-    print(f"data: {args.source}, first {args.rows} rows; refresh: -{plan['deleted']} deleted, "
-          f"{plan['edited']} edited ({plan['field']}), +{plan['appended']} appended -> {len(new_rows)} rows")
-    print(f"model: {model_dir}; max_length {args.max_length}; shards {args.shards}; torch threads "
-          f"{torch.get_num_threads()}; load average {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}")
+    print(
+        f"data: {args.source}, first {args.rows} rows; refresh: -{plan['deleted']} deleted, "
+        f"{plan['edited']} edited ({plan['field']}), +{plan['appended']} appended -> {len(new_rows)} rows"
+    )
+    print(
+        f"model: {model_dir}; max_length {args.max_length}; shards {args.shards}; torch threads "
+        f"{torch.get_num_threads()}; load average {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}"
+    )
 
     write_jsonl(cold_rows, source)
     cold = timed_build(str(source), out, cfg)
@@ -212,26 +233,40 @@ def main() -> int:
     build_ratio = warm["total"] / cold["total"]
     cpu_ratio = warm["cpu"]["score"] / cold["cpu"]["score"]
 
-    print(f"rows: cold {before.height} (scored {cold_scored}), refresh {after.height} "
-          f"({before.height - joined.height} removed, {edited} edited, {appended} appended; "
-          f"planned {plan['deleted']}/{plan['edited']}/{plan['appended']})")
-    print(f"rows changed (edited + appended): {changed}; rows scored in the refresh: {scored}; "
-          f"rows reused: {reused} (scored + reused = {scored + reused}, rows {after.height})")
+    print(
+        f"rows: cold {before.height} (scored {cold_scored}), refresh {after.height} "
+        f"({before.height - joined.height} removed, {edited} edited, {appended} appended; "
+        f"planned {plan['deleted']}/{plan['edited']}/{plan['appended']})"
+    )
+    print(
+        f"rows changed (edited + appended): {changed}; rows scored in the refresh: {scored}; "
+        f"rows reused: {reused} (scored + reused = {scored + reused}, rows {after.height})"
+    )
     share = info.get("kept_id_share")
-    print(f"cluster ids: path {info.get('path')} ({info.get('reason', 'data moved little')}); "
-          f"{100 * kept:.2f}% of the {joined.height} rows present in both kept their cluster_id "
-          f"(manifest: {'n/a' if share is None else f'{100 * share:.2f}%'}) (target >= 95%)")
-    print(f"untouched rows ({untouched.height}): difficulty bit-identical {same_difficulty}, "
-          f"embedding bit-identical {same_embedding}")
-    print(f"score stage: refresh {warm['wall']['score']:.2f} s / cold {cold['wall']['score']:.2f} s = "
-          f"{score_ratio:.4f} (target <= 0.10); its CPU time: {warm['cpu']['score']:.2f} s / "
-          f"{cold['cpu']['score']:.2f} s = {cpu_ratio:.4f}; rows scored: {scored} / {cold_scored} = "
-          f"{scored / cold_scored:.4f}")
+    print(
+        f"cluster ids: path {info.get('path')} ({info.get('reason', 'data moved little')}); "
+        f"{100 * kept:.2f}% of the {joined.height} rows present in both kept their cluster_id "
+        f"(manifest: {'n/a' if share is None else f'{100 * share:.2f}%'}) (target >= 95%)"
+    )
+    print(
+        f"untouched rows ({untouched.height}): difficulty bit-identical {same_difficulty}, "
+        f"embedding bit-identical {same_embedding}"
+    )
+    print(
+        f"score stage: refresh {warm['wall']['score']:.2f} s / cold {cold['wall']['score']:.2f} s = "
+        f"{score_ratio:.4f} (target <= 0.10); its CPU time: {warm['cpu']['score']:.2f} s / "
+        f"{cold['cpu']['score']:.2f} s = {cpu_ratio:.4f}; rows scored: {scored} / {cold_scored} = "
+        f"{scored / cold_scored:.4f}"
+    )
     print(f"whole build: refresh {warm['total']:.2f} s / cold {cold['total']:.2f} s = {build_ratio:.4f}")
-    checks = {"scored == changed": scored == changed, "scored + reused == rows": scored + reused == after.height,
-              "untouched difficulty bit-identical": same_difficulty,
-              "untouched embedding bit-identical": same_embedding,
-              "kept ids >= 95%": kept >= 0.95, "score ratio <= 0.10": score_ratio <= 0.10}
+    checks = {
+        "scored == changed": scored == changed,
+        "scored + reused == rows": scored + reused == after.height,
+        "untouched difficulty bit-identical": same_difficulty,
+        "untouched embedding bit-identical": same_embedding,
+        "kept ids >= 95%": kept >= 0.95,
+        "score ratio <= 0.10": score_ratio <= 0.10,
+    }
     print("targets: " + ", ".join(f"{k}: {'ok' if v else 'MISSED'}" for k, v in checks.items()))
     if args.keep:
         print(f"work dir: {work}")

@@ -78,8 +78,13 @@ def main() -> None:
     with get_client(sync_client=True) as client:
         print(f"prefect api: {client.api_url}")
     print(f"model: {resolve_model(args.model)}")
-    params = dict(source=source, out=str(work / "out"), dataset="bench-rerun", score={"model": args.model,
-                  "num_shards": args.shards}, cluster={"num_clusters": args.clusters})
+    params = dict(
+        source=source,
+        out=str(work / "out"),
+        dataset="bench-rerun",
+        score={"model": args.model, "num_shards": args.shards},
+        cluster={"num_clusters": args.clusters},
+    )
 
     t0 = time.perf_counter()
     cold = ads_build(**params)

@@ -44,8 +44,9 @@ def main() -> int:
     from ads_core.score_vllm import VLLMScorer
     from ads_core.scorer import tokenize_row
 
-    cfg = ScoreConfig(model=args.model, device=args.device, dtype=args.dtype, max_length=args.max_length,
-                      backend="vllm")
+    cfg = ScoreConfig(
+        model=args.model, device=args.device, dtype=args.dtype, max_length=args.max_length, backend="vllm"
+    )
     with tempfile.TemporaryDirectory(prefix="ads-vllm-check-") as tmp:
         raw = load_rows(args.rows, Path(tmp))
     t0 = time.perf_counter()
@@ -73,11 +74,15 @@ def main() -> int:
     max_dnll = args.max_dnll if args.max_dnll is not None else (1e-3 if args.dtype == "float32" else 0.02)
     same_counts = bool((got.n_target_tokens == ref.n_target_tokens).all())
     print(f"transformers: {t_hf:.2f} s = {tokens / t_hf:.0f} tok/s; vLLM: {t_vllm:.2f} s = {tokens / t_vllm:.0f} tok/s")
-    print(f"embedding cosine min {cos.min():.7f}; max |dNLL| {dnll.max():.2e} (mean NLL {ref.difficulty.mean():.4f}); "
-          f"Spearman {rho:.6f}; target token counts equal: {same_counts}")
+    print(
+        f"embedding cosine min {cos.min():.7f}; max |dNLL| {dnll.max():.2e} (mean NLL {ref.difficulty.mean():.4f}); "
+        f"Spearman {rho:.6f}; target token counts equal: {same_counts}"
+    )
     ok = cos.min() >= args.min_cosine and dnll.max() <= max_dnll and rho >= 0.999 and same_counts
-    print(f"vllm-vs-transformers: {'ok' if ok else 'FAIL'} cos_min={cos.min():.7f} max_dnll={dnll.max():.2e} "
-          f"spearman={rho:.6f} hf_tok_s={tokens / t_hf:.0f} vllm_tok_s={tokens / t_vllm:.0f} dtype={args.dtype}")
+    print(
+        f"vllm-vs-transformers: {'ok' if ok else 'FAIL'} cos_min={cos.min():.7f} max_dnll={dnll.max():.2e} "
+        f"spearman={rho:.6f} hf_tok_s={tokens / t_hf:.0f} vllm_tok_s={tokens / t_vllm:.0f} dtype={args.dtype}"
+    )
     return 0 if ok else 1
 
 

@@ -126,8 +126,11 @@ def server_env(host: str, port: int, cache_dir: Path, environ: Mapping[str, str]
     """
     env = dict(os.environ if environ is None else environ)
     profile = active_profile(env)
-    mine = (f"your Prefect profile {profile.name!r} in {profile.path} applies" if profile is not None
-            else "no Prefect profile of yours")
+    mine = (
+        f"your Prefect profile {profile.name!r} in {profile.path} applies"
+        if profile is not None
+        else "no Prefect profile of yours"
+    )
     if env.get("PREFECT_HOME"):
         home, why = Path(env["PREFECT_HOME"]).expanduser(), f"from PREFECT_HOME in your environment; {mine}"
     elif profile is not None and profile.settings.get("PREFECT_HOME"):
@@ -154,10 +157,15 @@ def server_env(host: str, port: int, cache_dir: Path, environ: Mapping[str, str]
     env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     notes = []
     if host in WILDCARD_HOSTS and not chosen:
-        notes.append(f"note: listening on all interfaces; a browser elsewhere must resolve {url_host(host)!r}, "
-                     f"or set PREFECT_UI_API_URL=http://<this machine's address>:{port}/api")
+        notes.append(
+            f"note: listening on all interfaces; a browser elsewhere must resolve {url_host(host)!r}, "
+            f"or set PREFECT_UI_API_URL=http://<this machine's address>:{port}/api"
+        )
     if client_url and client_url.rstrip("/") != api_url:
-        notes.append(f"note: PREFECT_API_URL is {client_url} (from {where}): commands that use it report there, "
-                     "not to this server")
-    return ServerEnv(env=env, home=home, home_why=why, api_url=api_url, ui_api_url=ui_api_url, ui_api_why=ui_why,
-                     notes=notes)
+        notes.append(
+            f"note: PREFECT_API_URL is {client_url} (from {where}): commands that use it report there, "
+            "not to this server"
+        )
+    return ServerEnv(
+        env=env, home=home, home_why=why, api_url=api_url, ui_api_url=ui_api_url, ui_api_why=ui_why, notes=notes
+    )

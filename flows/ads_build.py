@@ -70,11 +70,13 @@ def shard_runner(dask: str | None, workers: int | None, num_shards: int) -> Any:
 
     if dask == "local":
         n = workers or max(1, min(num_shards, os.cpu_count() or 1))
-        return DaskTaskRunner(cluster_kwargs={"n_workers": n, "threads_per_worker": 1, "processes": True,
-                                              "dashboard_address": ":0"})
+        return DaskTaskRunner(
+            cluster_kwargs={"n_workers": n, "threads_per_worker": 1, "processes": True, "dashboard_address": ":0"}
+        )
     if dask == "local-cuda":  # dask-cuda (gpu extra): one worker per visible GPU, each pinned to its device
-        return DaskTaskRunner(cluster_class="dask_cuda.LocalCUDACluster",
-                              cluster_kwargs={"n_workers": workers} if workers else {})
+        return DaskTaskRunner(
+            cluster_class="dask_cuda.LocalCUDACluster", cluster_kwargs={"n_workers": workers} if workers else {}
+        )
     return DaskTaskRunner(address=dask if "://" in dask else f"tcp://{dask}")
 
 
@@ -99,8 +101,11 @@ def score_shards(stage: Stage, ctx: BuildContext, refresh: bool, states: dict[st
     logger = get_run_logger()
     run_cfg = ctx.config.run
     n = ctx.config.score.num_shards
-    progress_id = create_progress_artifact(progress=0.0, key=artifact_key(ctx.dataset, "score-progress"),
-                                           description=f"scoring {n} shard(s) of {ctx.uri('formatted')}")
+    progress_id = create_progress_artifact(
+        progress=0.0,
+        key=artifact_key(ctx.dataset, "score-progress"),
+        description=f"scoring {n} shard(s) of {ctx.uri('formatted')}",
+    )
     failures: list[tuple[int, Any]] = []
     cached = 0
     rs = run_cfg.result_storage
@@ -116,8 +121,11 @@ def score_shards(stage: Stage, ctx: BuildContext, refresh: bool, states: dict[st
         else:
             failures.append((i, state))
         states[stage.label(i)] = str(state.name)
-        update_progress_artifact(artifact_id=progress_id, progress=100.0 * done / n,
-                                 description=f"{done}/{n} shards finished ({cached} cached, {len(failures)} failed)")
+        update_progress_artifact(
+            artifact_id=progress_id,
+            progress=100.0 * done / n,
+            description=f"{done}/{n} shards finished ({cached} cached, {len(failures)} failed)",
+        )
 
     if not run_cfg.dask:
         for i in range(n):
@@ -125,13 +133,15 @@ def score_shards(stage: Stage, ctx: BuildContext, refresh: bool, states: dict[st
             record(i + 1, i, state, lambda i=i: configured(stage, i, True, rs)(**params(i, True), return_state=True))
     else:
         with _api_pinned(), shard_runner(run_cfg.dask, run_cfg.dask_workers, n) as runner:
+
             def recompute(i: int) -> Any:
                 retry = runner.submit(configured(stage, i, True, rs), parameters=params(i, True))
                 retry.wait()
                 return retry.state
 
-            futures = {runner.submit(configured(stage, i, refresh, rs), parameters=params(i, refresh)): i
-                       for i in range(n)}
+            futures = {
+                runner.submit(configured(stage, i, refresh, rs), parameters=params(i, refresh)): i for i in range(n)
+            }
             for done, future in enumerate(as_completed(list(futures)), start=1):
                 i = futures[future]
                 future.wait()  # sets the future's final state
@@ -153,8 +163,9 @@ def run_stages(ctx: BuildContext) -> tuple[dict[str, str], dict[str, float], dic
         if stage.sharded:
             score_shards(stage, ctx, stage.name in force, states)
         else:
-            outputs[stage.name], state = run_checked(stage, ctx, None, stage.name in force,
-                                                     ctx.config.run.result_storage)
+            outputs[stage.name], state = run_checked(
+                stage, ctx, None, stage.name in force, ctx.config.run.result_storage
+            )
             states[stage.name] = str(state.name)
         seconds[stage.name] = time.perf_counter() - t0
         if stage.name == "format":
@@ -178,10 +189,12 @@ def mark_crashed(dead: dict[str, Any]) -> None:
         with get_client(sync_client=True) as client:
             run = client.read_flow_run(run_id)
             if not run.state or not run.state.is_final():
-                client.set_flow_run_state(run_id, Crashed(message="its process died; a later build took over "
-                                                          "its output folder"), force=True)
-                get_run_logger().warning("flow run %s (%s) was left Running by a dead process: marked Crashed",
-                                         run.name, run_id)
+                client.set_flow_run_state(
+                    run_id, Crashed(message="its process died; a later build took over its output folder"), force=True
+                )
+                get_run_logger().warning(
+                    "flow run %s (%s) was left Running by a dead process: marked Crashed", run.name, run_id
+                )
     except Exception as exc:  # noqa: BLE001 - another server, or the run is gone: nothing to mark
         get_run_logger().info("could not mark the earlier flow run %s Crashed: %s", run_id, exc)
 
@@ -214,12 +227,21 @@ def ads_build(
     logger = get_run_logger()
     source = resolve_source(source)
     name = safe_name(dataset or format.name or dataset_name(source))
-    cfg = BuildConfig(format=format.model_copy(update={"name": name}), score=score, cluster=cluster,
-                      report=report, run=run)
+    cfg = BuildConfig(
+        format=format.model_copy(update={"name": name}), score=score, cluster=cluster, report=report, run=run
+    )
     ctx = BuildContext(source=source, out=resolve_out(out, name), config=cfg)
     storage.check_writable(ctx.out)  # a missing bucket, bad credentials or a file in the way: one line, now
-    logger.info("ads-build %s: %s -> %s (model %s, %d shard(s), k=%d%s)", name, source, ctx.out, score.model,
-                score.num_shards, cluster.num_clusters, f", force_from={run.force_from}" if run.force_from else "")
+    logger.info(
+        "ads-build %s: %s -> %s (model %s, %d shard(s), k=%d%s)",
+        name,
+        source,
+        ctx.out,
+        score.model,
+        score.num_shards,
+        cluster.num_clusters,
+        f", force_from={run.force_from}" if run.force_from else "",
+    )
     from prefect.runtime import flow_run
 
     with owning(ctx.out, f"flow-run:{flow_run.id}") as dead:  # one build at a time per OUT
@@ -236,19 +258,32 @@ def ads_build(
             # on_change: one training run per final artifact content; always: one per build run (retries included)
             scope = final["digest"] if run.trigger_training == "on_change" else f"{flow_run.id}:{final['digest']}"
             # model=None: ads-train takes the policy the difficulties were scored with from the final manifest
-            train_run = start_training(run.train_deployment, final["uri"], None,
-                                       idempotency_key=f"ads-train:{run.train_deployment}:{scope}")
-            training = (f"started {run.train_deployment} run {train_run['name']}" if train_run["new"] else
-                        f"not started: the final artifact is unchanged ({run.train_deployment} run "
-                        f"{train_run['name']} already trains on it)")
+            train_run = start_training(
+                run.train_deployment, final["uri"], None, idempotency_key=f"ads-train:{run.train_deployment}:{scope}"
+            )
+            training = (
+                f"started {run.train_deployment} run {train_run['name']}"
+                if train_run["new"]
+                else f"not started: the final artifact is unchanged ({run.train_deployment} run "
+                f"{train_run['name']} already trains on it)"
+            )
         summary = summarize(ctx.out, previous, seconds, states, training)
         publish_refresh(summary.to_dict(), summary.lines(), name)
         for line in summary.lines():
             logger.info("%s", line)
     cached = sum(s == "Cached" for s in states.values())
     logger.info("ads-build %s done: %s (%d of %d stages cached)", name, final["uri"], cached, len(states))
-    return {"dataset": name, "source": source, "out": ctx.out, "final_uri": final["uri"],
-            "formatted_uri": outputs["format"]["uri"], "scores_uri": outputs["merge"]["uri"],
-            "assignments_uri": outputs["cluster"]["uri"], "report_uri": outputs["report"]["uri"],
-            "stages": states, "train_flow_run_id": train_run["id"] if train_run and train_run["new"] else None,
-            "refresh": summary.to_dict(), "summary_lines": summary.lines()}
+    return {
+        "dataset": name,
+        "source": source,
+        "out": ctx.out,
+        "final_uri": final["uri"],
+        "formatted_uri": outputs["format"]["uri"],
+        "scores_uri": outputs["merge"]["uri"],
+        "assignments_uri": outputs["cluster"]["uri"],
+        "report_uri": outputs["report"]["uri"],
+        "stages": states,
+        "train_flow_run_id": train_run["id"] if train_run and train_run["new"] else None,
+        "refresh": summary.to_dict(),
+        "summary_lines": summary.lines(),
+    }

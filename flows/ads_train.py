@@ -73,9 +73,17 @@ def ads_train(
     """
     logger = get_run_logger()
     req = tr.TrainRequest(
-        artifact_uri=artifact_uri, model=model, n_gpus_per_node=n_gpus_per_node, nnodes=nnodes,
-        ray_address=ray_address, sampler=dict(sampler or {}), eval_sets=eval_sets, overrides=list(overrides or []),
-        run_dir=run_dir, experiment_name=experiment_name, total_training_steps=total_training_steps,
+        artifact_uri=artifact_uri,
+        model=model,
+        n_gpus_per_node=n_gpus_per_node,
+        nnodes=nnodes,
+        ray_address=ray_address,
+        sampler=dict(sampler or {}),
+        eval_sets=eval_sets,
+        overrides=list(overrides or []),
+        run_dir=run_dir,
+        experiment_name=experiment_name,
+        total_training_steps=total_training_steps,
         decontaminate=decontaminate,
     )
     try:
@@ -94,10 +102,18 @@ def _train(req: tr.TrainRequest, dry_run: bool) -> dict[str, Any]:
     experiment = plan.experiment
     for warning in plan.warnings_for(tt.spell_param):
         logger.warning(warning)
-    create_markdown_artifact(key=tt.artifact_key(experiment, "config"), markdown=tt.config_markdown(plan, dry_run),
-                             description=f"resolved verl config for {plan.artifact.uri}")
-    result: dict[str, Any] = {"dry_run": dry_run, "mode": plan.mode, "command": plan.command,
-                              "run_dir": plan.run_dir, "summary": plan.summary()}
+    create_markdown_artifact(
+        key=tt.artifact_key(experiment, "config"),
+        markdown=tt.config_markdown(plan, dry_run),
+        description=f"resolved verl config for {plan.artifact.uri}",
+    )
+    result: dict[str, Any] = {
+        "dry_run": dry_run,
+        "mode": plan.mode,
+        "command": plan.command,
+        "run_dir": plan.run_dir,
+        "summary": plan.summary(),
+    }
     if dry_run:
         print(plan.config_yaml)
         print(f"# command:\n# {plan.command_line}")
@@ -107,7 +123,8 @@ def _train(req: tr.TrainRequest, dry_run: bool) -> dict[str, Any]:
     metrics = tt.run_verl(plan)
     table = [{"metric": k, "value": v} for k, v in sorted(tr.headline(metrics).items())]
     if table:
-        create_table_artifact(key=tt.artifact_key(experiment, "metrics"), table=table,
-                              description=f"last training step of {experiment}")
+        create_table_artifact(
+            key=tt.artifact_key(experiment, "metrics"), table=table, description=f"last training step of {experiment}"
+        )
     result["metrics"] = metrics
     return result

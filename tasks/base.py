@@ -69,8 +69,19 @@ def pause_point(stage: str) -> None:
         time.sleep(600)
 
 
-_TRANSIENT_S3_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "RequestTimeTooSkewed",
-                       "InternalError", "ServiceUnavailable", "503", "500", "502", "504"}
+_TRANSIENT_S3_CODES = {
+    "SlowDown",
+    "Throttling",
+    "ThrottlingException",
+    "RequestTimeout",
+    "RequestTimeTooSkewed",
+    "InternalError",
+    "ServiceUnavailable",
+    "503",
+    "500",
+    "502",
+    "504",
+}
 
 
 def is_transient(exc: BaseException | None) -> bool:
@@ -81,8 +92,22 @@ def is_transient(exc: BaseException | None) -> bool:
     from ads_core.readers import InputError
     from ads_core.storage import StorageError
 
-    if isinstance(exc, (InputError, ModelLoadError, StorageError, InjectedFault, FileNotFoundError, PermissionError,
-                        IsADirectoryError, NotADirectoryError, ValueError, TypeError, KeyError)):
+    if isinstance(
+        exc,
+        (
+            InputError,
+            ModelLoadError,
+            StorageError,
+            InjectedFault,
+            FileNotFoundError,
+            PermissionError,
+            IsADirectoryError,
+            NotADirectoryError,
+            ValueError,
+            TypeError,
+            KeyError,
+        ),
+    ):
         return False
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
@@ -125,8 +150,15 @@ def default_retries() -> int:
 def report_task(name: str, **options: Any) -> Callable[[Any], Any]:
     """Decorator for an uncached task that only publishes UI artifacts (cheap; runs on every build)."""
     return task(
-        name=name, cache_policy=NO_CACHE, persist_result=False, retries=2, retry_delay_seconds=[1, 2],
-        retry_condition_fn=retry_if_transient, tags=["ads-build"], **options)
+        name=name,
+        cache_policy=NO_CACHE,
+        persist_result=False,
+        retries=2,
+        retry_delay_seconds=[1, 2],
+        retry_condition_fn=retry_if_transient,
+        tags=["ads-build"],
+        **options,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,7 +175,7 @@ def set_progress_factory(factory: ProgressFactory | None) -> None:
 
 @contextmanager
 def progress(description: str, total: int | None) -> Iterator[Callable[[int], None] | None]:
-    with (_progress_factory(description, total) if _progress_factory else nullcontext()) as advance:
+    with _progress_factory(description, total) if _progress_factory else nullcontext() as advance:
         yield advance
 
 

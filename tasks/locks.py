@@ -133,8 +133,13 @@ class BuildLockManager:
 
     def _record(self, holder: str) -> dict[str, Any]:
         pid = os.getpid()
-        return {"holder": holder, "host": socket.gethostname(), "pid": pid, "started": process_start(pid),
-                "lease_until": time.time() + lease_seconds()}
+        return {
+            "holder": holder,
+            "host": socket.gethostname(),
+            "pid": pid,
+            "started": process_start(pid),
+            "lease_until": time.time() + lease_seconds(),
+        }
 
     def _write(self, path: Path, holder: str) -> None:
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
@@ -199,13 +204,15 @@ class BuildLockManager:
 
     # -- LockManager protocol -----------------------------------------------------------------
 
-    def acquire_lock(self, key: str, holder: str, acquire_timeout: float | None = None,
-                     hold_timeout: float | None = None) -> bool:
+    def acquire_lock(
+        self, key: str, holder: str, acquire_timeout: float | None = None, hold_timeout: float | None = None
+    ) -> bool:
         path = self._path(key)
         if self.is_lock_holder(key, holder):
             return True
-        deadline = time.monotonic() + (acquire_timeout if acquire_timeout is not None else
-                                       float(os.environ.get(WAIT_ENV, str(6 * 3600))))
+        deadline = time.monotonic() + (
+            acquire_timeout if acquire_timeout is not None else float(os.environ.get(WAIT_ENV, str(6 * 3600)))
+        )
         next_log = time.monotonic() + _WAIT_LOG_EVERY
         while True:
             if self._try_create(path, holder):
@@ -218,15 +225,18 @@ class BuildLockManager:
             now = time.monotonic()
             if now >= deadline:
                 info = self._read(path) or {}
-                raise LockWaitTimeout(f"gave up waiting for the build lock {key} held by {describe(info)} "
-                                      f"(set {WAIT_ENV} to wait longer, or stop that build)")
+                raise LockWaitTimeout(
+                    f"gave up waiting for the build lock {key} held by {describe(info)} "
+                    f"(set {WAIT_ENV} to wait longer, or stop that build)"
+                )
             if now >= next_log:
                 log.warning("waiting for the build lock %s held by %s", key, describe(self._read(path) or {}))
                 next_log = now + _WAIT_LOG_EVERY
             time.sleep(_POLL)
 
-    async def aacquire_lock(self, key: str, holder: str, acquire_timeout: float | None = None,
-                            hold_timeout: float | None = None) -> bool:
+    async def aacquire_lock(
+        self, key: str, holder: str, acquire_timeout: float | None = None, hold_timeout: float | None = None
+    ) -> bool:
         import anyio
 
         return await anyio.to_thread.run_sync(self.acquire_lock, key, holder, acquire_timeout, hold_timeout)
@@ -266,8 +276,9 @@ class BuildLockManager:
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             if time.monotonic() >= next_log:
-                log.warning("waiting for the build lock %s held by %s", key,
-                            describe(self._read(self._path(key)) or {}))
+                log.warning(
+                    "waiting for the build lock %s held by %s", key, describe(self._read(self._path(key)) or {})
+                )
                 next_log = time.monotonic() + _WAIT_LOG_EVERY
             time.sleep(_POLL)
         return True

@@ -81,7 +81,8 @@ def prefect_key(_: TaskRunContext, params: dict[str, Any]) -> str:
 
 
 STAGE_CACHE = CachePolicy.from_cache_key_fn(prefect_key).configure(
-    isolation_level="SERIALIZABLE", lock_manager=BuildLockManager())
+    isolation_level="SERIALIZABLE", lock_manager=BuildLockManager()
+)
 
 
 def summary(manifest: Any) -> str:
@@ -94,11 +95,25 @@ def summary(manifest: Any) -> str:
     return "; ".join(p for p in (counts, ", ".join(more)) if p)
 
 
-@task(cache_policy=STAGE_CACHE, persist_result=True, result_serializer="json", retries=default_retries(),
-      retry_delay_seconds=retry_delays(), retry_jitter_factor=0.2, retry_condition_fn=retry_if_transient,
-      tags=["ads-build"])
-def stage_task(stage_name: str, source: str, out: str, config: dict[str, Any], shard: int | None = None,
-               reuse: bool = True, progress_artifact: str | None = None) -> StageOutput | State:
+@task(
+    cache_policy=STAGE_CACHE,
+    persist_result=True,
+    result_serializer="json",
+    retries=default_retries(),
+    retry_delay_seconds=retry_delays(),
+    retry_jitter_factor=0.2,
+    retry_condition_fn=retry_if_transient,
+    tags=["ads-build"],
+)
+def stage_task(
+    stage_name: str,
+    source: str,
+    out: str,
+    config: dict[str, Any],
+    shard: int | None = None,
+    reuse: bool = True,
+    progress_artifact: str | None = None,
+) -> StageOutput | State:
     """Run one declared stage (one shard of a sharded stage) and return its output record.
 
     Prefect's own cache records are checked first (by the cache policy). When they are elsewhere (another
@@ -110,14 +125,19 @@ def stage_task(stage_name: str, source: str, out: str, config: dict[str, Any], s
     record = {"uri": stage.main_uri(ctx, shard)}
     found = reusable(stage, ctx, shard) if reuse else None
     if found is not None:
-        get_run_logger().info("%s: reusing %s (its manifest records this stage key)", stage.label(shard),
-                              record["uri"])
-        return Completed(name="Cached", data={**record, "digest": outputs_digest(found)},
-                         message="reused: the artifact's manifest records this stage key")
+        get_run_logger().info("%s: reusing %s (its manifest records this stage key)", stage.label(shard), record["uri"])
+        return Completed(
+            name="Cached",
+            data={**record, "digest": outputs_digest(found)},
+            message="reused: the artifact's manifest records this stage key",
+        )
     fault_point(stage_name)
     pause_point(stage_name)
-    ctx.progress = progress if progress_artifact is None else with_artifact(progress_artifact, shard or 0,
-                                                                            ctx.config.score.num_shards)
+    ctx.progress = (
+        progress
+        if progress_artifact is None
+        else with_artifact(progress_artifact, shard or 0, ctx.config.score.num_shards)
+    )
     manifest = run_stage(stage, ctx, shard)
     get_run_logger().info("%s: %s -> %s", stage.label(shard), summary(manifest), record["uri"])
     return {**record, "digest": outputs_digest(manifest)}
@@ -132,6 +152,7 @@ def with_artifact(artifact_id: str, shard: int, num_shards: int, every_s: float 
     def factory(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
         done, t0, last = 0, time.monotonic(), 0.0
         with progress(description, total) as bar:
+
             def advance(n: int) -> None:
                 nonlocal done, last
                 if bar:
@@ -144,9 +165,11 @@ def with_artifact(artifact_id: str, shard: int, num_shards: int, every_s: float 
                     eta = (total - done) / rate if rate else 0.0
                     try:
                         update_progress_artifact(
-                            artifact_id=artifact_id, progress=100.0 * (shard + done / total) / num_shards,
+                            artifact_id=artifact_id,
+                            progress=100.0 * (shard + done / total) / num_shards,
                             description=f"shard {shard + 1}/{num_shards}: {done}/{total} rows, {rate:.1f} rows/s, "
-                                        f"ETA {eta:.0f} s")
+                            f"ETA {eta:.0f} s",
+                        )
                     except Exception as exc:  # noqa: BLE001 - the UI missing an update never fails a build
                         log.debug("progress artifact update failed: %s", exc)
 
@@ -156,8 +179,12 @@ def with_artifact(artifact_id: str, shard: int, num_shards: int, every_s: float 
 
 
 def configured(stage: Stage, shard: int | None, refresh: bool, result_storage: str | None) -> Any:
-    options: dict[str, Any] = {"name": stage.name, "task_run_name": stage.label(shard),
-                               "refresh_cache": True if refresh else None, "retry_delay_seconds": retry_delays()}
+    options: dict[str, Any] = {
+        "name": stage.name,
+        "task_run_name": stage.label(shard),
+        "refresh_cache": True if refresh else None,
+        "retry_delay_seconds": retry_delays(),
+    }
     if stage.resources.accelerator != "none":
         options["tags"] = ["ads-build", "gpu-optional"]
     if result_storage:
@@ -166,8 +193,14 @@ def configured(stage: Stage, shard: int | None, refresh: bool, result_storage: s
 
 
 def params_of(stage: Stage, ctx: BuildContext, shard: int | None, reuse: bool = True) -> dict[str, Any]:
-    return {"stage_name": stage.name, "source": ctx.source, "out": ctx.out, "config": ctx.config.model_dump(),
-            "shard": shard, "reuse": reuse}
+    return {
+        "stage_name": stage.name,
+        "source": ctx.source,
+        "out": ctx.out,
+        "config": ctx.config.model_dump(),
+        "shard": shard,
+        "reuse": reuse,
+    }
 
 
 def checked(state: State, recompute: Any, label: str) -> tuple[StageOutput, State]:
@@ -177,18 +210,19 @@ def checked(state: State, recompute: Any, label: str) -> tuple[StageOutput, Stat
     """
     output: StageOutput = state.result()  # raises the stage's own exception when it failed
     if state.name == "Cached" and not intact(output):
-        get_run_logger().warning("%s: the cached artifact %s is missing or changed; recomputing", label,
-                                 output["uri"])
+        get_run_logger().warning("%s: the cached artifact %s is missing or changed; recomputing", label, output["uri"])
         state = recompute()
         output = state.result()
     return output, state
 
 
-def run_checked(stage: Stage, ctx: BuildContext, shard: int | None, refresh: bool,
-                result_storage: str | None) -> tuple[StageOutput, State]:
+def run_checked(
+    stage: Stage, ctx: BuildContext, shard: int | None, refresh: bool, result_storage: str | None
+) -> tuple[StageOutput, State]:
     """Run one stage in the flow's thread; see `checked`."""
     params = params_of(stage, ctx, shard, reuse=not refresh)
     state = configured(stage, shard, refresh, result_storage)(**params, return_state=True)
     again = {**params, "reuse": False}
-    return checked(state, lambda: configured(stage, shard, True, result_storage)(**again, return_state=True),
-                   stage.label(shard))
+    return checked(
+        state, lambda: configured(stage, shard, True, result_storage)(**again, return_state=True), stage.label(shard)
+    )

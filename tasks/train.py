@@ -18,8 +18,7 @@ from ads_core import train as tr
 from ads_core.integrations.verl.config import ConfigError
 from ads_core.readers import InputError
 
-EXPECTED_ERRORS: tuple[type[Exception], ...] = (tr.ArtifactError, tr.LaunchError, ConfigError, ValueError,
-                                                InputError)
+EXPECTED_ERRORS: tuple[type[Exception], ...] = (tr.ArtifactError, tr.LaunchError, ConfigError, ValueError, InputError)
 PLAN_TASK = "plan-training"
 RUN_TASK = "run-verl"
 
@@ -110,6 +109,7 @@ def run_verl(plan: tr.TrainPlan) -> dict[str, float]:
     logger.info("launching (%s): %s", plan.mode, plan.command_line)
     code = tr.launch(plan, on_line=on_line)
     if code != 0:
-        raise tr.LaunchError(f"verl exited with status {code}; its output is in this run's log above "
-                             f"(run dir {plan.run_dir})")
+        raise tr.LaunchError(
+            f"verl exited with status {code}; its output is in this run's log above (run dir {plan.run_dir})"
+        )
     return tr.final_metrics(plan, list(console_steps))

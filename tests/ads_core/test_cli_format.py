@@ -101,9 +101,11 @@ def test_undecidable_columns_exit_2_then_the_override_works(tmp_path, case):
 
 @pytest.mark.parametrize(
     ("rows", "expected"),
-    [([{"text": "What is 1+1?", "result": "2"}], ("What is 1+1?", "2")),  # less common names, found by evidence
-     ([{"question": "Which is 2?", "options": ["1", "2"], "correct": "B"}], ("Which is 2?\n\nA. 1\nB. 2", "B")),
-     ([{"question": "What is 1+1?", "solution": "1+1=\\boxed{2}", "rationale": "add"}], ("What is 1+1?", "2"))],
+    [
+        ([{"text": "What is 1+1?", "result": "2"}], ("What is 1+1?", "2")),  # less common names, found by evidence
+        ([{"question": "Which is 2?", "options": ["1", "2"], "correct": "B"}], ("Which is 2?\n\nA. 1\nB. 2", "B")),
+        ([{"question": "What is 1+1?", "solution": "1+1=\\boxed{2}", "rationale": "add"}], ("What is 1+1?", "2")),
+    ],
 )
 def test_columns_found_by_evidence_need_no_flag(tmp_path, rows, expected):
     src = write_jsonl(tmp_path / "rows.jsonl", rows)
@@ -144,8 +146,13 @@ def test_summary_names_counts_reasons_and_output(tmp_path):
     result = ads_format(str(src), "--out", str(tmp_path / "out"))
     assert result.exit_code == 0
     text = " ".join(result.stderr.split())
-    for needle in ("read │ 3", "kept │ 1", "rejected: duplicate │ 1 │ rows.jsonl row 1",
-                   "rejected: missing_answer │ 1 │ rows.jsonl row 2", "layout qa"):
+    for needle in (
+        "read │ 3",
+        "kept │ 1",
+        "rejected: duplicate │ 1 │ rows.jsonl row 1",
+        "rejected: missing_answer │ 1 │ rows.jsonl row 2",
+        "layout qa",
+    ):
         assert needle in text, needle
     assert f"{tmp_path}/out/formatted/train.parquet" in text.replace(" ", "")
 
@@ -179,8 +186,10 @@ def test_name_split_and_templates(tmp_path):
 
 @pytest.mark.parametrize(
     ("args", "needle"),
-    [(["--template", "nope"], "--template: Input should be 'ads_think', 'boxed' or 'plain' (got 'nope')"),
-     (["--template-text", "no placeholder"], "{question}")],
+    [
+        (["--template", "nope"], "--template: Input should be 'ads_think', 'boxed' or 'plain' (got 'nope')"),
+        (["--template-text", "no placeholder"], "{question}"),
+    ],
 )
 def test_bad_template_exits_2(tmp_path, args, needle):
     src = write_jsonl(tmp_path / "rows.jsonl", [{"question": "What is 1+1?", "answer": "2"}])

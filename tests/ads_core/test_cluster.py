@@ -38,8 +38,10 @@ def blobs() -> tuple[np.ndarray, np.ndarray]:
 
 def _require(name: str) -> None:
     if name not in cluster.available_backends():
-        reason = {"cuml": "cuML is not installed or no CUDA GPU is visible (GPU extra)",
-                  "faiss": "faiss is not installed"}.get(name, f"{name} is not available")
+        reason = {
+            "cuml": "cuML is not installed or no CUDA GPU is visible (GPU extra)",
+            "faiss": "faiss is not installed",
+        }.get(name, f"{name} is not available")
         pytest.skip(reason)
 
 
@@ -191,10 +193,12 @@ def test_huge_but_finite_rows_are_normalised_not_rejected():
 
 def _write_scores(path: Path, emb: np.ndarray) -> str:
     n, d = emb.shape
-    table = pa.table({
-        "sample_id": pa.array(np.arange(1000, 1000 + n), pa.int64()),
-        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(emb.reshape(-1), pa.float32()), d),
-    })
+    table = pa.table(
+        {
+            "sample_id": pa.array(np.arange(1000, 1000 + n), pa.int64()),
+            "embedding": pa.FixedSizeListArray.from_arrays(pa.array(emb.reshape(-1), pa.float32()), d),
+        }
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
     return str(path)

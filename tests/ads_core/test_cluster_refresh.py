@@ -24,8 +24,15 @@ def _data(n: int, seed: int, scale: float = 0.5) -> tuple[np.ndarray, np.ndarray
     return (centres[rng.integers(0, K, n)] + rng.standard_normal((n, D))).astype(np.float32), centres
 
 
-def _refresh(x: np.ndarray, ids: np.ndarray, centres: np.ndarray, seed: int, new: float = 0.05,
-             deleted: float = 0.01, perturbed: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
+def _refresh(
+    x: np.ndarray,
+    ids: np.ndarray,
+    centres: np.ndarray,
+    seed: int,
+    new: float = 0.05,
+    deleted: float = 0.01,
+    perturbed: float = 0.01,
+) -> tuple[np.ndarray, np.ndarray]:
     """The dataset after a refresh: rows deleted, some rows' embeddings nudged, new rows appended, order shuffled."""
     rng = np.random.default_rng(seed + 100)
     keep = rng.random(len(x)) >= deleted
@@ -42,8 +49,15 @@ def _refresh(x: np.ndarray, ids: np.ndarray, centres: np.ndarray, seed: int, new
 
 def _scores(path: Path, ids: np.ndarray, x: np.ndarray) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"sample_id": pa.array(ids, pa.int64()), "embedding":
-                             pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1), pa.float32()), D)}), path)
+    pq.write_table(
+        pa.table(
+            {
+                "sample_id": pa.array(ids, pa.int64()),
+                "embedding": pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1), pa.float32()), D),
+            }
+        ),
+        path,
+    )
     return str(path)
 
 
@@ -103,8 +117,12 @@ def test_refit_matches_persisting_clusters_to_their_old_ids(tmp_path):
     cluster_stage(scores2, str(tmp_path / "cold"), CFG)
     assert _kept(before, _ids(tmp_path / "cold" / "clusters")) < 0.5  # canonical ids follow the row order
 
-    manifest = cluster_stage(scores2, str(tmp_path / "b"), CFG.model_copy(update={"refit": True}),
-                             previous_dir=str(tmp_path / "a" / "clusters"))
+    manifest = cluster_stage(
+        scores2,
+        str(tmp_path / "b"),
+        CFG.model_copy(update={"refit": True}),
+        previous_dir=str(tmp_path / "a" / "clusters"),
+    )
     assert manifest.extra["refresh"]["path"] == "refit"
     assert manifest.extra["refresh"]["reason"] == "refit requested"
     assert _kept(before, _ids(tmp_path / "b" / "clusters")) == 1.0
@@ -127,16 +145,19 @@ def test_match_ids_inverts_a_permutation_and_gives_fresh_ids_to_new_clusters():
     assert kmeans.match_ids(with_empty, old).tolist() == perm.tolist()
 
 
-@pytest.mark.parametrize(("change", "reason"), [
-    ({"new": 0.45}, "of the rows are new"),
-    ({"cfg": {"refit_new_share": 0.01}}, "of the rows are new"),
-    ({"noise": 1.0}, "mean squared distance"),
-    ({"cfg": {"refit_inertia_change": 0.0001}, "noise": 0.05}, "mean squared distance"),
-    ({"cfg": {"refit": True}}, "refit requested"),
-    ({"cfg": {"num_clusters": K + 2}}, "K changed"),
-    ({"cfg": {"pca_dim": 12}}, "feature space changed"),
-    ({"cfg": {"normalize": False}}, "feature space changed"),
-])
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"new": 0.45}, "of the rows are new"),
+        ({"cfg": {"refit_new_share": 0.01}}, "of the rows are new"),
+        ({"noise": 1.0}, "mean squared distance"),
+        ({"cfg": {"refit_inertia_change": 0.0001}, "noise": 0.05}, "mean squared distance"),
+        ({"cfg": {"refit": True}}, "refit requested"),
+        ({"cfg": {"num_clusters": K + 2}}, "K changed"),
+        ({"cfg": {"pca_dim": 12}}, "feature space changed"),
+        ({"cfg": {"normalize": False}}, "feature space changed"),
+    ],
+)
 def test_thresholds_and_changes_trigger_a_refit(change, reason):
     x, centres = _data(3000, 4)
     x2, ids2 = _refresh(x, np.arange(3000), centres, 4, new=change.get("new", 0.05))
@@ -181,8 +202,12 @@ def test_saved_projection_reproduces_the_features(tmp_path):
     labels = t.column("cluster_id").to_numpy()
     means = np.stack([feats[labels == i].mean(axis=0) for i in range(K)])  # converged Lloyd: centre = mean
     np.testing.assert_allclose(centroids, means, atol=2e-3 * float(np.abs(feats).max()))
-    np.testing.assert_allclose(np.linalg.norm(feats - centroids[labels], axis=1),
-                               t.column("distance_to_centroid").to_numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        np.linalg.norm(feats - centroids[labels], axis=1),
+        t.column("distance_to_centroid").to_numpy(),
+        rtol=1e-4,
+        atol=1e-5,
+    )
 
 
 def test_unusable_previous_states_start_fresh_with_the_reason(tmp_path):

@@ -24,8 +24,7 @@ def problems(name: str) -> list[str]:
 
 
 def write(path: Path, questions: list[str]) -> str:
-    pq.write_table(pa.table({"extra_info": [{"question": q, "answer": str(i)} for i, q in enumerate(questions)]}),
-                   path)
+    pq.write_table(pa.table({"extra_info": [{"question": q, "answer": str(i)} for i, q in enumerate(questions)]}), path)
     return str(path)
 
 
@@ -60,8 +59,11 @@ def near_duplicate(q: str) -> str:
 
 def picked(name: str, count: int) -> list[tuple[int, str]]:
     """Real problems of 40+ words with a number and some LaTeX, spread over the set."""
-    rows = [(j, q) for j, q in enumerate(problems(name))
-            if len(decontam.ngram_words(q)) >= 40 and re.search(r"\d", q) and "$" in q]
+    rows = [
+        (j, q)
+        for j, q in enumerate(problems(name))
+        if len(decontam.ngram_words(q)) >= 40 and re.search(r"\d", q) and "$" in q
+    ]
     step = max(1, len(rows) // count)
     return rows[::step][:count]
 
@@ -73,7 +75,8 @@ def unrelated() -> list[str]:
 
 
 def test_ngram_overlap_finds_reworded_renumbered_reformatted_copies_that_exact_matching_misses(
-        tmp_path: Path, eval_uris: dict[str, str]):
+    tmp_path: Path, eval_uris: dict[str, str]
+):
     train, expected = [], {}
     for name in SETS:
         for j, q in picked(name, 6):
@@ -100,48 +103,62 @@ def test_ngram_overlap_finds_reworded_renumbered_reformatted_copies_that_exact_m
 
 
 def test_exact_matches_are_reported_as_exact_and_short_problems_by_their_whole_text(
-        tmp_path: Path, eval_uris: dict[str, str]):
+    tmp_path: Path, eval_uris: dict[str, str]
+):
     math = problems("math500")
     short = next(j for j, q in enumerate(math) if 8 <= len(decontam.ngram_words(q)) < 13)
     tiny = next(j for j, q in enumerate(math) if len(decontam.ngram_words(q)) < 8)
-    train = ["  " + math[0].upper() + "\n",  # case and spacing only: exact
-             "Warm-up question. " + math[short],  # a short problem inside a longer row: its one n-gram
-             "Warm-up question. " + math[tiny]]  # too short for n-grams, and not exact: not flagged
+    train = [
+        "  " + math[0].upper() + "\n",  # case and spacing only: exact
+        "Warm-up question. " + math[short],  # a short problem inside a longer row: its one n-gram
+        "Warm-up question. " + math[tiny],
+    ]  # too short for n-grams, and not exact: not flagged
     report = decontam.decontaminate(write(tmp_path / "t.parquet", train), eval_uris)
     assert report.rows == [0, 1] and report.methods["math500"] == {"exact": 1, "ngram": 1}
     assert [(h["row"], h["eval_row"], h["method"]) for h in report.hits["math500"]] == [
-        (0, 0, "exact"), (1, short, "ngram")]
+        (0, 0, "exact"),
+        (1, short, "ngram"),
+    ]
 
 
 def test_shared_competition_phrasing_is_not_contamination(tmp_path: Path, eval_uris: dict[str, str]):
     """AIME's 'm and n are relatively prime positive integers. Find m+n' tail is 13+ words of boilerplate."""
     boiler = [q for q in problems("aime24") if "relatively prime positive integers" in q]
     assert len(boiler) >= 3
-    tail = boiler[0][boiler[0].index("can be written"):] if "can be written" in boiler[0] else boiler[0][-120:]
-    fresh = [f"A bag holds {k} red and {k + 3} blue marbles. Two are drawn at random without replacement. "
-             f"The probability that both are red {tail}" for k in range(4, 16)]
+    tail = boiler[0][boiler[0].index("can be written") :] if "can be written" in boiler[0] else boiler[0][-120:]
+    fresh = [
+        f"A bag holds {k} red and {k + 3} blue marbles. Two are drawn at random without replacement. "
+        f"The probability that both are red {tail}"
+        for k in range(4, 16)
+    ]
     report = decontam.decontaminate(write(tmp_path / "t.parquet", fresh), eval_uris)
     assert report.rows == []
     # the filters are what keep them out: without them the shared tail alone flags rows
-    loose = decontam.decontaminate(write(tmp_path / "t.parquet", fresh), eval_uris, min_overlap=0.0,
-                                   boilerplate_eval=10_000, boilerplate_train=10_000)
+    loose = decontam.decontaminate(
+        write(tmp_path / "t.parquet", fresh),
+        eval_uris,
+        min_overlap=0.0,
+        boilerplate_eval=10_000,
+        boilerplate_train=10_000,
+    )
     assert loose.rows
 
 
 def test_questions_come_from_prompts_without_their_template(tmp_path: Path, eval_uris: dict[str, str]):
-    (j, q), = picked("amc23", 1)
+    ((j, q),) = picked("amc23", 1)
     template = TEMPLATES["ads_think"]
-    prompts = [[{"role": "user", "content": template.replace("{question}", text)}]
-               for text in (near_duplicate(q), *unrelated()[:20])]
+    prompts = [
+        [{"role": "user", "content": template.replace("{question}", text)}]
+        for text in (near_duplicate(q), *unrelated()[:20])
+    ]
     path = tmp_path / "prompts.parquet"
     pq.write_table(pa.table({"prompt": prompts}), path)
     report = decontam.decontaminate(str(path), eval_uris)
     assert report.rows == [0] and report.hits["amc23"][0]["eval_row"] == j
 
 
-def test_drop_writes_the_clean_set_and_the_dropped_rows_with_their_reason(tmp_path: Path,
-                                                                          eval_uris: dict[str, str]):
-    (j, q), = picked("aime24", 1)
+def test_drop_writes_the_clean_set_and_the_dropped_rows_with_their_reason(tmp_path: Path, eval_uris: dict[str, str]):
+    ((j, q),) = picked("aime24", 1)
     questions = [unrelated()[0], near_duplicate(q), unrelated()[1]]
     train = write(tmp_path / "train.parquet", questions)
     report = decontam.decontaminate(train, eval_uris, drop_to=str(tmp_path / "clean.parquet"))

@@ -37,14 +37,17 @@ def test_writes_the_three_sets_in_verl_schema(tmp_path: Path, monkeypatch: pytes
         assert row["prompt"][0]["role"] == "user" and row["prompt"][0]["content"].endswith("<think>")
         assert row["extra_info"]["split"] == "test"
         # the reward accepts each set's own ground truth
-        assert compute_score(name, f"\\boxed{{{row['reward_model']['ground_truth']}}}",
-                             row["reward_model"]["ground_truth"])["acc"] == 1.0
+        assert (
+            compute_score(
+                name, f"\\boxed{{{row['reward_model']['ground_truth']}}}", row["reward_model"]["ground_truth"]
+            )["acc"]
+            == 1.0
+        )
     amc = pq.read_table(tmp_path / "eval" / "amc23.parquet").slice(0, 1).to_pylist()[0]
     assert amc["reward_model"]["ground_truth"] == "27"  # 27.0 in the file
     manifest = json.loads((tmp_path / "eval" / "manifest.json").read_text())
     assert manifest["template_string"] == TEMPLATES["ads_think"] and set(manifest["sets"]) == set(results)
-    assert ev.existing_eval_sets(str(tmp_path)) == {k: str(tmp_path / "eval" / f"{k}.parquet") for k in
-                                                    sorted(results)}
+    assert ev.existing_eval_sets(str(tmp_path)) == {k: str(tmp_path / "eval" / f"{k}.parquet") for k in sorted(results)}
 
 
 def test_the_packaged_sets_ship_inside_the_package_with_license_notes():
@@ -66,8 +69,9 @@ def test_the_packaged_sets_format_like_the_publishers_files(tmp_path: Path, shar
     theirs = ev.write_eval_sets(str(tmp_path / "theirs"), data_dir=shared_data)
     for name in ev.EVAL_SETS:
         a, b = pq.read_table(ours[name].uri).to_pylist(), pq.read_table(theirs[name].uri).to_pylist()
-        assert [(r["prompt"], r["reward_model"], r["sample_id"]) for r in a] == \
-               [(r["prompt"], r["reward_model"], r["sample_id"]) for r in b], name
+        assert [(r["prompt"], r["reward_model"], r["sample_id"]) for r in a] == [
+            (r["prompt"], r["reward_model"], r["sample_id"]) for r in b
+        ], name
 
 
 def test_the_cli_works_from_anywhere(tmp_path: Path):
@@ -76,8 +80,14 @@ def test_the_cli_works_from_anywhere(tmp_path: Path):
     cwd.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if k != "ADS_EVAL_DATA_DIR"}
     code = "from ads_cli.main import app; app()"
-    done = subprocess.run([sys.executable, "-c", code, "eval-sets", "--out", "out"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code, "eval-sets", "--out", "out"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     counts = {n: pq.read_metadata(cwd / "out" / "eval" / f"{n}.parquet").num_rows for n in ev.EVAL_SETS}
     assert counts == {"math500": 500, "aime24": 30, "amc23": 40}
@@ -93,8 +103,9 @@ def test_the_data_dir_can_be_overridden(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("ADS_EVAL_DATA_DIR", str(tmp_path / "mine"))
     assert ev.write_eval_sets(str(tmp_path / "a"), names=["aime24"])["aime24"].rows == 1
     # --data-dir beats the environment
-    assert ev.write_eval_sets(str(tmp_path / "b"), names=["aime24"],
-                              data_dir=ev.packaged_data_dir())["aime24"].rows == 30
+    assert (
+        ev.write_eval_sets(str(tmp_path / "b"), names=["aime24"], data_dir=ev.packaged_data_dir())["aime24"].rows == 30
+    )
     monkeypatch.setenv("ADS_EVAL_DATA_DIR", str(tmp_path / "nowhere"))
     with pytest.raises(InputError, match="ADS_EVAL_DATA_DIR=.*nowhere is not a directory"):
         ev.write_eval_sets(str(tmp_path / "c"), names=["aime24"])
@@ -123,9 +134,11 @@ def test_bad_requests_are_input_errors(tmp_path: Path):
 def test_decontamination_reports_and_drops_matching_rows(tmp_path: Path):
     ev.write_eval_sets(str(tmp_path), names=["math500", "amc23"])
     math = packaged_rows("math500")[:3]
-    rows = [{"problem": "  " + math[0]["problem"].upper() + " ", "answer": math[0]["answer"]},  # case/space only
-            {"problem": math[1]["problem"], "answer": "x"},
-            {"problem": "A fresh question about 17 apples?", "answer": "17"}]
+    rows = [
+        {"problem": "  " + math[0]["problem"].upper() + " ", "answer": math[0]["answer"]},  # case/space only
+        {"problem": math[1]["problem"], "answer": "x"},
+        {"problem": "A fresh question about 17 apples?", "answer": "17"},
+    ]
     src = tmp_path / "train.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     train = tmp_path / "train_out"
@@ -154,8 +167,10 @@ def test_eval_sets_cli_with_decontamination(tmp_path: Path):
     assert "aime24: 2 (exact 1, 13-gram 1)" in result.output and "row 2 ~ aime24 row 3 (ngram" in result.output
     report = json.loads((tmp_path / "eval" / ev.REPORT_NAME).read_text())
     assert report["matches"] == {"aime24": 2, "amc23": 0} and report["rows"] == [0, 2]
-    assert [(h["row"], h["eval_row"], h["method"]) for h in report["hits"]["aime24"]] == [(0, 0, "exact"),
-                                                                                        (2, 3, "ngram")]
+    assert [(h["row"], h["eval_row"], h["method"]) for h in report["hits"]["aime24"]] == [
+        (0, 0, "exact"),
+        (2, 3, "ngram"),
+    ]
     assert report["hits"]["aime24"][1]["train_text"] == near
     assert pq.read_metadata(tmp_path / "eval" / "train_decontaminated.parquet").num_rows == 1
     rejects = pq.read_table(tmp_path / "eval" / "train_decontaminated.rejects.parquet").to_pylist()

@@ -301,8 +301,13 @@ def test_parquet_with_wrong_types(tmp_path):
     )
     pq.write_table(table, tmp_path / "typed.parquet")
     # Nothing is kept, so the run fails (min_kept), but only after the rejects and the manifest are written.
-    line = assert_exit_2(ads_format(tmp_path / "typed.parquet", tmp_path / "out"), "typed.parquet", "0 of 4 rows kept",
-                         "bad_type x2", "--min-kept")
+    line = assert_exit_2(
+        ads_format(tmp_path / "typed.parquet", tmp_path / "out"),
+        "typed.parquet",
+        "0 of 4 rows kept",
+        "bad_type x2",
+        "--min-kept",
+    )
     assert "row 0" in line and "rejects.parquet" in line
     assert manifest_counts(tmp_path / "out")["rows_rejected"] == 4
     assert rejects_of(tmp_path / "out") == [
@@ -373,8 +378,9 @@ def test_random_rows_are_all_accounted_for(lines, blank_every):
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "rows.jsonl", Path(tmp) / "out"
         src.write_bytes(b"\n".join(lines) + b"\n")
-        cfg = FormatConfig(question_col="question", answer_col="answer", max_question_chars=50, max_answer_chars=50,
-                           min_kept=0)
+        cfg = FormatConfig(
+            question_col="question", answer_col="answer", max_question_chars=50, max_answer_chars=50, min_kept=0
+        )
         counts = format_dataset(str(src), str(out), cfg).counts
 
         data_lines = [i for i, line in enumerate(lines) if line.strip()]

@@ -23,17 +23,35 @@ from ads_core.format_evidence import SYNONYMS
 from ads_core.readers import InputError
 
 NAMES = {role: sorted(SYNONYMS[role]) for role in ("question", "solution", "answer", "options")}
-ANSWERS = st.one_of(st.sampled_from(["42", "$\\frac{1}{2}$", "B", "(c)", "#### 7", "-3", "", "  "]),
-                    st.integers(-100, 100), st.floats(allow_nan=True, allow_infinity=True), st.none(),
-                    st.booleans(), st.lists(st.sampled_from(["$2$", "3", None, ""]), max_size=3),
-                    st.lists(st.lists(st.integers(), max_size=2), max_size=2))
-QUESTIONS = st.one_of(st.text(max_size=40), st.sampled_from(["What is 1+1?", "Compute $2^5$.", "A) 1 B) 2"]),
-                      st.none(), st.integers(), st.lists(st.text(max_size=5), max_size=2))
-SOLUTIONS = st.one_of(st.none(), st.text(max_size=30), st.just("So \\boxed{4}."),
-                      st.lists(st.text(max_size=10), max_size=3), st.dictionaries(st.text(max_size=3), st.integers()))
-OPTIONS = st.one_of(st.lists(st.sampled_from(["A)5", "(B) 12", "7", "", "C. x"]), max_size=4),
-                    st.sampled_from(["A) 1 B) 2", "[\"1\", \"2\"]", "[[[[", "{\"label\": [\"A\"], \"text\": [\"1\"]}"]),
-                    st.none(), st.integers())
+ANSWERS = st.one_of(
+    st.sampled_from(["42", "$\\frac{1}{2}$", "B", "(c)", "#### 7", "-3", "", "  "]),
+    st.integers(-100, 100),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.none(),
+    st.booleans(),
+    st.lists(st.sampled_from(["$2$", "3", None, ""]), max_size=3),
+    st.lists(st.lists(st.integers(), max_size=2), max_size=2),
+)
+QUESTIONS = st.one_of(
+    st.text(max_size=40),
+    st.sampled_from(["What is 1+1?", "Compute $2^5$.", "A) 1 B) 2"]),
+    st.none(),
+    st.integers(),
+    st.lists(st.text(max_size=5), max_size=2),
+)
+SOLUTIONS = st.one_of(
+    st.none(),
+    st.text(max_size=30),
+    st.just("So \\boxed{4}."),
+    st.lists(st.text(max_size=10), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers()),
+)
+OPTIONS = st.one_of(
+    st.lists(st.sampled_from(["A)5", "(B) 12", "7", "", "C. x"]), max_size=4),
+    st.sampled_from(["A) 1 B) 2", '["1", "2"]', "[[[[", '{"label": ["A"], "text": ["1"]}']),
+    st.none(),
+    st.integers(),
+)
 
 
 def casing(draw: Any, name: str) -> str:
@@ -98,8 +116,15 @@ def test_generated_layouts_never_crash_and_account_for_every_row(data, fmt):
 
 
 def _base_files(root: Path) -> list[Path]:
-    rows = [{"question": f"Problem {i}: what is {i} squared?", "solution": f"{i}*{i} = \\boxed{{{i * i}}}",
-             "answer": str(i * i), "options": [f"({c}) {i + k}" for k, c in enumerate("ABC")]} for i in range(30)]
+    rows = [
+        {
+            "question": f"Problem {i}: what is {i} squared?",
+            "solution": f"{i}*{i} = \\boxed{{{i * i}}}",
+            "answer": str(i * i),
+            "options": [f"({c}) {i + k}" for k, c in enumerate("ABC")],
+        }
+        for i in range(30)
+    ]
     files = {
         "a.jsonl": "".join(json.dumps(r) + "\n" for r in rows).encode(),
         "b.json": json.dumps({"rows": rows}).encode(),

@@ -29,8 +29,9 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
 def run(source: Path | str, out: Path, **cfg: Any) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame]:
     manifest = format_dataset(str(source), str(out), FormatConfig(**cfg)).to_dict()
     train = pl.read_parquet(out / "formatted" / "train.parquet")
-    info = train.select(pl.col("extra_info").struct.unnest(), pl.col("reward_model").struct["ground_truth"].alias("gt"),
-                        "data_source")
+    info = train.select(
+        pl.col("extra_info").struct.unnest(), pl.col("reward_model").struct["ground_truth"].alias("gt"), "data_source"
+    )
     return manifest, info, pl.read_parquet(out / "formatted" / "rejects.parquet")
 
 
@@ -39,10 +40,13 @@ def run(source: Path | str, out: Path, **cfg: Any) -> tuple[dict[str, Any], pl.D
 
 
 def test_list_valued_solution_and_answer(tmp_path):
-    rows = [{"question": q, "solution": [f"Step one for {a}.", f"So the answer is ${a}$."], "final_answer": [f"${a}$"]}
-            for q, a in zip(Q, A, strict=True)]
-    rows.append({"question": "Find all real x with x^2 = 4.", "solution": ["x = 2 or x = -2"],
-                 "final_answer": ["$2$", "$-2$"]})
+    rows = [
+        {"question": q, "solution": [f"Step one for {a}.", f"So the answer is ${a}$."], "final_answer": [f"${a}$"]}
+        for q, a in zip(Q, A, strict=True)
+    ]
+    rows.append(
+        {"question": "Find all real x with x^2 = 4.", "solution": ["x = 2 or x = -2"], "final_answer": ["$2$", "$-2$"]}
+    )
     manifest, info, rejects = run(write_jsonl(tmp_path / "olympiad.jsonl", rows), tmp_path / "out")
     assert rejects.height == 0 and manifest["counts"]["rows_out"] == 5
     assert info["gt"].to_list()[:4] == A  # one-element list -> its element, $…$ removed
@@ -79,8 +83,12 @@ def test_question_under_a_less_common_name(tmp_path, name):
 @pytest.mark.parametrize("answer_name", ["correct", "label", "gold", "answerKey"])
 def test_multiple_choice_with_lettered_option_strings(tmp_path, answer_name):
     rows = [
-        {"question": "Evaluate 5(√3+1) at the given point.", "options": ["A)5(√3 + 1)", "B)6", "C)7", "D)8"],
-         answer_name: "A", "rationale": "Direct."},
+        {
+            "question": "Evaluate 5(√3+1) at the given point.",
+            "options": ["A)5(√3 + 1)", "B)6", "C)7", "D)8"],
+            answer_name: "A",
+            "rationale": "Direct.",
+        },
         {"question": "What is 3*4?", "options": ["(A) 10", "(B) 12", "(C) 14"], answer_name: "B"},
         {"question": "What is 2+2?", "options": "A. 3\nB. 4\nC. 5", answer_name: "(b)"},
     ]
@@ -93,8 +101,10 @@ def test_multiple_choice_with_lettered_option_strings(tmp_path, answer_name):
 
 
 def test_multiple_choice_in_columns_a_to_d(tmp_path):
-    rows = [{"question": "Which is prime?", "A": "4", "B": "6", "C": "7", "D": "9", "answer": "C"},
-            {"question": "Which is even?", "A": "3", "B": "8", "C": "5", "D": "1", "answer": "B"}]
+    rows = [
+        {"question": "Which is prime?", "A": "4", "B": "6", "C": "7", "D": "9", "answer": "C"},
+        {"question": "Which is even?", "A": "3", "B": "8", "C": "5", "D": "1", "answer": "B"},
+    ]
     _, info, _ = run(write_jsonl(tmp_path / "mmlu.jsonl", rows), tmp_path / "out")
     assert info.select("question", "gt").row(0) == ("Which is prime?\n\nA. 4\nB. 6\nC. 7\nD. 9", "C")
 
@@ -108,8 +118,11 @@ def test_directory_of_one_object_json_files_in_subject_folders(tmp_path):
     for i, (q, a) in enumerate(zip(Q, A, strict=True)):
         subject = ["algebra", "geometry"][i % 2]
         (root / subject).mkdir(parents=True, exist_ok=True)
-        (root / subject / f"{i}.json").write_text(json.dumps(
-            {"problem": q, "level": "Level 2", "type": subject.title(), "solution": f"Work. $\\boxed{{{a}}}$"}))
+        (root / subject / f"{i}.json").write_text(
+            json.dumps(
+                {"problem": q, "level": "Level 2", "type": subject.title(), "solution": f"Work. $\\boxed{{{a}}}$"}
+            )
+        )
     manifest, info, _ = run(root, tmp_path / "out")
     assert manifest["counts"]["rows_out"] == 4
     assert sorted(info["gt"].to_list()) == sorted(A)
@@ -156,8 +169,11 @@ def test_hub_cache_snapshot_reads_one_split(tmp_path):
 def test_gzipped_jsonl_and_parquet_in_a_tree(tmp_path):
     root = tmp_path / "tree"
     (root / "a").mkdir(parents=True)
-    (root / "a" / "part.jsonl.gz").write_bytes(gzip.compress(
-        "".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in zip(Q[:2], A[:2], strict=True)).encode()))
+    (root / "a" / "part.jsonl.gz").write_bytes(
+        gzip.compress(
+            "".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in zip(Q[:2], A[:2], strict=True)).encode()
+        )
+    )
     (root / "b" / "c").mkdir(parents=True)
     pq.write_table(pa.table({"question": Q[2:], "answer": A[2:]}), root / "b" / "c" / "rest.parquet")
     _, info, _ = run(root, tmp_path / "out")
@@ -204,11 +220,19 @@ def test_ambiguous_columns_name_the_candidates_and_the_option(tmp_path):
     assert err.value.render(lambda f: f"format.{f}=") != str(err.value)
 
 
-@pytest.mark.parametrize(("source", "name"), [
-    ("/d/math500/test.jsonl", "math500"), ("/d/gsm8k/train.jsonl", "gsm8k"), ("/d/aime24/validation.parquet", "aime24"),
-    ("/d/set/data/part-00000.parquet", "set"), ("/d/set/default/train/0000.parquet", "set"),
-    ("openai/gsm8k", "gsm8k"), ("/d/rows.jsonl", "rows"), ("train.jsonl", "train"),
-])
+@pytest.mark.parametrize(
+    ("source", "name"),
+    [
+        ("/d/math500/test.jsonl", "math500"),
+        ("/d/gsm8k/train.jsonl", "gsm8k"),
+        ("/d/aime24/validation.parquet", "aime24"),
+        ("/d/set/data/part-00000.parquet", "set"),
+        ("/d/set/default/train/0000.parquet", "set"),
+        ("openai/gsm8k", "gsm8k"),
+        ("/d/rows.jsonl", "rows"),
+        ("train.jsonl", "train"),
+    ],
+)
 def test_dataset_name_skips_generic_parts(source, name):
     assert dataset_name(source) == name
 
@@ -228,9 +252,11 @@ def test_parquet_with_invalid_utf8_is_a_reject_not_a_crash(tmp_path):
 
 
 def test_deeply_nested_options_json_is_a_reject(tmp_path):
-    rows = [{"question": "Pick one?", "options": ["1", "2"], "answer": "A"},
-            {"question": "Pick two?", "options": ["1", "2"], "answer": "B"},
-            {"question": "Deep?", "options": "[" * 5000 + "]" * 5000, "answer": "A"}]
+    rows = [
+        {"question": "Pick one?", "options": ["1", "2"], "answer": "A"},
+        {"question": "Pick two?", "options": ["1", "2"], "answer": "B"},
+        {"question": "Deep?", "options": "[" * 5000 + "]" * 5000, "answer": "A"},
+    ]
     _, info, rejects = run(write_jsonl(tmp_path / "deep.jsonl", rows), tmp_path / "out")
     assert info.height == 2 and rejects.select("source_row", "reason").rows() == [(2, "bad_json")]
     with pytest.raises(ValueError, match="nested"):
@@ -257,10 +283,13 @@ def test_line_endings_and_bom_in_every_text_format(tmp_path, newline, bom, kind)
 
 
 def test_gsm8k_layout_without_any_marker_does_not_keep_solutions_as_answers(tmp_path):
-    solution = ("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips "
-                "altogether in April and May.\nSo she sold {} clips in total over the two months.")
-    rows = [{"question": f"Natalia sold clips to {i} friends. How many?", "answer": solution.format(i)}
-            for i in range(9)]
+    solution = (
+        "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips "
+        "altogether in April and May.\nSo she sold {} clips in total over the two months."
+    )
+    rows = [
+        {"question": f"Natalia sold clips to {i} friends. How many?", "answer": solution.format(i)} for i in range(9)
+    ]
     with pytest.raises(InputError, match="worked solutions.*'####'.*set answer_col"):
         run(write_jsonl(tmp_path / "gsm_nomarker.jsonl", rows), tmp_path / "out")
 
@@ -271,8 +300,9 @@ def test_duplicate_column_names_are_refused(tmp_path, kind):
     if kind == "csv":
         path.write_text("question,answer,question\nWhat is 1+1?,2,What is 2+2?\n")
     else:
-        table = pa.Table.from_arrays([pa.array(["What is 1+1?"]), pa.array(["2"]), pa.array(["x"])],
-                                     names=["question", "answer", "question"])
+        table = pa.Table.from_arrays(
+            [pa.array(["What is 1+1?"]), pa.array(["2"]), pa.array(["x"])], names=["question", "answer", "question"]
+        )
         pq.write_table(table, path)
     with pytest.raises(InputError, match="duplicate column names.*'question'"):
         run(path, tmp_path / "out")

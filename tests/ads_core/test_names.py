@@ -9,8 +9,9 @@ from ads_core.config import FormatConfig
 from ads_core.names import safe_name
 
 
-@pytest.mark.parametrize("bad", ["../../../x", "..", ".", "a/b", "a\\b", "/abs", "~user", "C:x", "", "  ", "a\x00b",
-                                 "x" * 201])
+@pytest.mark.parametrize(
+    "bad", ["../../../x", "..", ".", "a/b", "a\\b", "/abs", "~user", "C:x", "", "  ", "a\x00b", "x" * 201]
+)
 def test_names_that_could_escape_or_break_a_path_are_refused(bad: str):
     with pytest.raises(ValueError):
         safe_name(bad)

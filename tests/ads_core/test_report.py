@@ -23,9 +23,11 @@ TOPICS = {  # cluster_id -> its two topic words, in templates that are otherwise
     1: ("apples", "dollars"),
     2: ("train", "speed"),
 }
-FILLER = [r"Find the value of $x$ if the {a} has {n} and \frac{{{n}}}{{2}} garden {b} garden.",
-          r"Compute \boxed{{{n}}}: what is the {a} of the {b} in the garden? Let $y = {n}$, garden.",
-          r"Given {n} {a}s, determine how many {b} the garden has. Express \left( {n} \right) garden."]
+FILLER = [
+    r"Find the value of $x$ if the {a} has {n} and \frac{{{n}}}{{2}} garden {b} garden.",
+    r"Compute \boxed{{{n}}}: what is the {a} of the {b} in the garden? Let $y = {n}$, garden.",
+    r"Given {n} {a}s, determine how many {b} the garden has. Express \left( {n} \right) garden.",
+]
 LATEX_WORDS = {"frac", "boxed", "left", "right", "find", "compute", "value", "given", "determine", "express"}
 
 
@@ -67,8 +69,17 @@ def test_stop_words_latex_and_numbers_never_become_terms():
     assert all(re.fullmatch(r"[a-z]{2,}", t) for t in terms), terms
     assert not terms & STOP_WORDS and not terms & LATEX_WORDS, terms & (STOP_WORDS | LATEX_WORDS)
     # a topic-naming command stays as a word; other commands, delimiters, [asy] code and numbers go
-    found = tokens(frame([(0, r"Let $\sin x = \frac{3}{4}$ and \binom{5}{2}; 12th x2 "
-                             r"[asy] draw((0,0)--(1,1)); label(\"walrus\"); [/asy] hexagon")]))
+    found = tokens(
+        frame(
+            [
+                (
+                    0,
+                    r"Let $\sin x = \frac{3}{4}$ and \binom{5}{2}; 12th x2 "
+                    r"[asy] draw((0,0)--(1,1)); label(\"walrus\"); [/asy] hexagon",
+                )
+            ]
+        )
+    )
     assert sorted(found["term"].to_list()) == ["binom", "hexagon", "sin"]
 
 
@@ -78,8 +89,10 @@ def test_math_mode_holds_variables_but_dollars_without_latex_are_money():
     latex += r" If $10x^2-x-24$ is $(Ax-8)(Bx+3),$ then $5,$ and $3.$ hold."
     found = tokens(frame([(0, latex), (1, money)]))
     terms = {cid: sorted(found.filter(found["cluster_id"] == cid)["term"].to_list()) for cid in (0, 1)}
-    assert terms == {0: ["acres", "area", "costs", "farm", "goats", "hold", "triangle"],
-                     1: ["ducks", "eggs", "goods", "hour", "janet", "market", "sells"]}
+    assert terms == {
+        0: ["acres", "area", "costs", "farm", "goats", "hold", "triangle"],
+        1: ["ducks", "eggs", "goods", "hour", "janet", "market", "sells"],
+    }
 
 
 def test_a_term_must_be_used_by_min_rows_questions():
@@ -88,8 +101,9 @@ def test_a_term_must_be_used_by_min_rows_questions():
     assert "quokka" not in [t["term"] for t in class_tfidf(frame(rows), top_n=30, min_rows=2)[0]]
 
 
-def write_inputs(base: Path, rows_per_cluster: int = 100, hidden: int = 24,
-                 with_manifest: bool = True) -> dict[str, str]:
+def write_inputs(
+    base: Path, rows_per_cluster: int = 100, hidden: int = 24, with_manifest: bool = True
+) -> dict[str, str]:
     """A final artifact, assignments and scores like the build's, with embeddings that separate the clusters."""
     import polars as pl
 
@@ -101,26 +115,53 @@ def write_inputs(base: Path, rows_per_cluster: int = 100, hidden: int = 24,
     centres = rng.normal(size=(len(TOPICS), hidden)) * 4
     emb = (centres[clusters] + rng.normal(size=(n, hidden))).astype(np.float32)
     difficulty = rng.gamma(2.0, 0.5, n) + clusters
-    ranks = pl.DataFrame({"i": range(n), "c": clusters, "d": difficulty}).with_columns(
-        pl.col("d").rank("ordinal").over("c").cast(pl.Int64).alias("r") - 1)["r"].to_numpy()
-    final = pa.table({"sample_id": pa.array(ids, pa.int64()), "cluster_id": pa.array(clusters, pa.int32()),
-                      "rank_in_cluster": pa.array(ranks, pa.int64()), "difficulty": difficulty,
-                      "extra_info": pa.array([{"question": q, "index": i} for i, (_, q) in enumerate(rows)])})
-    uris = {"final": str(base / "final" / "train.parquet"),
-            "assignments": str(base / "clusters" / "assignments.parquet"),
-            "scores": str(base / "scores" / "scores.parquet")}
+    ranks = (
+        pl.DataFrame({"i": range(n), "c": clusters, "d": difficulty})
+        .with_columns(pl.col("d").rank("ordinal").over("c").cast(pl.Int64).alias("r") - 1)["r"]
+        .to_numpy()
+    )
+    final = pa.table(
+        {
+            "sample_id": pa.array(ids, pa.int64()),
+            "cluster_id": pa.array(clusters, pa.int32()),
+            "rank_in_cluster": pa.array(ranks, pa.int64()),
+            "difficulty": difficulty,
+            "extra_info": pa.array([{"question": q, "index": i} for i, (_, q) in enumerate(rows)]),
+        }
+    )
+    uris = {
+        "final": str(base / "final" / "train.parquet"),
+        "assignments": str(base / "clusters" / "assignments.parquet"),
+        "scores": str(base / "scores" / "scores.parquet"),
+    }
     storage.write_parquet(uris["final"], final)
-    storage.write_parquet(uris["assignments"], pa.table({"sample_id": final["sample_id"],
-                                                         "cluster_id": final["cluster_id"],
-                                                         "pc1": emb[:, 0], "pc2": emb[:, 1]}))
+    storage.write_parquet(
+        uris["assignments"],
+        pa.table(
+            {"sample_id": final["sample_id"], "cluster_id": final["cluster_id"], "pc1": emb[:, 0], "pc2": emb[:, 1]}
+        ),
+    )
     order = np.argsort(-ids)  # scores in yet another order
-    storage.write_parquet(uris["scores"], pa.table({
-        "sample_id": pa.array(ids[order], pa.int64()),
-        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(emb[order].reshape(-1)), hidden)}))
+    storage.write_parquet(
+        uris["scores"],
+        pa.table(
+            {
+                "sample_id": pa.array(ids[order], pa.int64()),
+                "embedding": pa.FixedSizeListArray.from_arrays(pa.array(emb[order].reshape(-1)), hidden),
+            }
+        ),
+    )
     if with_manifest:
-        mf.write(str(base / "final"), mf.Manifest(stage="sort", inputs={"scores": mf.input_entry(uris["scores"])},
-                                                  outputs={"train": mf.output_entry(uris["final"])}, config={},
-                                                  code_version="test"))
+        mf.write(
+            str(base / "final"),
+            mf.Manifest(
+                stage="sort",
+                inputs={"scores": mf.input_entry(uris["scores"])},
+                outputs={"train": mf.output_entry(uris["final"])},
+                config={},
+                code_version="test",
+            ),
+        )
     return uris
 
 
@@ -139,7 +180,8 @@ def test_write_report_lists_every_file_it_writes_and_is_byte_deterministic(tmp_p
         manifest = report.write_report(uris["final"], uris["assignments"], str(tmp_path / name), cfg, "synth")
         directory = tmp_path / name / "report"
         assert {p.name for p in directory.iterdir()} == {Path(e["uri"]).name for e in manifest.outputs.values()} | {
-            "manifest.json"}
+            "manifest.json"
+        }
         assert mf.verify(str(directory)) is not None  # every listed hash matches its file
         outputs.append({k: Path(e["uri"]).read_bytes() for k, e in manifest.outputs.items()})
     assert outputs[0] == outputs[1]
@@ -195,8 +237,9 @@ def test_terms_grid_draws_at_most_terms_grid_clusters(tmp_path: Path):
     uris = write_inputs(tmp_path, rows_per_cluster=10)
     sizes = []
     for cap in (1, 3):
-        manifest = report.write_report(uris["final"], uris["assignments"], str(tmp_path / str(cap)),
-                                       ReportConfig(terms_grid_clusters=cap), "synth")
+        manifest = report.write_report(
+            uris["final"], uris["assignments"], str(tmp_path / str(cap)), ReportConfig(terms_grid_clusters=cap), "synth"
+        )
         sizes.append(png_info(Path(manifest.output_uri("terms_plot")).read_bytes())[0])
     assert sizes[0][0] < sizes[1][0]
 
@@ -210,12 +253,20 @@ def test_publish_shows_cluster_terms_as_a_table_and_an_inline_image(tmp_path: Pa
     manifest = report.write_report(uris["final"], uris["assignments"], str(tmp_path), ReportConfig(), "synth")
     made: dict[str, dict[str, Any]] = {}
     monkeypatch.setattr(pub, "create_table_artifact", lambda key, table, description: made.update({key: table}))
-    monkeypatch.setattr(pub, "create_markdown_artifact",
-                        lambda key, markdown, description: made.update({key: markdown}))
+    monkeypatch.setattr(
+        pub, "create_markdown_artifact", lambda key, markdown, description: made.update({key: markdown})
+    )
     monkeypatch.setattr(pub, "get_run_logger", lambda: __import__("logging").getLogger("test"))
     pub.publish.fn(manifest.output_uri("plot"), uris["final"], "synth", {"report": "Completed"})
-    keys = ("difficulty-quantiles", "cluster-examples", "report-plot", "summary", "final", "cluster-terms",
-            "cluster-terms-image")
+    keys = (
+        "difficulty-quantiles",
+        "cluster-examples",
+        "report-plot",
+        "summary",
+        "final",
+        "cluster-terms",
+        "cluster-terms-image",
+    )
     assert {f"ads-synth-{k}" for k in keys} <= set(made)
     table = made["ads-synth-cluster-terms"]
     quantiles = storage.read_json(manifest.output_uri("quantiles"))

@@ -56,8 +56,11 @@ def math500_answers(shared_data: Path) -> dict[str, str]:
 
 def test_every_math500_reference_solution_scores_one(shared_data: Path):
     rows = read_jsonl(shared_data / "math500" / "test.jsonl")
-    wrong = [(r["answer"], extract_answer(r["solution"])) for r in rows
-             if compute_score("math500", r["solution"], r["answer"])["acc"] != 1.0]
+    wrong = [
+        (r["answer"], extract_answer(r["solution"]))
+        for r in rows
+        if compute_score("math500", r["solution"], r["answer"])["acc"] != 1.0
+    ]
     assert wrong == []
 
 
@@ -72,28 +75,33 @@ def test_each_answer_format_accepts_its_own_answer_and_rejects_another(shared_da
         assert compute_score("math500", respond(other), gt)["acc"] == 0.0, (name, other)
 
 
-@pytest.mark.parametrize(("truth", "equivalent", "wrong"), [
-    ("\\frac{3}{2}", "1.5", "\\frac{2}{3}"),
-    ("\\dfrac{17}{50}", "0.34", "17/5"),
-    ("10,\\!080", "10080", "10008"),
-    ("(2,\\infty)", "(2, \\infty)", "[2,\\infty)"),
-    ("x \\in [-2,7]", "[-2,7]", "(-2,7)"),
-    ("(0,9) \\cup (9,36)", "(0,9)\\cup(9,36)", "(0,36)"),
-    ("\\left( 3, \\frac{\\pi}{2} \\right)", "(3, \\pi/2)", "(3, \\pi)"),
-    ("(6,31,-1)", "(6, 31, -1)", "(6,-1,31)"),
-    ("3, 5, 7", "3,5,7", "3,5"),
-    ("1+274i", "274i+1", "1-274i"),
-    ("76^\\circ", "76", "104"),
-    ("\\frac{270}7\\text{ degrees}", "\\frac{270}{7}", "\\frac{7}{270}"),
-    ("\\begin{pmatrix} -1/3 \\\\ 2/3 \\\\ 5/3 \\end{pmatrix}",
-     "\\begin{pmatrix}-\\frac{1}{3}\\\\\\frac{2}{3}\\\\\\frac{5}{3}\\end{pmatrix}",
-     "\\begin{pmatrix}1/3\\\\2/3\\\\5/3\\end{pmatrix}"),
-    ("\\text{(C)}", "C", "B"),
-    ("\\text{Evelyn}", "Evelyn", "Navin"),
-    ("2\\sqrt{2}", "\\sqrt{8}", "2.8284"),
-    ("\\frac{\\sqrt{3}}{2}", "\\frac{1}{2}\\sqrt{3}", "\\frac{\\sqrt{2}}{2}"),
-    ("5.4 \\text{ cents}", "5.4", "54"),
-])
+@pytest.mark.parametrize(
+    ("truth", "equivalent", "wrong"),
+    [
+        ("\\frac{3}{2}", "1.5", "\\frac{2}{3}"),
+        ("\\dfrac{17}{50}", "0.34", "17/5"),
+        ("10,\\!080", "10080", "10008"),
+        ("(2,\\infty)", "(2, \\infty)", "[2,\\infty)"),
+        ("x \\in [-2,7]", "[-2,7]", "(-2,7)"),
+        ("(0,9) \\cup (9,36)", "(0,9)\\cup(9,36)", "(0,36)"),
+        ("\\left( 3, \\frac{\\pi}{2} \\right)", "(3, \\pi/2)", "(3, \\pi)"),
+        ("(6,31,-1)", "(6, 31, -1)", "(6,-1,31)"),
+        ("3, 5, 7", "3,5,7", "3,5"),
+        ("1+274i", "274i+1", "1-274i"),
+        ("76^\\circ", "76", "104"),
+        ("\\frac{270}7\\text{ degrees}", "\\frac{270}{7}", "\\frac{7}{270}"),
+        (
+            "\\begin{pmatrix} -1/3 \\\\ 2/3 \\\\ 5/3 \\end{pmatrix}",
+            "\\begin{pmatrix}-\\frac{1}{3}\\\\\\frac{2}{3}\\\\\\frac{5}{3}\\end{pmatrix}",
+            "\\begin{pmatrix}1/3\\\\2/3\\\\5/3\\end{pmatrix}",
+        ),
+        ("\\text{(C)}", "C", "B"),
+        ("\\text{Evelyn}", "Evelyn", "Navin"),
+        ("2\\sqrt{2}", "\\sqrt{8}", "2.8284"),
+        ("\\frac{\\sqrt{3}}{2}", "\\frac{1}{2}\\sqrt{3}", "\\frac{\\sqrt{2}}{2}"),
+        ("5.4 \\text{ cents}", "5.4", "54"),
+    ],
+)
 def test_equivalent_forms_and_near_misses(truth: str, equivalent: str, wrong: str):
     assert is_equivalent(equivalent, truth)
     assert not is_equivalent(wrong, truth)

@@ -151,8 +151,9 @@ def test_shards_merge_to_the_single_pass_result(tiny_model_dir, formatted, tmp_p
     scorer = scorer_api.make_backend(cfg1)
     one = score.score_shard(formatted, str(tmp_path / "a"), 0, cfg1, scorer=scorer)
     merged_one = score.merge_scores(formatted, [one.output_uri("scores")], str(tmp_path / "a"))
-    shard_uris = [score.score_shard(formatted, str(tmp_path / "b"), i, cfg3, scorer=scorer).output_uri("scores")
-                  for i in range(3)]
+    shard_uris = [
+        score.score_shard(formatted, str(tmp_path / "b"), i, cfg3, scorer=scorer).output_uri("scores") for i in range(3)
+    ]
     merged_three = score.merge_scores(formatted, shard_uris[::-1], str(tmp_path / "b"))
     a = storage.read_parquet(merged_one.output_uri("scores"))
     b = storage.read_parquet(merged_three.output_uri("scores"))
@@ -194,11 +195,12 @@ def test_vllm_single_pass_math_matches_the_fused_scorer(tiny_model_dir, lm, toke
     with torch.inference_mode():
         for j, t in enumerate(toks):
             states = lm.base_model(input_ids=torch.tensor([t.input_ids]), use_cache=False).last_hidden_state[0]
-            picked.append(states[t.prompt_len - 1: len(t.input_ids) - 1])
-            targets.extend(t.input_ids[t.prompt_len:])
+            picked.append(states[t.prompt_len - 1 : len(t.input_ids) - 1])
+            targets.extend(t.input_ids[t.prompt_len :])
             row_idx.extend([j] * (len(t.input_ids) - t.prompt_len))
-        nll, counts = chunked_nll(torch.cat(picked), torch.tensor(targets), torch.tensor(row_idx), len(toks), weight,
-                                  weight.shape[0] * 5)
+        nll, counts = chunked_nll(
+            torch.cat(picked), torch.tensor(targets), torch.tensor(row_idx), len(toks), weight, weight.shape[0] * 5
+        )
     np.testing.assert_allclose(nll, fused.difficulty, atol=1e-5)
     assert (counts == fused.n_target_tokens).all()
 

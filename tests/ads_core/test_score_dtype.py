@@ -22,19 +22,24 @@ MIN_COSINE, MAX_DNLL, MIN_SPEARMAN = 0.9999, 0.01, 0.999
 
 def test_cpu_flags_are_read_from_cpuinfo(tmp_path: Path):
     info = tmp_path / "cpuinfo"
-    info.write_text("processor\t: 0\nmodel name\t: X\nflags\t\t: fpu sse avx2 avx512f amx_bf16 amx_tile\n\n"
-                    "processor\t: 1\nflags\t\t: fpu\n")
+    info.write_text(
+        "processor\t: 0\nmodel name\t: X\nflags\t\t: fpu sse avx2 avx512f amx_bf16 amx_tile\n\n"
+        "processor\t: 1\nflags\t\t: fpu\n"
+    )
     assert models.cpu_flags(str(info)) == {"fpu", "sse", "avx2", "avx512f", "amx_bf16", "amx_tile"}
     assert models.cpu_flags(str(tmp_path / "missing")) == frozenset()
 
 
-@pytest.mark.parametrize(("flags", "expected"), [
-    ({"avx2", "avx512f", "amx_bf16"}, torch.bfloat16),
-    ({"avx2", "avx512f", "avx512_bf16"}, torch.bfloat16),
-    ({"avx2", "avx512f", "avx512_vnni"}, torch.float32),  # AVX512 alone: what get_cpu_capability() reports
-    ({"avx2", "fma"}, torch.float32),
-    (set(), torch.float32),
-])
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ({"avx2", "avx512f", "amx_bf16"}, torch.bfloat16),
+        ({"avx2", "avx512f", "avx512_bf16"}, torch.bfloat16),
+        ({"avx2", "avx512f", "avx512_vnni"}, torch.float32),  # AVX512 alone: what get_cpu_capability() reports
+        ({"avx2", "fma"}, torch.float32),
+        (set(), torch.float32),
+    ],
+)
 def test_auto_dtype_on_cpu_follows_native_bf16(flags, expected):
     assert models.pick_dtype("cpu", "auto", frozenset(flags)) == expected
 
@@ -97,7 +102,9 @@ def test_manifests_record_the_resolved_dtype_and_the_cache_keys_on_it(tiny_model
         expected = str(models.pick_dtype("cpu", dtype)).removeprefix("torch.")
         assert shard.extra["dtype"] == expected
         assert mf.read(str(out / "scores")).extra["dtype"] == expected == merged.extra["dtype"]
-    spaces = {d: score_cache.namespace(ScoreConfig(**base, dtype=d), "fp", score.VERSION)
-              for d in ("auto", "float32", "bfloat16")}
+    spaces = {
+        d: score_cache.namespace(ScoreConfig(**base, dtype=d), "fp", score.VERSION)
+        for d in ("auto", "float32", "bfloat16")
+    }
     assert spaces["float32"] != spaces["bfloat16"]
     assert spaces["auto"] == spaces[models.dtype_name("cpu")]

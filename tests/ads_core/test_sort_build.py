@@ -23,11 +23,13 @@ from ads_core.sort import InvariantError, check_invariants, sort_rows
 def _frames(difficulties: list[float], clusters: list[int]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     n = len(difficulties)
     ids = [1000 + 7 * i for i in range(n)]
-    formatted = pl.DataFrame({
-        "data_source": ["t"] * n,
-        "extra_info": [{"index": i, "sample_id": s, "question": f"q{i}"} for i, s in enumerate(ids)],
-        "sample_id": ids,
-    })
+    formatted = pl.DataFrame(
+        {
+            "data_source": ["t"] * n,
+            "extra_info": [{"index": i, "sample_id": s, "question": f"q{i}"} for i, s in enumerate(ids)],
+            "sample_id": ids,
+        }
+    )
     scores = pl.DataFrame({"sample_id": ids, "difficulty": difficulties, "truncated": [False] * n})
     assignments = pl.DataFrame({"sample_id": ids, "cluster_id": clusters}, schema_overrides={"cluster_id": pl.Int32})
     return formatted, scores, assignments
@@ -71,23 +73,40 @@ def test_build_on_math500_end_to_end(tmp_path: Path, data_dir: Path, tiny_model_
     final = pl.from_arrow(storage.read_parquet(result.final_uri))
     check_invariants(final, 500)
     assert final["cluster_id"].n_unique() == 16
-    expected = {"data_source", "prompt", "ability", "reward_model", "extra_info", "sample_id", "cluster_id",
-                "rank_in_cluster", "cluster_size", "difficulty"}
+    expected = {
+        "data_source",
+        "prompt",
+        "ability",
+        "reward_model",
+        "extra_info",
+        "sample_id",
+        "cluster_id",
+        "rank_in_cluster",
+        "cluster_size",
+        "difficulty",
+    }
     assert expected <= set(final.columns)
     assert result.final.extra["policy_model"] == str(tiny_model_dir)
     # the ground truth survives formatting, scoring, clustering and sorting
     answers = dict(zip(final["sample_id"], final["reward_model"].struct.field("ground_truth"), strict=True))
     formatted = pl.from_arrow(storage.read_parquet(result.formatted.output_uri("train")))
-    assert answers == dict(zip(formatted["sample_id"], formatted["reward_model"].struct.field("ground_truth"),
-                               strict=True))
+    assert answers == dict(
+        zip(formatted["sample_id"], formatted["reward_model"].struct.field("ground_truth"), strict=True)
+    )
 
 
 def test_ads_build_cli_with_no_arguments(tmp_path: Path, tiny_model_dir: Path):
     """A real process, as users run it: its temporary Prefect server logs to real streams until exit."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env["COLUMNS"] = "200"
-    result = subprocess.run([sys.executable, "-m", "ads_cli.main", "build", "--max-length", "256"], cwd=tmp_path,
-                            env=env, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "ads_cli.main", "build", "--max-length", "256"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     final = pl.from_arrow(storage.read_parquet(str(tmp_path / "ads-out" / "gsm8k_sample" / "final" / "train.parquet")))

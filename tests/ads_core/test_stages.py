@@ -20,8 +20,10 @@ def write_artifact(ctx: stages.BuildContext, name: str, rows: int) -> str:
     """A stage output with its manifest, as the stages write them."""
     uri = ctx.uri(name)
     storage.write_parquet(uri, pa.table({"x": list(range(rows))}))
-    mf.write(mf.stage_dir_of(uri), mf.Manifest(stage=name, inputs={}, outputs={name: mf.output_entry(uri, rows)},
-                                               config={}, code_version="test"))
+    mf.write(
+        mf.stage_dir_of(uri),
+        mf.Manifest(stage=name, inputs={}, outputs={name: mf.output_entry(uri, rows)}, config={}, code_version="test"),
+    )
     return uri
 
 
@@ -68,15 +70,15 @@ def test_format_key_follows_the_source_content(ctx: stages.BuildContext):
     assert stages.source_digest("some-org/some-dataset") == "id:some-org/some-dataset"
 
 
-def test_shard_keys_differ_per_shard_and_with_the_model(ctx: stages.BuildContext, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch):
+def test_shard_keys_differ_per_shard_and_with_the_model(
+    ctx: stages.BuildContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     monkeypatch.setenv("ADS_CACHE_DIR", str(tmp_path / "cache"))
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
     (model / "model.safetensors").write_bytes(b"\x00" * 64)
-    ctx = dataclasses.replace(ctx, config=ctx.config.with_overrides({"score.model": str(model),
-                                                                     "score.num_shards": 2}))
+    ctx = dataclasses.replace(ctx, config=ctx.config.with_overrides({"score.model": str(model), "score.num_shards": 2}))
     write_artifact(ctx, "formatted", 4)
     score = stages.STAGES_BY_NAME["score"]
     keys = [stages.stage_key(score, ctx, i) for i in range(2)]
@@ -115,8 +117,17 @@ def test_run_stage_stamps_its_key_and_reusable_checks_it(ctx: stages.BuildContex
     formatted = write_artifact(ctx, "formatted", 0)
     shard = ctx.uri("score_shard", 0)
     storage.write_parquet(shard, pa.table({"sample_id": pa.array([], pa.int64())}))
-    mf.write(mf.stage_dir_of(shard), mf.Manifest(stage="s", inputs={}, outputs={"scores": mf.output_entry(shard)},
-                                                 config={}, code_version="t", counts={"rows_scored": 0}))
+    mf.write(
+        mf.stage_dir_of(shard),
+        mf.Manifest(
+            stage="s",
+            inputs={},
+            outputs={"scores": mf.output_entry(shard)},
+            config={},
+            code_version="t",
+            counts={"rows_scored": 0},
+        ),
+    )
     fake = mf.Manifest(stage="merge", inputs={}, outputs={}, config={}, code_version="t")
     uri = ctx.uri("scores")
 

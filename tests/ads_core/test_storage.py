@@ -323,7 +323,10 @@ def test_clean_stale_temps_removes_only_our_old_or_orphaned_files(tmp_path):
         f".stats.json.{uid}-0badc0de-1.tmp": "old",  # another host, past the grace period
         ".train.parquet.ab12cd34.tmp.parquet": "kept",  # an older writer's name, fresh
         ".manifest.json.k_3x9q0z.tmp": "old",  # mkstemp-style name from an older writer, past the grace period
-        "train.parquet": "old", ".hidden": "old", ".notes.tmp": "old", "x.tmp": "old",
+        "train.parquet": "old",
+        ".hidden": "old",
+        ".notes.tmp": "old",
+        "x.tmp": "old",
         f".mine.{uid}.tmp": "old",  # not our pattern (e.g. another tool's temp)
     }
     long_ago = time.time() - 7200
@@ -369,4 +372,5 @@ def test_artifacts_follow_the_umask(tmp_path, umask):
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert len(files) == 6
     assert {p.relative_to(tmp_path).as_posix(): p.stat().st_mode & 0o777 for p in files} == {
-        p.relative_to(tmp_path).as_posix(): expected for p in files}
+        p.relative_to(tmp_path).as_posix(): expected for p in files
+    }

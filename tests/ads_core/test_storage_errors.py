@@ -58,10 +58,12 @@ def test_storage_re_exports_the_error_module_which_never_imports_storage():
 def test_out_is_an_existing_file(tmp_path):
     out = tmp_path / "out"
     out.write_text("not a folder")
-    for attempt in (lambda: storage.check_writable(str(out)),
-                    lambda: storage.write_json(str(out / "formatted" / "manifest.json"), {}),
-                    lambda: storage.read_json(str(out / "formatted" / "manifest.json")),
-                    lambda: storage.atomic_local_file(str(out / "final" / "train.parquet")).__enter__()):
+    for attempt in (
+        lambda: storage.check_writable(str(out)),
+        lambda: storage.write_json(str(out / "formatted" / "manifest.json"), {}),
+        lambda: storage.read_json(str(out / "formatted" / "manifest.json")),
+        lambda: storage.atomic_local_file(str(out / "final" / "train.parquet")).__enter__(),
+    ):
         with pytest.raises(storage.StorageError) as info:
             attempt()
         one_line_naming(info.value, str(out), "is a file, not a folder", "--out")
@@ -90,8 +92,9 @@ def test_permission_denied_locally(tmp_path):
 
 def test_permission_error_is_a_user_error(tmp_path):
     denied = PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "ro"))
-    one_line_naming(storage.as_storage_error(denied, str(tmp_path / "ro" / "x")), "permission denied",
-                    str(tmp_path / "ro"), "--out")
+    one_line_naming(
+        storage.as_storage_error(denied, str(tmp_path / "ro" / "x")), "permission denied", str(tmp_path / "ro"), "--out"
+    )
 
 
 def test_disk_full_is_a_user_error_and_other_errors_keep_their_type(tmp_path):
@@ -123,12 +126,20 @@ def test_dead_endpoint_fails_with_one_bounded_line(s3_env):
     endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     s3_env.setenv("ADS_S3_ENDPOINT_URL", endpoint)
     started = time.monotonic()
-    for attempt in (lambda: storage.write_bytes("s3://ads-dead/run/x.json", b"{}"),
-                    lambda: storage.check_writable("s3://ads-dead/run")):
+    for attempt in (
+        lambda: storage.write_bytes("s3://ads-dead/run/x.json", b"{}"),
+        lambda: storage.check_writable("s3://ads-dead/run"),
+    ):
         with pytest.raises(storage.StorageError) as info:
             attempt()
-        one_line_naming(info.value, "s3://ads-dead/run", endpoint, "unreachable", "ADS_S3_ENDPOINT_URL",
-                        secrets=("AKIADEADENDPOINT0001", "dead-endpoint-secret-77"))
+        one_line_naming(
+            info.value,
+            "s3://ads-dead/run",
+            endpoint,
+            "unreachable",
+            "ADS_S3_ENDPOINT_URL",
+            secrets=("AKIADEADENDPOINT0001", "dead-endpoint-secret-77"),
+        )
     print(f"dead endpoint: two operations failed in {time.monotonic() - started:.1f} s")
 
 
@@ -142,8 +153,13 @@ def test_empty_secret_is_partial_credentials(s3_env):
     s3_env.setenv("AWS_SECRET_ACCESS_KEY", "")
     with pytest.raises(storage.StorageError) as info:
         storage.write_bytes("s3://ads-dead/run/x.json", b"{}")
-    one_line_naming(info.value, "s3://ads-dead/run/x.json", "credentials", "AWS_SECRET_ACCESS_KEY",
-                    secrets=("AKIADEADENDPOINT0001",))
+    one_line_naming(
+        info.value,
+        "s3://ads-dead/run/x.json",
+        "credentials",
+        "AWS_SECRET_ACCESS_KEY",
+        secrets=("AKIADEADENDPOINT0001",),
+    )
 
 
 def test_client_limits_come_from_the_environment(s3_env):
@@ -167,9 +183,15 @@ def transient_errors() -> list[Exception]:
     from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
     reset = EndpointConnectionError(endpoint_url="http://x", error=aiohttp.ClientOSError(errno.ECONNRESET, "reset"))
-    return [reset, ConnectionClosedError(endpoint_url="http://x"), ReadTimeoutError(endpoint_url="http://x"),
-            client_error("SlowDown"), client_error("503"), client_error("InternalError"),
-            ConnectionResetError("reset by peer")]
+    return [
+        reset,
+        ConnectionClosedError(endpoint_url="http://x"),
+        ReadTimeoutError(endpoint_url="http://x"),
+        client_error("SlowDown"),
+        client_error("503"),
+        client_error("InternalError"),
+        ConnectionResetError("reset by peer"),
+    ]
 
 
 def test_transient_errors_keep_their_types():
@@ -221,8 +243,13 @@ def auth_moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthMoto]:
     env["INITIAL_NO_AUTH_ACTION_COUNT"] = "8"
     log = tmp_path_factory.mktemp("moto-auth") / "moto.log"
     with open(log, "ab") as fh:
-        proc = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p",
-                                 str(port)], env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     endpoint = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -234,16 +261,24 @@ def auth_moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthMoto]:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"moto_server did not start (see {log})") from None
                 time.sleep(0.3)
-        kw = {"endpoint_url": endpoint, "region_name": "us-east-1", "aws_access_key_id": "AKIASETUP00000000000",
-              "aws_secret_access_key": "setup"}
+        kw = {
+            "endpoint_url": endpoint,
+            "region_name": "us-east-1",
+            "aws_access_key_id": "AKIASETUP00000000000",
+            "aws_secret_access_key": "setup",
+        }
         iam = boto3.client("iam", **kw)
         keys = {}
         for user in ("admin", "nobody"):
             iam.create_user(UserName=user)
             key = iam.create_access_key(UserName=user)["AccessKey"]
             keys[user] = (key["AccessKeyId"], key["SecretAccessKey"])
-        iam.put_user_policy(UserName="admin", PolicyName="all", PolicyDocument='{"Version": "2012-10-17", '
-                            '"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}')
+        iam.put_user_policy(
+            UserName="admin",
+            PolicyName="all",
+            PolicyDocument='{"Version": "2012-10-17", '
+            '"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}',
+        )
         boto3.client("s3", **kw).create_bucket(Bucket="ads-auth")
         for _ in range(20):  # use up the unauthenticated requests left
             try:
@@ -274,6 +309,7 @@ def as_user(auth_moto: AuthMoto, monkeypatch: pytest.MonkeyPatch):
     def use(key_id: str, secret: str) -> None:
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+
     return use
 
 
@@ -292,12 +328,19 @@ def test_valid_credentials_work_and_a_missing_key_stays_file_not_found(auth_moto
 
 def test_missing_bucket(auth_moto, as_user):
     as_user(*auth_moto.admin)
-    for attempt in (lambda: storage.check_writable("s3://ads-no-such-bucket/run"),
-                    lambda: storage.write_bytes("s3://ads-no-such-bucket/run/x.json", b"{}")):
+    for attempt in (
+        lambda: storage.check_writable("s3://ads-no-such-bucket/run"),
+        lambda: storage.write_bytes("s3://ads-no-such-bucket/run/x.json", b"{}"),
+    ):
         with pytest.raises(storage.StorageError) as info:
             attempt()
-        one_line_naming(info.value, "s3://ads-no-such-bucket/run", auth_moto.endpoint, "'ads-no-such-bucket' does not "
-                        "exist", secrets=auth_moto.admin)
+        one_line_naming(
+            info.value,
+            "s3://ads-no-such-bucket/run",
+            auth_moto.endpoint,
+            "'ads-no-such-bucket' does not exist",
+            secrets=auth_moto.admin,
+        )
 
 
 @pytest.mark.parametrize("which", ["unknown key", "wrong secret"])
@@ -306,15 +349,27 @@ def test_bad_credentials(auth_moto, as_user, which):
     as_user(*(("AKIAUNKNOWNKEY000001", secret) if which == "unknown key" else (key_id, "wrong-secret-123")))
     with pytest.raises(storage.StorageError) as info:
         storage.write_bytes(f"s3://{auth_moto.bucket}/run/x.json", b"{}")
-    one_line_naming(info.value, f"s3://{auth_moto.bucket}/run/x.json", auth_moto.endpoint, "credentials were rejected",
-                    secrets=(secret, "wrong-secret-123"))
+    one_line_naming(
+        info.value,
+        f"s3://{auth_moto.bucket}/run/x.json",
+        auth_moto.endpoint,
+        "credentials were rejected",
+        secrets=(secret, "wrong-secret-123"),
+    )
 
 
 def test_permission_denied(auth_moto, as_user):
     as_user(*auth_moto.nobody)
-    for attempt in (lambda: storage.check_writable(f"s3://{auth_moto.bucket}/run"),
-                    lambda: storage.exists(f"s3://{auth_moto.bucket}/run/x.json")):
+    for attempt in (
+        lambda: storage.check_writable(f"s3://{auth_moto.bucket}/run"),
+        lambda: storage.exists(f"s3://{auth_moto.bucket}/run/x.json"),
+    ):
         with pytest.raises(storage.StorageError) as info:
             attempt()
-        one_line_naming(info.value, f"s3://{auth_moto.bucket}/run", auth_moto.endpoint, "permission denied",
-                        secrets=auth_moto.nobody)
+        one_line_naming(
+            info.value,
+            f"s3://{auth_moto.bucket}/run",
+            auth_moto.endpoint,
+            "permission denied",
+            secrets=auth_moto.nobody,
+        )

@@ -112,13 +112,18 @@ def ads_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdsServer]:
     root = tmp_path_factory.mktemp("ads-server")
     (root / "home").mkdir()
     port = free_port()
-    server = AdsServer(port=port, cache=root / "fresh" / "cache", home=root / "home", log=root / "server.log",
-                       proc=None)  # type: ignore[arg-type]
+    server = AdsServer(
+        port=port, cache=root / "fresh" / "cache", home=root / "home", log=root / "server.log", proc=None
+    )  # type: ignore[arg-type]
     assert not server.cache.parent.exists()
     server.proc = start_process([ADS, "server", "--port", str(port)], server.log, server.env())
     try:
-        wait_until(lambda: http_json(f"{server.base}/api/health", timeout=2), 180,
-                   f"{server.base}/api/health (log: {server.log})", server.proc)
+        wait_until(
+            lambda: http_json(f"{server.base}/api/health", timeout=2),
+            180,
+            f"{server.base}/api/health (log: {server.log})",
+            server.proc,
+        )
         yield server
     finally:
         stop_process(server.proc)
@@ -181,18 +186,38 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
     if not CHROMIUM.is_file():
         pytest.skip(f"{CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium) to run it")
     profile = tmp_path_factory.mktemp("chromium")
-    args = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--disable-dev-shm-usage", f"--user-data-dir={profile / 'data'}", "--remote-debugging-port=0",
-            "--window-size=1400,1600", "about:blank"]
+    args = [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile / 'data'}",
+        "--remote-debugging-port=0",
+        "--window-size=1400,1600",
+        "about:blank",
+    ]
     proc = start_process(args, profile / "chromium.log", dict(os.environ))
     browser = None
     try:
         active = profile / "data" / "DevToolsActivePort"  # Chromium writes its port here once it listens
-        port = wait_until(lambda: active.is_file() and active.read_text().split("\n")[0].strip(), 60,
-                          f"Chromium's DevTools port (log: {profile / 'chromium.log'})", proc)
-        pages = wait_until(lambda: [t for t in http_json(f"http://127.0.0.1:{port}/json/list")
-                                    if t.get("type") == "page"], 30, "a Chromium page", proc)
+        port = wait_until(
+            lambda: active.is_file() and active.read_text().split("\n")[0].strip(),
+            60,
+            f"Chromium's DevTools port (log: {profile / 'chromium.log'})",
+            proc,
+        )
+        pages = wait_until(
+            lambda: [t for t in http_json(f"http://127.0.0.1:{port}/json/list") if t.get("type") == "page"],
+            30,
+            "a Chromium page",
+            proc,
+        )
         browser = Browser(proc, pages[0]["webSocketDebuggerUrl"])
         browser.call("Page.enable")
         yield browser

@@ -37,13 +37,15 @@ def build(ads_server: Any, model_cache: Path, web: Any, tmp_path_factory: pytest
     source.write_text("\n".join(Path(defaults.sample_path()).read_text().splitlines()[:ROWS]) + "\n")
     out = root / "out"
     cmd = [web.ads, "build", str(source), "--out", str(out), "--max-length", "256", "-k", "4", "--name", DATASET]
-    proc = subprocess.run(cmd, env=ads_server.env(PREFECT_API_URL=f"{ads_server.base}/api"), capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        cmd, env=ads_server.env(PREFECT_API_URL=f"{ads_server.base}/api"), capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = web.http_json(f"{ads_server.base}/api/flow_runs/filter", {"flows": {"name": {"any_": ["ads-build"]}}})
     assert len(runs) == 1 and runs[0]["state_type"] == "COMPLETED", runs  # the server was fresh
-    artifacts = web.http_json(f"{ads_server.base}/api/artifacts/filter",
-                              {"artifacts": {"flow_run_id": {"any_": [runs[0]["id"]]}}})
+    artifacts = web.http_json(
+        f"{ads_server.base}/api/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [runs[0]["id"]]}}}
+    )
     return {"run": runs[0], "artifacts": {a["key"]: a for a in artifacts}, "out": out}
 
 
@@ -94,12 +96,12 @@ def image_ready(state: dict[str, Any]) -> bool:
 
 
 @pytest.mark.parametrize("ui", ["v1", "v2"])
-def test_report_plot_renders_inline(ui: str, ads_server: Any, web: Any, browser: Any, build: dict[str, Any],
-                                    tmp_path: Path):
+def test_report_plot_renders_inline(
+    ui: str, ads_server: Any, web: Any, browser: Any, build: dict[str, Any], tmp_path: Path
+):
     artifact = build["artifacts"][f"ads-{DATASET}-report-plot"]
     assert artifact["type"] == "markdown" and "data:image/png;base64," in artifact["data"]
-    state = open_page(browser, web, ui_page(ads_server, web, ui, f"/artifacts/artifact/{artifact['id']}"),
-                      image_ready)
+    state = open_page(browser, web, ui_page(ads_server, web, ui, f"/artifacts/artifact/{artifact['id']}"), image_ready)
     shot = browser.screenshot(tmp_path / f"report-plot-{ui}.png")
     print(f"screenshot: {shot}")
     assert_talks_to_its_own_api(browser, state, ads_server)
@@ -107,15 +109,17 @@ def test_report_plot_renders_inline(ui: str, ads_server: Any, web: Any, browser:
     assert f"{DATASET}: build report" in state["text"]
 
 
-def test_cluster_terms_picture_renders_inline(ads_server: Any, web: Any, browser: Any, build: dict[str, Any],
-                                              tmp_path: Path):
+def test_cluster_terms_picture_renders_inline(
+    ads_server: Any, web: Any, browser: Any, build: dict[str, Any], tmp_path: Path
+):
     # The cluster-terms picture is being added to the report stage in parallel work: until a build publishes
     # it, this skips (see the reason) rather than fails; once it is there it must render like the report plot.
     artifact = build["artifacts"].get(f"ads-{DATASET}-cluster-terms-image")
     if artifact is None:
         pytest.skip(f"this build publishes no ads-{DATASET}-cluster-terms-image artifact yet")
-    state = open_page(browser, web, ui_page(ads_server, web, "v2", f"/artifacts/artifact/{artifact['id']}"),
-                      image_ready)
+    state = open_page(
+        browser, web, ui_page(ads_server, web, "v2", f"/artifacts/artifact/{artifact['id']}"), image_ready
+    )
     shot = browser.screenshot(tmp_path / "cluster-terms-v2.png")
     print(f"screenshot: {shot}")
     assert_talks_to_its_own_api(browser, state, ads_server)
@@ -123,11 +127,16 @@ def test_cluster_terms_picture_renders_inline(ads_server: Any, web: Any, browser
 
 
 @pytest.mark.parametrize("what", ["summary", "final"])
-def test_summary_and_final_name_the_output_as_a_path(what: str, ads_server: Any, web: Any, browser: Any,
-                                                     build: dict[str, Any]):
+def test_summary_and_final_name_the_output_as_a_path(
+    what: str, ads_server: Any, web: Any, browser: Any, build: dict[str, Any]
+):
     artifact = build["artifacts"][f"ads-{DATASET}-{what}"]
     final = str((build["out"] / "final" / "train.parquet").resolve())
-    state = open_page(browser, web, ui_page(ads_server, web, "v2", f"/artifacts/artifact/{artifact['id']}"),
-                      lambda s: final in s["text"] or "Can't connect" in s["text"])
+    state = open_page(
+        browser,
+        web,
+        ui_page(ads_server, web, "v2", f"/artifacts/artifact/{artifact['id']}"),
+        lambda s: final in s["text"] or "Can't connect" in s["text"],
+    )
     assert_talks_to_its_own_api(browser, state, ads_server)
     assert "file://" not in state["text"]  # a browser refuses file:// links, and they mean nothing elsewhere

@@ -142,8 +142,13 @@ class PrefectServer:
     def env(self, **extra: str) -> dict[str, str]:
         """Environment for CLI commands and subprocess builds that talk to this server."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-        env.update(PREFECT_API_URL=self.url, PREFECT_HOME=str(self.home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
-                   PREFECT_RESULTS_LOCAL_STORAGE_PATH=str(self.results), DO_NOT_TRACK="1")
+        env.update(
+            PREFECT_API_URL=self.url,
+            PREFECT_HOME=str(self.home),
+            PREFECT_SERVER_ANALYTICS_ENABLED="false",
+            PREFECT_RESULTS_LOCAL_STORAGE_PATH=str(self.results),
+            DO_NOT_TRACK="1",
+        )
         env.update(extra)
         return env
 
@@ -153,12 +158,14 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory, ads_env: dict[str, 
     """`prefect server start` on 127.0.0.1 and a free port, with its own PREFECT_HOME; stopped by PID."""
     home = tmp_path_factory.mktemp("prefect-home")
     port = free_port()
-    server = PrefectServer(url=f"http://127.0.0.1:{port}/api", home=home, results=home / "results",
-                           proc=None, log=home / "server.log")  # type: ignore[arg-type]
+    server = PrefectServer(
+        url=f"http://127.0.0.1:{port}/api", home=home, results=home / "results", proc=None, log=home / "server.log"
+    )  # type: ignore[arg-type]
     env = server.env()
     env.pop("PREFECT_API_URL")  # the server itself needs none
-    server.proc = start_process([PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                                server.log, env)
+    server.proc = start_process(
+        [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)], server.log, env
+    )
     try:
         wait_http(f"{server.url}/health", 180, server.proc)
         yield server
@@ -176,8 +183,9 @@ def prefect_api(prefect_server: PrefectServer) -> Iterator[PrefectServer]:
         temporary_settings,
     )
 
-    with temporary_settings({PREFECT_API_URL: prefect_server.url,
-                             PREFECT_RESULTS_LOCAL_STORAGE_PATH: prefect_server.results}):
+    with temporary_settings(
+        {PREFECT_API_URL: prefect_server.url, PREFECT_RESULTS_LOCAL_STORAGE_PATH: prefect_server.results}
+    ):
         try:
             yield prefect_server
         finally:
@@ -202,13 +210,18 @@ def moto_s3(tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: pytest
     port = free_port()
     log = tmp_path_factory.mktemp("moto") / "moto.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    proc = start_process([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
-                         log, env)
+    proc = start_process(
+        [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)], log, env
+    )
     s3 = MotoS3(endpoint=f"http://127.0.0.1:{port}", proc=proc)
     try:
         wait_http(s3.endpoint, 60, proc)
-        for key, value in {"ADS_S3_ENDPOINT_URL": s3.endpoint, "AWS_ACCESS_KEY_ID": s3.key_id,
-                           "AWS_SECRET_ACCESS_KEY": s3.secret, "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        for key, value in {
+            "ADS_S3_ENDPOINT_URL": s3.endpoint,
+            "AWS_ACCESS_KEY_ID": s3.key_id,
+            "AWS_SECRET_ACCESS_KEY": s3.secret,
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
             monkeypatch_module.setenv(key, value)
         yield s3
     finally:
@@ -235,8 +248,11 @@ SECTIONS = ("format", "score", "cluster", "report", "run")
 
 def build_params(**overrides: Any) -> dict[str, Any]:
     """Flow parameters for the small settings every test uses; `section__field=value` overrides one field."""
-    params: dict[str, Any] = {"dataset": "gsm8k60", "cluster": {"num_clusters": K},
-                              "score": {"num_shards": SHARDS, "max_length": 256}}
+    params: dict[str, Any] = {
+        "dataset": "gsm8k60",
+        "cluster": {"num_clusters": K},
+        "score": {"num_shards": SHARDS, "max_length": 256},
+    }
     for key, value in overrides.items():
         section, sep, name = key.partition("__")
         if sep and section in SECTIONS:
@@ -282,8 +298,10 @@ def task_runs(flow_run_id: Any) -> list[Any]:
     from prefect.client.schemas.sorting import TaskRunSort
 
     with get_client(sync_client=True) as client:
-        return client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
-                                     sort=TaskRunSort.EXPECTED_START_TIME_ASC)
+        return client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+            sort=TaskRunSort.EXPECTED_START_TIME_ASC,
+        )
 
 
 def artifacts_of(flow_run_id: Any) -> list[Any]:
@@ -291,13 +309,15 @@ def artifacts_of(flow_run_id: Any) -> list[Any]:
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
     with get_client(sync_client=True) as client:
-        return client.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(
-            any_=[flow_run_id])))
+        return client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
+        )
 
 
 @pytest.fixture(scope="session")
-def clean_build(prefect_api: PrefectServer, sample_source: Path, tiny_model: str,
-                tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def clean_build(
+    prefect_api: PrefectServer, sample_source: Path, tiny_model: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     """A cold build of the 60-row sample; other tests compare their final artifacts with this one."""
     out = tmp_path_factory.mktemp("clean") / "out"
     state, result = run_build(sample_source, out)
@@ -312,8 +332,21 @@ def helpers() -> Any:
     """The helper functions above, for test modules (with --import-mode=importlib they cannot import conftest)."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(repo=REPO, prefect=PREFECT, free_port=free_port, wait_http=wait_http, pid_alive=pid_alive,
-                           start_process=start_process, stop_process=stop_process, run_build=run_build,
-                           read_final=read_final, assert_same_rows=assert_same_rows, task_runs=task_runs,
-                           artifacts_of=artifacts_of, K=K, SHARDS=SHARDS, STAGE_KEYS=STAGE_KEYS,
-                           build_params=build_params)
+    return SimpleNamespace(
+        repo=REPO,
+        prefect=PREFECT,
+        free_port=free_port,
+        wait_http=wait_http,
+        pid_alive=pid_alive,
+        start_process=start_process,
+        stop_process=stop_process,
+        run_build=run_build,
+        read_final=read_final,
+        assert_same_rows=assert_same_rows,
+        task_runs=task_runs,
+        artifacts_of=artifacts_of,
+        K=K,
+        SHARDS=SHARDS,
+        STAGE_KEYS=STAGE_KEYS,
+        build_params=build_params,
+    )

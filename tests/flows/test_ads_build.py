@@ -31,18 +31,33 @@ def test_cold_build_meets_invariants_and_publishes_ui_artifacts(h: Any, clean_bu
     check_invariants(final, 60)
     assert final["cluster_id"].n_unique() == h.K
     out = Path(clean_build["out"])
-    for rel in ("formatted/train.parquet", "scores/shards/shard-00000-of-00002/scores.parquet",
-                "scores/shards/shard-00001-of-00002/manifest.json", "scores/scores.parquet",
-                "clusters/assignments.parquet", "final/train.parquet", "final/manifest.json"):
+    for rel in (
+        "formatted/train.parquet",
+        "scores/shards/shard-00000-of-00002/scores.parquet",
+        "scores/shards/shard-00001-of-00002/manifest.json",
+        "scores/scores.parquet",
+        "clusters/assignments.parquet",
+        "final/train.parquet",
+        "final/manifest.json",
+    ):
         assert (out / rel).is_file(), rel
     png = out / "report" / "build_report.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     arts = {a.key: a for a in h.artifacts_of(clean_build["flow_run_id"])}
-    assert {"ads-gsm8k60-format-counts", "ads-gsm8k60-cluster-sizes", "ads-gsm8k60-difficulty-quantiles",
-            "ads-gsm8k60-cluster-examples", "ads-gsm8k60-final", "ads-gsm8k60-report-plot",
-            "ads-gsm8k60-score-progress", "ads-gsm8k60-summary", "ads-gsm8k60-cluster-terms",
-            "ads-gsm8k60-cluster-terms-image", "ads-gsm8k60-refresh"} <= set(arts)
+    assert {
+        "ads-gsm8k60-format-counts",
+        "ads-gsm8k60-cluster-sizes",
+        "ads-gsm8k60-difficulty-quantiles",
+        "ads-gsm8k60-cluster-examples",
+        "ads-gsm8k60-final",
+        "ads-gsm8k60-report-plot",
+        "ads-gsm8k60-score-progress",
+        "ads-gsm8k60-summary",
+        "ads-gsm8k60-cluster-terms",
+        "ads-gsm8k60-cluster-terms-image",
+        "ads-gsm8k60-refresh",
+    } <= set(arts)
     assert "rows: 60 added" not in arts["ads-gsm8k60-refresh"].data  # a first build has nothing to compare with
     assert "no previous build to compare with" in arts["ads-gsm8k60-refresh"].data
     assert arts["ads-gsm8k60-format-counts"].type == "table"
@@ -68,8 +83,9 @@ def test_rerun_is_all_cached(h: Any, clean_build: dict[str, Any], sample_source:
     assert result["final_uri"] == clean_build["final_uri"]
 
 
-def test_resume_after_a_failure_in_the_last_stage(h: Any, sample_source: Path, clean_build: dict[str, Any],
-                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_resume_after_a_failure_in_the_last_stage(
+    h: Any, sample_source: Path, clean_build: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     out = tmp_path / "out"
     monkeypatch.setenv("ADS_TEST_FAIL_STAGE", "sort")
     state, _ = h.run_build(sample_source, out)
@@ -89,7 +105,8 @@ def test_resume_after_a_failure_in_the_last_stage(h: Any, sample_source: Path, c
 
 
 def test_changed_source_recomputes_from_format_and_reverting_it_is_never_stale(
-        h: Any, sample_source: Path, clean_build: dict[str, Any], tmp_path: Path):
+    h: Any, sample_source: Path, clean_build: dict[str, Any], tmp_path: Path
+):
     source = tmp_path / "data.jsonl"
     shutil.copy(sample_source, source)
     out = tmp_path / "out"
@@ -120,8 +137,9 @@ def test_force_from_cluster_recomputes_cluster_and_sort_only(h: Any, sample_sour
     h.assert_same_rows(h.read_final(result["final_uri"]), h.read_final(clean_build["final_uri"]))
 
 
-def test_a_vanished_artifact_is_recomputed_not_trusted(h: Any, sample_source: Path, clean_build: dict[str, Any],
-                                                       tmp_path: Path):
+def test_a_vanished_artifact_is_recomputed_not_trusted(
+    h: Any, sample_source: Path, clean_build: dict[str, Any], tmp_path: Path
+):
     out = tmp_path / "out"
     shutil.copytree(clean_build["out"], out)
     _, warm = h.run_build(sample_source, out)  # a new OUT: computed once, then cached
@@ -151,8 +169,9 @@ def test_bad_input_fails_fast_with_its_message_and_no_retry(h: Any, prefect_api,
 
 
 @pytest.mark.slow
-def test_two_concurrent_builds_do_the_work_once(h: Any, prefect_api: Any, sample_source: Path, tiny_model: str,
-                                                tmp_path: Path):
+def test_two_concurrent_builds_do_the_work_once(
+    h: Any, prefect_api: Any, sample_source: Path, tiny_model: str, tmp_path: Path
+):
     """Two processes build the same dataset into the same OUT at once: one computes each stage, the other
     waits on the stage's lock and reads it as Cached; the artifact is intact."""
     out = tmp_path / "out"
@@ -162,8 +181,11 @@ def test_two_concurrent_builds_do_the_work_once(h: Any, prefect_api: Any, sample
         f"r = ads_build(source={str(sample_source)!r}, out={str(out)!r}, **{h.build_params()!r})\n"
         "print('RESULT ' + json.dumps(r['stages']))\n"
     )
-    env = prefect_api.env(ADS_LOCK_DIR=os.environ["ADS_LOCK_DIR"], PREFECT_LOGGING_LEVEL="WARNING",
-                          PREFECT_RESULTS_LOCAL_STORAGE_PATH=str(tmp_path / "results"))
+    env = prefect_api.env(
+        ADS_LOCK_DIR=os.environ["ADS_LOCK_DIR"],
+        PREFECT_LOGGING_LEVEL="WARNING",
+        PREFECT_RESULTS_LOCAL_STORAGE_PATH=str(tmp_path / "results"),
+    )
     procs = [h.start_process([sys.executable, "-c", script], tmp_path / f"build{i}.log", env) for i in range(2)]
     try:
         for proc in procs:
@@ -176,7 +198,7 @@ def test_two_concurrent_builds_do_the_work_once(h: Any, prefect_api: Any, sample
         log = (tmp_path / f"build{i}.log").read_text()
         lines = [line for line in log.splitlines() if line.startswith("RESULT ")]
         assert lines, log[-3000:]
-        stages.append(json.loads(lines[-1][len("RESULT "):]))
+        stages.append(json.loads(lines[-1][len("RESULT ") :]))
     for key in h.STAGE_KEYS:
         assert sorted([stages[0][key], stages[1][key]]) == ["Cached", "Completed"], (key, stages)
     final = h.read_final(str(out / "final" / "train.parquet"))
@@ -195,18 +217,33 @@ def test_shard_map_on_a_local_dask_cluster(h: Any, sample_source: Path, clean_bu
 
 
 @pytest.mark.slow
-def test_ads_build_cli_runs_the_flow_with_no_prefect_setup(h: Any, sample_source: Path, clean_build: dict[str, Any],
-                                                          tmp_path: Path, ads_env: dict[str, str]):
+def test_ads_build_cli_runs_the_flow_with_no_prefect_setup(
+    h: Any, sample_source: Path, clean_build: dict[str, Any], tmp_path: Path, ads_env: dict[str, str]
+):
     """`ads build` with no PREFECT_API_URL: ephemeral mode, PREFECT_HOME under the ADS cache dir."""
     cache = tmp_path / "cache"
     shutil.copytree(Path(ads_env["ADS_CACHE_DIR"]) / "models", cache / "models")  # reuse the tiny model
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(ADS_CACHE_DIR=str(cache), HOME=str(tmp_path / "home"))
     out = tmp_path / "out"
-    cmd = [str(Path(sys.executable).with_name("ads")), "build", str(sample_source), "--out", str(out), "-k", str(h.K),
-           "--shards", str(h.SHARDS), "--max-length", "256", "--name", "gsm8k60"]
-    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True,
-                          timeout=300)
+    cmd = [
+        str(Path(sys.executable).with_name("ads")),
+        "build",
+        str(sample_source),
+        "--out",
+        str(out),
+        "-k",
+        str(h.K),
+        "--shards",
+        str(h.SHARDS),
+        "--max-length",
+        "256",
+        "--name",
+        "gsm8k60",
+    ]
+    proc = subprocess.run(
+        cmd, cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ephemeral mode" in proc.stderr and "stages: format Completed" in proc.stderr
     assert "final artifact:" in proc.stderr and "Traceback" not in proc.stderr

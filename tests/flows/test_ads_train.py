@@ -73,9 +73,16 @@ def test_dry_run_completes_and_shows_the_resolved_config(train_prefect, artifact
     from flows.ads_train import ads_train
 
     before = datetime.now(UTC)
-    state = ads_train(artifact_uri=str(artifact), dry_run=True, run_dir=str(tmp_path / "run"), eval_sets=[],
-                      sampler={"active_clusters": 2, "mini_cluster_size": 16}, n_gpus_per_node=2,
-                      overrides=["trainer.save_freq=5"], return_state=True)
+    state = ads_train(
+        artifact_uri=str(artifact),
+        dry_run=True,
+        run_dir=str(tmp_path / "run"),
+        eval_sets=[],
+        sampler={"active_clusters": 2, "mini_cluster_size": 16},
+        n_gpus_per_node=2,
+        overrides=["trainer.save_freq=5"],
+        return_state=True,
+    )
     assert state.is_completed(), state.message
     result = state.result()
     assert result["dry_run"] is True and result["mode"] == "local"
@@ -143,8 +150,9 @@ def test_a_broken_artifact_fails_with_the_reason(train_prefect, artifact: Path, 
 def test_an_unknown_policy_names_the_model_parameter(train_prefect, artifact: Path, tmp_path: Path):
     from flows.ads_train import ads_train
 
-    state = ads_train(artifact_uri=str(artifact), dry_run=True, model=str(tmp_path / "no-such-model"),
-                      eval_sets=[], return_state=True)
+    state = ads_train(
+        artifact_uri=str(artifact), dry_run=True, model=str(tmp_path / "no-such-model"), eval_sets=[], return_state=True
+    )
     assert state.is_failed() and "does not exist on this machine" in state.message
     assert "pass model (" in state.message and "--model" not in state.message
 

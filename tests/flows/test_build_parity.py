@@ -32,8 +32,9 @@ def tree(out: Path) -> dict[str, Any]:
     return snapshot
 
 
-def test_in_process_build_writes_the_same_tree_as_the_flow(helpers: Any, prefect_api: Any, tiny_model: str,
-                                                           sample_source: Path, tmp_path: Path):
+def test_in_process_build_writes_the_same_tree_as_the_flow(
+    helpers: Any, prefect_api: Any, tiny_model: str, sample_source: Path, tmp_path: Path
+):
     from ads_core.build import build
     from ads_core.config import BuildConfig
 
@@ -52,8 +53,9 @@ def test_in_process_build_writes_the_same_tree_as_the_flow(helpers: Any, prefect
 
 
 @pytest.mark.slow
-def test_weights_changed_in_place_rescore_every_row(helpers: Any, prefect_api: Any, sample_source: Path,
-                                                    tiny_model: str, tmp_path: Path):
+def test_weights_changed_in_place_rescore_every_row(
+    helpers: Any, prefect_api: Any, sample_source: Path, tiny_model: str, tmp_path: Path
+):
     import torch
     from safetensors.torch import load_file, save_file
 
@@ -66,8 +68,10 @@ def test_weights_changed_in_place_rescore_every_row(helpers: Any, prefect_api: A
     size = weights.stat().st_size
     tensors = load_file(str(weights))
     gen = torch.Generator().manual_seed(0)
-    tensors = {k: v + 0.05 * torch.randn(v.shape, generator=gen).to(v.dtype) if v.is_floating_point() else v
-               for k, v in tensors.items()}  # "fine-tuned" in place
+    tensors = {
+        k: v + 0.05 * torch.randn(v.shape, generator=gen).to(v.dtype) if v.is_floating_point() else v
+        for k, v in tensors.items()
+    }  # "fine-tuned" in place
     save_file(tensors, str(weights), metadata={"format": "pt"})
     assert weights.stat().st_size == size  # same file sizes: a size-only fingerprint would miss it
 

@@ -17,8 +17,9 @@ from ads_core.sort import check_invariants
 
 
 def prefect_cli(h: Any, server: Any, *args: str, timeout: float = 120, **env: str) -> str:
-    proc = subprocess.run([h.prefect, *args], cwd=h.repo, env=server.env(**env), capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [h.prefect, *args], cwd=h.repo, env=server.env(**env), capture_output=True, text=True, timeout=timeout
+    )
     assert proc.returncode == 0, f"prefect {' '.join(args)}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc.stdout + proc.stderr
 
@@ -40,8 +41,9 @@ def run_deployment_and_wait(h: Any, server: Any, name: str, *params: str, timeou
 
 
 @pytest.mark.slow
-def test_deployment_run_builds_publishes_and_starts_training(helpers: Any, prefect_api: Any, ads_env: dict,
-                                                              tiny_model: str, tmp_path: Path):
+def test_deployment_run_builds_publishes_and_starts_training(
+    helpers: Any, prefect_api: Any, ads_env: dict, tiny_model: str, tmp_path: Path
+):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowFilter, FlowFilterName
 
@@ -52,10 +54,17 @@ def test_deployment_run_builds_publishes_and_starts_training(helpers: Any, prefe
     assert "ads-build/myds" in deployed and "ads-train/myds" in deployed
 
     # The worker serves the build queue only, so the ads-train run it triggers stays Scheduled for inspection.
-    worker_env = server.env(ADS_OUT_DIR=str(out_root), PREFECT_WORKER_QUERY_SECONDS="1",
-                            ADS_CACHE_DIR=ads_env["ADS_CACHE_DIR"], ADS_LOCK_DIR=ads_env["ADS_LOCK_DIR"])
-    worker = h.start_process([h.prefect, "worker", "start", "--pool", "ads-process", "--work-queue", "build"],
-                             tmp_path / "worker.log", worker_env)
+    worker_env = server.env(
+        ADS_OUT_DIR=str(out_root),
+        PREFECT_WORKER_QUERY_SECONDS="1",
+        ADS_CACHE_DIR=ads_env["ADS_CACHE_DIR"],
+        ADS_LOCK_DIR=ads_env["ADS_LOCK_DIR"],
+    )
+    worker = h.start_process(
+        [h.prefect, "worker", "start", "--pool", "ads-process", "--work-queue", "build"],
+        tmp_path / "worker.log",
+        worker_env,
+    )
     try:
         run = run_deployment_and_wait(h, server, "ads-build/myds", timeout=300)
         assert run.state.is_completed(), f"{run.state}\n{(tmp_path / 'worker.log').read_text()[-4000:]}"
@@ -102,11 +111,15 @@ def test_deployment_run_builds_publishes_and_starts_training(helpers: Any, prefe
     #    The triggered run (no dry_run: it would fail at once on this GPU-less machine) is removed first.
     with get_client(sync_client=True) as client:
         client.delete_flow_run(trains[0].id)
-    train_worker = h.start_process([h.prefect, "worker", "start", "--pool", "ads-process", "--work-queue", "train"],
-                                   tmp_path / "train-worker.log", worker_env)
+    train_worker = h.start_process(
+        [h.prefect, "worker", "start", "--pool", "ads-process", "--work-queue", "train"],
+        tmp_path / "train-worker.log",
+        worker_env,
+    )
     try:
-        train_run = run_deployment_and_wait(h, server, "ads-train/myds", f"artifact_uri={final_uri}", "dry_run=true",
-                                            timeout=240)
+        train_run = run_deployment_and_wait(
+            h, server, "ads-train/myds", f"artifact_uri={final_uri}", "dry_run=true", timeout=240
+        )
     finally:
         h.stop_process(train_worker)
     train_log = (tmp_path / "train-worker.log").read_text()

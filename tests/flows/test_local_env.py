@@ -40,8 +40,9 @@ def test_an_api_url_in_the_environment_is_used(clean_env: Path, monkeypatch: pyt
 def test_an_api_url_in_the_active_profile_is_used_with_its_home(clean_env: Path, monkeypatch: pytest.MonkeyPatch):
     home = clean_env / "home" / ".prefect"
     home.mkdir(parents=True)
-    (home / "profiles.toml").write_text('active = "local"\n[profiles.local]\n'
-                                        'PREFECT_API_URL = "http://127.0.0.1:4311/api"\n')
+    (home / "profiles.toml").write_text(
+        'active = "local"\n[profiles.local]\nPREFECT_API_URL = "http://127.0.0.1:4311/api"\n'
+    )
     assert profile_api_url() == "http://127.0.0.1:4311/api"
     with local_prefect_env(clean_env / "cache") as url:
         assert url == "http://127.0.0.1:4311/api"
@@ -81,8 +82,10 @@ def test_server_applies_the_users_profile_and_still_gives_the_ui_its_own_port(cl
 
     profiles = clean_env / "home" / ".prefect" / "profiles.toml"
     profiles.parent.mkdir(parents=True)
-    profiles.write_text('active = "mine"\n[profiles.mine]\nPREFECT_API_URL = "http://127.0.0.1:4200/api"\n'
-                        'PREFECT_LOGGING_LEVEL = "WARNING"\n')
+    profiles.write_text(
+        'active = "mine"\n[profiles.mine]\nPREFECT_API_URL = "http://127.0.0.1:4200/api"\n'
+        'PREFECT_LOGGING_LEVEL = "WARNING"\n'
+    )
     setup = server_env("127.0.0.1", 4398, clean_env / "cache")
     # the database stays where it was before `prefect config set` wrote that profile
     assert setup.home == clean_env / "cache" / "prefect"
@@ -90,8 +93,10 @@ def test_server_applies_the_users_profile_and_still_gives_the_ui_its_own_port(cl
     assert "'mine'" in setup.home_why and str(profiles) in setup.home_why
     assert any("http://127.0.0.1:4200/api" in note and "'mine'" in note for note in setup.notes)
     # what Prefect itself makes of that environment: the profile applies, the UI and the server use this port
-    code = ("from prefect.settings import get_current_settings as g; s = g(); "
-            "print(s.home, s.logging.level, s.server.ui.api_url, s.api.url, sep='|')")
+    code = (
+        "from prefect.settings import get_current_settings as g; s = g(); "
+        "print(s.home, s.logging.level, s.server.ui.api_url, s.api.url, sep='|')"
+    )
     proc = subprocess.run([sys.executable, "-c", code], env=setup.env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     own = "http://127.0.0.1:4398/api"

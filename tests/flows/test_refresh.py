@@ -21,7 +21,7 @@ def h(helpers: Any) -> Any:
 
 
 def sample_rows(n: int, start: int = 0) -> list[dict[str, Any]]:
-    lines = Path(defaults.sample_path()).read_text().splitlines()[start:start + n]
+    lines = Path(defaults.sample_path()).read_text().splitlines()[start : start + n]
     return [json.loads(line) for line in lines]
 
 
@@ -56,8 +56,16 @@ def refreshed(h: Any, prefect_api: Any, tiny_model: str, tmp_path_factory: pytes
     new_rows = rows[:5] + rows[6:10] + [edited] + rows[11:] + sample_rows(3, start=60)  # row 5 deleted
     write_rows(source, new_rows)
     _, refresh = h.run_build(source, out, **cache)
-    return {"root": root, "out": out, "source": source, "cache": cache, "cold": cold, "refresh": refresh,
-            "before": before, "edited_question": edited["question"]}
+    return {
+        "root": root,
+        "out": out,
+        "source": source,
+        "cache": cache,
+        "cold": cold,
+        "refresh": refresh,
+        "before": before,
+        "edited_question": edited["question"],
+    }
 
 
 def test_a_refresh_scores_exactly_the_edited_and_appended_rows(refreshed: dict[str, Any]):
@@ -68,8 +76,10 @@ def test_a_refresh_scores_exactly_the_edited_and_appended_rows(refreshed: dict[s
     summary = refreshed["refresh"]["refresh"]
     assert (summary["rows_added"], summary["rows_removed"], summary["rows_changed"]) == (3, 1, 1)
     assert summary["rows_scored"] == 4 and summary["rows_reused"] == 58
-    assert any(line.startswith("refresh: 62 rows: 3 added, 1 removed, 1 edited") for line in
-               refreshed["refresh"]["summary_lines"])
+    assert any(
+        line.startswith("refresh: 62 rows: 3 added, 1 removed, 1 edited")
+        for line in refreshed["refresh"]["summary_lines"]
+    )
 
 
 def test_untouched_rows_keep_their_scores_bit_for_bit_and_their_cluster_ids(refreshed: dict[str, Any]):
@@ -100,7 +110,10 @@ def test_a_no_change_rerun_and_the_same_content_elsewhere_score_nothing(h: Any, 
     _, other = h.run_build(moved, refreshed["out"], **refreshed["cache"])
     assert other["refresh"]["rows_scored"] == 0
     assert (other["refresh"]["rows_added"], other["refresh"]["rows_removed"], other["refresh"]["rows_changed"]) == (
-        0, 0, 0)
+        0,
+        0,
+        0,
+    )
     refresh = mf.read(str(refreshed["out"] / "clusters")).extra["refresh"]
     assert refresh["path"] == "warm_start" and refresh["kept_id_share"] >= 0.95  # the same rows, the same ids
 

@@ -48,12 +48,13 @@ def wait_for(path: Path, proc: subprocess.Popen[Any], timeout: float = 180) -> N
 def result_of(log: Path) -> dict[str, Any]:
     lines = [line for line in log.read_text().splitlines() if line.startswith("RESULT ")]
     assert lines, log.read_text()[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 @pytest.fixture(scope="module")
-def reference(h: Any, prefect_api: Any, sample_source: Path, tiny_model: str,
-              tmp_path_factory: pytest.TempPathFactory) -> str:
+def reference(
+    h: Any, prefect_api: Any, sample_source: Path, tiny_model: str, tmp_path_factory: pytest.TempPathFactory
+) -> str:
     """The final artifact's hash of an uninterrupted build (fresh OUT, same settings)."""
     out = tmp_path_factory.mktemp("reference") / "out"
     state, _ = h.run_build(sample_source, out)
@@ -63,10 +64,12 @@ def reference(h: Any, prefect_api: Any, sample_source: Path, tiny_model: str,
 
 @pytest.mark.parametrize("stage", ["format", "score", "cluster", "sort"])
 def test_kill_9_in_a_stage_then_the_same_command_finishes_with_the_same_artifact(
-        h: Any, prefect_api: Any, sample_source: Path, reference: str, tmp_path: Path, stage: str):
+    h: Any, prefect_api: Any, sample_source: Path, reference: str, tmp_path: Path, stage: str
+):
     out, marker = tmp_path / "out", tmp_path / "paused"
-    proc = start_build(h, prefect_api, sample_source, out, tmp_path / "killed.log",
-                       ADS_TEST_PAUSE_STAGE=f"{stage}:{marker}")
+    proc = start_build(
+        h, prefect_api, sample_source, out, tmp_path / "killed.log", ADS_TEST_PAUSE_STAGE=f"{stage}:{marker}"
+    )
     try:
         wait_for(marker, proc)
         os.killpg(proc.pid, signal.SIGKILL)  # holding the OUT lock and the stage's lock
@@ -91,13 +94,16 @@ def test_kill_9_in_a_stage_then_the_same_command_finishes_with_the_same_artifact
 
 
 def test_two_builds_of_different_sources_into_one_out_describe_their_own_artifacts(
-        h: Any, prefect_api: Any, sample_source: Path, tmp_path: Path):
+    h: Any, prefect_api: Any, sample_source: Path, tmp_path: Path
+):
     lines = sample_source.read_text().splitlines()
     other = tmp_path / "other.jsonl"
     other.write_text("\n".join(lines[:50]) + "\n")
     out = tmp_path / "out"
-    procs = {name: start_build(h, prefect_api, src, out, tmp_path / f"{name}.log")
-             for name, src in (("a", sample_source), ("b", other))}
+    procs = {
+        name: start_build(h, prefect_api, src, out, tmp_path / f"{name}.log")
+        for name, src in (("a", sample_source), ("b", other))
+    }
     try:
         for proc in procs.values():
             assert proc.wait(300) == 0
@@ -110,15 +116,27 @@ def test_two_builds_of_different_sources_into_one_out_describe_their_own_artifac
     assert h.read_final(str(out / "final" / "train.parquet")).height == results[last]["rows"]
 
 
-def test_sigterm_stops_a_build_within_seconds_and_leaves_no_lock(h: Any, prefect_api: Any, sample_source: Path,
-                                                                 tmp_path: Path, ads_env: dict[str, str]):
+def test_sigterm_stops_a_build_within_seconds_and_leaves_no_lock(
+    h: Any, prefect_api: Any, sample_source: Path, tmp_path: Path, ads_env: dict[str, str]
+):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
 
     marker = tmp_path / "paused"
     env = prefect_api.env(ADS_LOCK_DIR=os.environ["ADS_LOCK_DIR"], ADS_TEST_PAUSE_STAGE=f"score:{marker}")
-    cmd = [str(Path(sys.executable).with_name("ads")), "build", str(sample_source), "--out", str(tmp_path / "out"),
-           "--name", "sigterm60", "-k", "4", "--max-length", "256"]
+    cmd = [
+        str(Path(sys.executable).with_name("ads")),
+        "build",
+        str(sample_source),
+        "--out",
+        str(tmp_path / "out"),
+        "--name",
+        "sigterm60",
+        "-k",
+        "4",
+        "--max-length",
+        "256",
+    ]
     proc = h.start_process(cmd, tmp_path / "cli.log", env)
     try:
         wait_for(marker, proc)
@@ -137,8 +155,9 @@ def test_sigterm_stops_a_build_within_seconds_and_leaves_no_lock(h: Any, prefect
     assert runs and all(r.state.is_final() for r in runs), [(r.name, r.state) for r in runs]
 
 
-def test_a_dataset_name_cannot_write_outside_the_output_root(h: Any, prefect_api: Any, sample_source: Path,
-                                                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_a_dataset_name_cannot_write_outside_the_output_root(
+    h: Any, prefect_api: Any, sample_source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     monkeypatch.setenv("ADS_OUT_DIR", str(tmp_path / "root" / "builds"))
     state, _ = h.run_build(sample_source, "", dataset="../../../x")
     assert state.is_failed() and "path separators" in state.message

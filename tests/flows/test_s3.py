@@ -29,9 +29,9 @@ def s3(moto_s3: Any, prefect_api: Any) -> Any:
     from prefect.filesystems import RemoteFileSystem
 
     boto3.client("s3", endpoint_url=moto_s3.endpoint, region_name="us-east-1").create_bucket(Bucket=BUCKET)
-    RemoteFileSystem(basepath=f"s3://{BUCKET}/prefect-results",
-                     settings={"client_kwargs": {"endpoint_url": moto_s3.endpoint}}).save("ads-test-results",
-                                                                                          overwrite=True)
+    RemoteFileSystem(
+        basepath=f"s3://{BUCKET}/prefect-results", settings={"client_kwargs": {"endpoint_url": moto_s3.endpoint}}
+    ).save("ads-test-results", overwrite=True)
     moto_s3.block = "remote-file-system/ads-test-results"
     return moto_s3
 
@@ -57,6 +57,7 @@ def flaky_s3_build(h: Any, s3: Any, sample_source: Path, tiny_model: str) -> dic
                 failed.append(n)
                 raise ConnectionResetError(f"injected S3 write failure #{n}")
             return await original(self, *args, **kwargs)
+
         return write
 
     with pytest.MonkeyPatch.context() as mp:
@@ -69,8 +70,9 @@ def flaky_s3_build(h: Any, s3: Any, sample_source: Path, tiny_model: str) -> dic
     return result
 
 
-def test_flaky_s3_build_retries_and_matches_the_local_build(h: Any, flaky_s3_build: dict[str, Any],
-                                                            clean_build: dict[str, Any]):
+def test_flaky_s3_build_retries_and_matches_the_local_build(
+    h: Any, flaky_s3_build: dict[str, Any], clean_build: dict[str, Any]
+):
     assert flaky_s3_build["failed_writes"] == list(FAIL_WRITES)
     runs = {r.name: r for r in h.task_runs(flaky_s3_build["flow_run_id"])}
     assert runs["format"].run_count == 4 and runs["format"].state.is_completed()  # 3 transient failures, 3 retries
@@ -79,8 +81,9 @@ def test_flaky_s3_build_retries_and_matches_the_local_build(h: Any, flaky_s3_bui
     h.assert_same_rows(h.read_final(flaky_s3_build["final_uri"]), h.read_final(clean_build["final_uri"]))
 
 
-def test_s3_holds_exactly_the_artifacts_and_json_cache_records(flaky_s3_build: dict[str, Any],
-                                                               clean_build: dict[str, Any]):
+def test_s3_holds_exactly_the_artifacts_and_json_cache_records(
+    flaky_s3_build: dict[str, Any], clean_build: dict[str, Any]
+):
     local = Path(clean_build["out"])
     expected = {p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file()}
     expected = {p for p in expected if not p.startswith("clusters/previous/")}  # from later in-place refreshes
@@ -90,8 +93,9 @@ def test_s3_holds_exactly_the_artifacts_and_json_cache_records(flaky_s3_build: d
     assert records and all(b'"serializer":{"type":"json"' in body for body in records.values())  # nothing pickled
 
 
-def test_credentials_never_reach_storage_logs_artifacts_or_the_server(h: Any, s3: Any, prefect_api: Any,
-                                                                      flaky_s3_build: dict[str, Any]):
+def test_credentials_never_reach_storage_logs_artifacts_or_the_server(
+    h: Any, s3: Any, prefect_api: Any, flaky_s3_build: dict[str, Any]
+):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
     from prefect.logging.handlers import APILogWorker

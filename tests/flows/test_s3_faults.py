@@ -82,8 +82,12 @@ class FaultProxy:
     def forward(self, method: str, path: str, headers: Any, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         conn = http.client.HTTPConnection(*self.upstream, timeout=60)
         try:
-            conn.request(method, path, body=body or None,
-                         headers={k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP})
+            conn.request(
+                method,
+                path,
+                body=body or None,
+                headers={k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP},
+            )
             resp = conn.getresponse()
             return resp.status, resp.getheaders(), resp.read()
         finally:
@@ -143,8 +147,9 @@ class FaultProxy:
 
 
 @pytest.fixture(scope="module")
-def faulty_build(helpers: Any, moto_s3: Any, prefect_api: Any, sample_source: Path, tiny_model: str
-                 ) -> Iterator[dict[str, Any]]:
+def faulty_build(
+    helpers: Any, moto_s3: Any, prefect_api: Any, sample_source: Path, tiny_model: str
+) -> Iterator[dict[str, Any]]:
     import boto3
 
     boto3.client("s3", endpoint_url=moto_s3.endpoint, region_name="us-east-1").create_bucket(Bucket=BUCKET)
@@ -154,15 +159,19 @@ def faulty_build(helpers: Any, moto_s3: Any, prefect_api: Any, sample_source: Pa
         mp.setenv("ADS_S3_MAX_ATTEMPTS", "3")
         state, result = helpers.run_build(sample_source, f"s3://{BUCKET}/builds/gsm8k60")
     assert state.is_completed(), state.message
-    result.update(flow_run_id=state.state_details.flow_run_id, requests=proxy.requests, faults=dict(proxy.faults),
-                  seconds=time.monotonic() - started)
-    print(f"\nS3 fault proxy: {proxy.requests} requests, faults {dict(proxy.faults)}, "
-          f"build {result['seconds']:.1f} s")
+    result.update(
+        flow_run_id=state.state_details.flow_run_id,
+        requests=proxy.requests,
+        faults=dict(proxy.faults),
+        seconds=time.monotonic() - started,
+    )
+    print(f"\nS3 fault proxy: {proxy.requests} requests, faults {dict(proxy.faults)}, build {result['seconds']:.1f} s")
     yield result
 
 
-def test_build_through_faults_matches_a_clean_build(helpers: Any, faulty_build: dict[str, Any],
-                                                    clean_build: dict[str, Any]):
+def test_build_through_faults_matches_a_clean_build(
+    helpers: Any, faulty_build: dict[str, Any], clean_build: dict[str, Any]
+):
     assert set(faulty_build["faults"]) == set(RATES), faulty_build["faults"]  # every kind was injected
     assert faulty_build["requests"] < MAX_REQUESTS
     assert faulty_build["final_uri"] == f"s3://{BUCKET}/builds/gsm8k60/final/train.parquet"

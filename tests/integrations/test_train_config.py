@@ -35,20 +35,30 @@ def test_defaults_set_the_batch_from_the_sampler():
     cfg = vc.resolve(BASE)
     assert cfg.data.train_batch_size == 128 and cfg.data.dataloader_num_workers == 0
     assert cfg.trainer.use_v1 is False and cfg.algorithm.adv_estimator == "grpo"
-    cfg = vc.resolve([*BASE, "data.ads_sampler.active_clusters=2", "data.ads_sampler.mini_cluster_size=16",
-                      "data.ads_sampler.alpha=0.5", "data.dataloader_num_workers=8"])
+    cfg = vc.resolve(
+        [
+            *BASE,
+            "data.ads_sampler.active_clusters=2",
+            "data.ads_sampler.mini_cluster_size=16",
+            "data.ads_sampler.alpha=0.5",
+            "data.dataloader_num_workers=8",
+        ]
+    )
     assert cfg.data.train_batch_size == 32 and cfg.data.ads_sampler.alpha == 0.5  # no `+` needed
     assert cfg.data.dataloader_num_workers == 0  # forced
 
 
-@pytest.mark.parametrize(("override", "message"), [
-    ("data.train_batch_size=256", "does not match the ADS sampler's batch"),
-    ("data.gen_batch_size=64", "gen_batch_size"),
-    ("trainer.use_v1=true", "use_v1"),
-    ("trainer.critic_warmup=2", "critic_warmup"),
-    ("actor_rollout_ref.actor.ppo_mini_batch_size=48", "must divide the ADS batch 128"),
-    ("data.ads_sampler.alpha=2.0", "alpha must be in"),
-])
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("data.train_batch_size=256", "does not match the ADS sampler's batch"),
+        ("data.gen_batch_size=64", "gen_batch_size"),
+        ("trainer.use_v1=true", "use_v1"),
+        ("trainer.critic_warmup=2", "critic_warmup"),
+        ("actor_rollout_ref.actor.ppo_mini_batch_size=48", "must divide the ADS batch 128"),
+        ("data.ads_sampler.alpha=2.0", "alpha must be in"),
+    ],
+)
 def test_config_errors_are_clear(override: str, message: str):
     with pytest.raises(vc.ConfigError, match=re.escape(message)):
         vc.resolve([*BASE, override])
@@ -67,8 +77,21 @@ def test_verl_validation_really_runs():
 
 
 def test_dry_run_prints_a_config_verl_accepts(final_artifact: Path, tmp_path: Path):
-    result = CliRunner().invoke(app, ["train", str(final_artifact), "--dry-run", "--run-dir", str(tmp_path / "run"),
-                                      "--gpus", "8", "-s", "mini_cluster_size=16", "trainer.save_freq=10"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            str(final_artifact),
+            "--dry-run",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--gpus",
+            "8",
+            "-s",
+            "mini_cluster_size=16",
+            "trainer.save_freq=10",
+        ],
+    )
     assert result.exit_code == 0, result.output
     yaml_text, _, command = result.stdout.partition("\n# command:\n# ")
     cfg = OmegaConf.create(yaml_text)
@@ -114,13 +137,16 @@ def test_a_missing_policy_names_the_model_flag(final_artifact: Path, tmp_path: P
     assert f"{tmp_path.name}/model/nope" in " ".join(result.output.split()).replace(" ", "")
 
 
-@pytest.mark.parametrize(("uri", "manifest", "expected"), [
-    ("ads-out/gsm8k/final/train.parquet", None, "gsm8k"),
-    ("s3://bucket/builds/math/final/train.parquet", None, "math"),
-    ("/data/mine/train.parquet", None, "mine"),
-    ("train.parquet", None, "dataset"),
-    ("ads-out/x/final/train.parquet", {"extra": {"dataset": "from-manifest"}}, "from-manifest"),
-])
+@pytest.mark.parametrize(
+    ("uri", "manifest", "expected"),
+    [
+        ("ads-out/gsm8k/final/train.parquet", None, "gsm8k"),
+        ("s3://bucket/builds/math/final/train.parquet", None, "math"),
+        ("/data/mine/train.parquet", None, "mine"),
+        ("train.parquet", None, "dataset"),
+        ("ads-out/x/final/train.parquet", {"extra": {"dataset": "from-manifest"}}, "from-manifest"),
+    ],
+)
 def test_the_dataset_of_an_artifact(uri: str, manifest, expected: str):
     assert tr.dataset_of(uri, manifest) == expected
 
@@ -130,7 +156,7 @@ def test_the_sort_stage_writes_the_contract_training_checks(final_artifact: Path
     from ads_core import artifact
 
     schema = pq.read_schema(final_artifact)
-    assert schema.names[-len(artifact.SAMPLER_COLUMNS) - 1:-1] == list(artifact.SAMPLER_COLUMNS)
+    assert schema.names[-len(artifact.SAMPLER_COLUMNS) - 1 : -1] == list(artifact.SAMPLER_COLUMNS)
     extra = schema.field("extra_info").type
     inner = {extra.field(i).name for i in range(extra.num_fields)}
     assert set(artifact.EXTRA_INFO_WRITTEN) <= inner and set(artifact.EXTRA_INFO_FIELDS) <= inner
@@ -142,8 +168,9 @@ def test_the_sort_stage_writes_the_contract_training_checks(final_artifact: Path
     assert table.column("extra_info").combine_chunks().field("index").to_pylist() == list(range(table.num_rows))
 
 
-def test_plan_with_eval_sets_decontamination_and_remote_staging(built_out: Path, final_artifact: Path,
-                                                                 tmp_path: Path, shared_data: Path):
+def test_plan_with_eval_sets_decontamination_and_remote_staging(
+    built_out: Path, final_artifact: Path, tmp_path: Path, shared_data: Path
+):
     import fsspec
 
     from ads_core import eval_sets as ev
@@ -158,9 +185,13 @@ def test_plan_with_eval_sets_decontamination_and_remote_staging(built_out: Path,
     fs.pipe("/bucket/out/final/train.parquet", final_artifact.read_bytes())
     fs.pipe("/bucket/out/final/manifest.json", (final_artifact.parent / "manifest.json").read_bytes())
     ev.write_eval_sets(str(built_out), names=["aime24"], data_dir=shared_data)
-    req = tr.TrainRequest("memory://bucket/out/final/train.parquet", run_dir=str(tmp_path / "run"),
-                          eval_sets=[str(ev_dir / "leak.parquet"), str(built_out / "eval" / "aime24.parquet")],
-                          decontaminate="drop", sampler={"active_clusters": 2, "mini_cluster_size": 8})
+    req = tr.TrainRequest(
+        "memory://bucket/out/final/train.parquet",
+        run_dir=str(tmp_path / "run"),
+        eval_sets=[str(ev_dir / "leak.parquet"), str(built_out / "eval" / "aime24.parquet")],
+        decontaminate="drop",
+        sampler={"active_clusters": 2, "mini_cluster_size": 8},
+    )
     plan = tr.plan_training(req)
     assert plan.decontamination["contaminated"] == 2 and plan.decontamination["matches"]["leak"] == 2
     assert plan.train_file == str(tmp_path / "run" / "data" / "train.decontaminated.parquet")
@@ -174,19 +205,28 @@ def test_plan_with_eval_sets_decontamination_and_remote_staging(built_out: Path,
 
 
 def test_ray_job_submission_command(final_artifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    req = tr.TrainRequest(str(final_artifact), eval_sets=[], run_dir=str(tmp_path), nnodes=2, n_gpus_per_node=8,
-                          ray_address="http://head:8265", model="Qwen/Qwen2.5-Math-1.5B")
+    req = tr.TrainRequest(
+        str(final_artifact),
+        eval_sets=[],
+        run_dir=str(tmp_path),
+        nnodes=2,
+        n_gpus_per_node=8,
+        ray_address="http://head:8265",
+        model="Qwen/Qwen2.5-Math-1.5B",
+    )
     plan = tr.plan_training(req, resolve_config=False)
     assert plan.mode == "ray-job"
     assert plan.command[1:5] == ["job", "submit", "--address", "http://head:8265"]
-    assert plan.command[plan.command.index("--") + 1:][:3] == ["python", "-m", tr.ENTRY_MODULE]
+    assert plan.command[plan.command.index("--") + 1 :][:3] == ["python", "-m", tr.ENTRY_MODULE]
     assert "trainer.nnodes=2" in plan.command and "trainer.val_before_train=false" in plan.command
     monkeypatch.setattr(train_launch, "cuda_gpu_count", lambda: 0)
     assert tr.check_launch_environment(req) is None  # no local CUDA needed to submit to a cluster...
     with pytest.raises(tr.LaunchError, match="needs CUDA GPUs"):  # ...while a local run needs it
         tr.check_launch_environment(tr.TrainRequest(str(final_artifact)))
-    cluster = tr.plan_training(tr.TrainRequest(str(final_artifact), eval_sets=[], run_dir=str(tmp_path),
-                                               ray_address="auto"), resolve_config=False)
+    cluster = tr.plan_training(
+        tr.TrainRequest(str(final_artifact), eval_sets=[], run_dir=str(tmp_path), ray_address="auto"),
+        resolve_config=False,
+    )
     assert cluster.mode == "cluster" and "ray_kwargs.ray_init.address=auto" in cluster.overrides
 
 
@@ -224,8 +264,14 @@ def run_entry_point(*overrides: str, cwd: Path, timeout: int) -> tuple[int, str]
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", vc.ENTRY_MODULE, *overrides, f"hydra.run.dir={cwd / 'hydra'}"],
-                          cwd=cwd, capture_output=True, text=True, timeout=timeout, start_new_session=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", vc.ENTRY_MODULE, *overrides, f"hydra.run.dir={cwd / 'hydra'}"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        start_new_session=True,
+    )
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -236,24 +282,33 @@ def test_entry_point_rejects_a_mismatched_batch_before_starting_ray(tmp_path: Pa
 
 
 @pytest.mark.slow
-def test_entry_point_runs_our_task_runner_in_ray_up_to_the_gpu_workers(final_artifact: Path, policy_model: str,
-                                                                       tmp_path: Path):
+def test_entry_point_runs_our_task_runner_in_ray_up_to_the_gpu_workers(
+    final_artifact: Path, policy_model: str, tmp_path: Path
+):
     """The real launch path on CPU: Ray starts, ADSTaskRunner builds the tokenizer, verl's RLHFDataset (with
     overlong-prompt filtering), our sampler and our trainer; only the GPU worker pool is then missing."""
     code, output = run_entry_point(
-        f"data.train_files={final_artifact}", f"actor_rollout_ref.model.path={policy_model}",
-        "data.ads_sampler.active_clusters=2", "data.ads_sampler.mini_cluster_size=4",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=4", "trainer.val_before_train=false", "trainer.test_freq=-1",
-        "ray_kwargs.ray_init.num_cpus=2", f"trainer.default_local_dir={tmp_path / 'ckpt'}",
-        cwd=tmp_path, timeout=400)
+        f"data.train_files={final_artifact}",
+        f"actor_rollout_ref.model.path={policy_model}",
+        "data.ads_sampler.active_clusters=2",
+        "data.ads_sampler.mini_cluster_size=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        "ray_kwargs.ray_init.num_cpus=2",
+        f"trainer.default_local_dir={tmp_path / 'ckpt'}",
+        cwd=tmp_path,
+        timeout=400,
+    )
     assert code != 0
     assert re.search(r"\[ads\] sampler: 300 rows, \d+ clusters, batch 8, 37 steps per epoch", output)
     assert "Size of train dataloader: 37" in output  # printed by verl inside ADSRayPPOTrainer.__init__
     assert "Total available GPUs 0 is less than total desired GPUs 1" in output
 
 
-def test_a_dry_run_plan_writes_nothing_and_missing_models_are_caught(final_artifact: Path, tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch):
+def test_a_dry_run_plan_writes_nothing_and_missing_models_are_caught(
+    final_artifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     import fsspec
 
     fs = fsspec.filesystem("memory")
@@ -261,15 +316,20 @@ def test_a_dry_run_plan_writes_nothing_and_missing_models_are_caught(final_artif
     fs.pipe("/dry/out/final/manifest.json", (final_artifact.parent / "manifest.json").read_bytes())
     leak = tmp_path / "leak.parquet"
     pq.write_table(pq.read_table(final_artifact).slice(0, 1), leak)
-    req = tr.TrainRequest("memory://dry/out/final/train.parquet", run_dir=str(tmp_path / "run"),
-                          eval_sets=[str(leak)], decontaminate="drop")
+    req = tr.TrainRequest(
+        "memory://dry/out/final/train.parquet",
+        run_dir=str(tmp_path / "run"),
+        eval_sets=[str(leak)],
+        decontaminate="drop",
+    )
     plan = tr.plan_training(req, resolve_config=False, materialize=False)
     assert plan.decontamination["contaminated"] == 1
     assert plan.train_file == str(tmp_path / "run" / "data" / "train.decontaminated.parquet")
     assert not (tmp_path / "run").exists()
     with pytest.raises(tr.ArtifactError, match="does not exist on this machine"):
-        tr.plan_training(tr.TrainRequest(str(final_artifact), model=str(tmp_path / "no-model"), eval_sets=[]),
-                         resolve_config=False)
+        tr.plan_training(
+            tr.TrainRequest(str(final_artifact), model=str(tmp_path / "no-model"), eval_sets=[]), resolve_config=False
+        )
     # joining a cluster needs no local GPU or rollout engine (a local run on this machine would)
     monkeypatch.setattr(train_launch, "cuda_gpu_count", lambda: 0)
     assert tr.check_launch_environment(tr.TrainRequest(str(final_artifact), ray_address="auto")) is None

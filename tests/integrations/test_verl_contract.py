@@ -41,7 +41,8 @@ def test_verl_version_is_in_the_supported_range():
     verl_pins = [r for r in pins if r.name == "verl"]
     assert len(verl_pins) == 1, f"the train extra should pin verl once: {pins}"
     assert verl_pins[0].specifier == SpecifierSet(SUPPORTED_VERL), (
-        f"the train extra pins verl{verl_pins[0].specifier}, the integration claims {SUPPORTED_VERL}")
+        f"the train extra pins verl{verl_pins[0].specifier}, the integration claims {SUPPORTED_VERL}"
+    )
     v = Version(version("verl"))
     assert v in SpecifierSet(SUPPORTED_VERL), f"verl {v} is outside the tested range {SUPPORTED_VERL}"
 
@@ -50,14 +51,29 @@ def test_ray_ppo_trainer_methods_we_override_or_call():
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
     init = params(RayPPOTrainer.__init__)
-    for name in ("config", "tokenizer", "role_worker_mapping", "resource_pool_manager", "ray_worker_group_cls",
-                 "processor", "train_dataset", "val_dataset", "collate_fn", "train_sampler"):
+    for name in (
+        "config",
+        "tokenizer",
+        "role_worker_mapping",
+        "resource_pool_manager",
+        "ray_worker_group_cls",
+        "processor",
+        "train_dataset",
+        "val_dataset",
+        "collate_fn",
+        "train_sampler",
+    ):
         assert name in init, f"RayPPOTrainer.__init__ lost {name!r}"
     assert params(RayPPOTrainer._update_actor) == ["self", "batch"]
     assert params(RayPPOTrainer._save_checkpoint) == ["self"]
     assert params(RayPPOTrainer._load_checkpoint) == ["self"]
-    assert params(RayPPOTrainer._create_dataloader) == ["self", "train_dataset", "val_dataset", "collate_fn",
-                                                        "train_sampler"]
+    assert params(RayPPOTrainer._create_dataloader) == [
+        "self",
+        "train_dataset",
+        "val_dataset",
+        "collate_fn",
+        "train_sampler",
+    ]
     assert params(RayPPOTrainer._get_gen_batch) == ["self", "batch"]
     for name in ("fit", "init_workers", "_validate"):
         assert callable(getattr(RayPPOTrainer, name))
@@ -72,7 +88,7 @@ def test_fit_updates_the_actor_before_it_saves_the_checkpoint():
     save = src.index("self._save_checkpoint()")
     assert update < save, "fit now saves the checkpoint before _update_actor: the saved sampler would be stale"
     assert src.count("self._update_actor(") == 1
-    assert "actor_output.meta_info[\"metrics\"]" in src, "fit no longer logs _update_actor's metrics"
+    assert 'actor_output.meta_info["metrics"]' in src, "fit no longer logs _update_actor's metrics"
     assert "for batch_dict in self.train_dataloader" in src
     assert "critic_warmup" in src  # the reason finalize() requires trainer.critic_warmup == 0
 
@@ -118,16 +134,30 @@ def test_task_runner_helpers():
     from verl.trainer import main_ppo_v0
     from verl.trainer.main_ppo_v0 import BaseTaskRunner
 
-    for name in ("add_actor_rollout_worker", "add_critic_worker", "add_reward_model_resource_pool",
-                 "add_teacher_model_resource_pool", "init_resource_pool_mgr"):
+    for name in (
+        "add_actor_rollout_worker",
+        "add_critic_worker",
+        "add_reward_model_resource_pool",
+        "add_teacher_model_resource_pool",
+        "init_resource_pool_mgr",
+    ):
         assert params(getattr(BaseTaskRunner, name)) == ["self", "config"], name
     assert params(BaseTaskRunner.add_ref_policy_worker) == ["self", "config", "ref_policy_cls"]
     assert not hasattr(BaseTaskRunner, "remote"), "BaseTaskRunner became a Ray actor class"
     # the v0 runner we mirror: same calls, in the same roles
-    run = source(main_ppo_v0.TaskRunner.run if hasattr(main_ppo_v0.TaskRunner, "run") else
-                 main_ppo_v0.TaskRunner.__ray_metadata__.modified_class.run)
-    for call in ("create_rl_dataset(", "create_rl_sampler(", "RayPPOTrainer(", "trainer.init_workers()",
-                 "trainer.fit()", "omega_conf_to_dataclass(config.actor_rollout_ref.model)"):
+    run = source(
+        main_ppo_v0.TaskRunner.run
+        if hasattr(main_ppo_v0.TaskRunner, "run")
+        else main_ppo_v0.TaskRunner.__ray_metadata__.modified_class.run
+    )
+    for call in (
+        "create_rl_dataset(",
+        "create_rl_sampler(",
+        "RayPPOTrainer(",
+        "trainer.init_workers()",
+        "trainer.fit()",
+        "omega_conf_to_dataclass(config.actor_rollout_ref.model)",
+    ):
         assert call in run, f"verl's TaskRunner.run no longer does {call}: update ADSTaskRunner.run"
 
 
@@ -141,8 +171,14 @@ def test_entry_point_functions():
     assert "task_runner_class.remote()" in source(main_ppo.run_ppo)
     assert params(config.validate_config) == ["config", "use_reference_policy", "use_critic"]
     assert params(device.auto_set_device) == ["config"]
-    assert params(utils.create_rl_dataset) == ["data_paths", "data_config", "tokenizer", "processor", "is_train",
-                                               "max_samples"]
+    assert params(utils.create_rl_dataset) == [
+        "data_paths",
+        "data_config",
+        "tokenizer",
+        "processor",
+        "is_train",
+        "max_samples",
+    ]
     assert params(utils.need_critic) == ["config"] and params(utils.need_reference_policy) == ["config"]
     assert callable(rl_dataset.collate_fn) and hasattr(rl_dataset, "RLHFDataset")
     from verl.workers.config import HFModelConfig  # noqa: F401
@@ -179,7 +215,10 @@ def test_reward_function_loads_and_acc_reaches_the_batch(tmp_path, policy_model:
     cfg = compose(["data.train_files=/x.parquet", f"actor_rollout_ref.model.path={policy_model}"])
     fn = get_custom_reward_fn(cfg)
     assert fn(data_source="x", solution_str="\\boxed{1/2}", ground_truth="0.5") == {
-        "score": 1.0, "acc": 1.0, "has_boxed": 1.0}
+        "score": 1.0,
+        "acc": 1.0,
+        "has_boxed": 1.0,
+    }
     tokenizer = AutoTokenizer.from_pretrained(policy_model)
     manager = get_reward_manager_cls("naive")(cfg, tokenizer, fn)
 
@@ -187,11 +226,17 @@ def test_reward_function_loads_and_acc_reaches_the_batch(tmp_path, policy_model:
         prompt = torch.tensor([tokenizer.encode("q")])
         response = torch.tensor([tokenizer.encode(response_text)])
         data = DataProto.from_dict(
-            tensors={"prompts": prompt, "responses": response,
-                     "attention_mask": torch.ones(1, prompt.shape[1] + response.shape[1], dtype=torch.long)},
-            non_tensors={"data_source": np.array(["gsm8k"], dtype=object),
-                         "reward_model": np.array([{"ground_truth": ground_truth}], dtype=object),
-                         "extra_info": np.array([{"sample_id": 1}], dtype=object)})
+            tensors={
+                "prompts": prompt,
+                "responses": response,
+                "attention_mask": torch.ones(1, prompt.shape[1] + response.shape[1], dtype=torch.long),
+            },
+            non_tensors={
+                "data_source": np.array(["gsm8k"], dtype=object),
+                "reward_model": np.array([{"ground_truth": ground_truth}], dtype=object),
+                "extra_info": np.array([{"sample_id": 1}], dtype=object),
+            },
+        )
         return manager.loop.run_until_complete(manager.run_single(data))
 
     right = reward_of("so the answer is \\boxed{350}", "350")

@@ -59,24 +59,39 @@ class FakeActorWorkerGroup:
 
 
 def make_config(artifact: Path, model: str, ckpt: Path, *extra: str):
-    cfg = vc.resolve([
-        f"data.train_files={artifact}", f"actor_rollout_ref.model.path={model}",
-        "data.ads_sampler.active_clusters=2", "data.ads_sampler.mini_cluster_size=4",
-        "data.filter_overlong_prompts=false",  # no tokenizer on this path; row positions stay the artifact's
-        f"actor_rollout_ref.rollout.n={N_ROLLOUTS}", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-        f"trainer.default_local_dir={ckpt}", *extra,
-    ], check=False)
+    cfg = vc.resolve(
+        [
+            f"data.train_files={artifact}",
+            f"actor_rollout_ref.model.path={model}",
+            "data.ads_sampler.active_clusters=2",
+            "data.ads_sampler.mini_cluster_size=4",
+            "data.filter_overlong_prompts=false",  # no tokenizer on this path; row positions stay the artifact's
+            f"actor_rollout_ref.rollout.n={N_ROLLOUTS}",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+            f"trainer.default_local_dir={ckpt}",
+            *extra,
+        ],
+        check=False,
+    )
     return cfg
 
 
 def make_trainer(cfg) -> ADSRayPPOTrainer:
     """What ADSTaskRunner.run does, minus tokenizer and workers: verl's dataset, our sampler, our trainer."""
-    dataset = create_rl_dataset(cfg.data.train_files, cfg.data, None, None, is_train=True,
-                                max_samples=cfg.data.get("train_max_samples", -1))
+    dataset = create_rl_dataset(
+        cfg.data.train_files, cfg.data, None, None, is_train=True, max_samples=cfg.data.get("train_max_samples", -1)
+    )
     sampler = ADSVerlSampler.from_dataset(dataset, cfg.data)
-    trainer = ADSRayPPOTrainer(config=cfg, tokenizer=None, role_worker_mapping={Role.ActorRollout: object},
-                               resource_pool_manager=None, train_dataset=dataset, val_dataset=dataset,
-                               collate_fn=collate_fn, train_sampler=sampler)
+    trainer = ADSRayPPOTrainer(
+        config=cfg,
+        tokenizer=None,
+        role_worker_mapping={Role.ActorRollout: object},
+        resource_pool_manager=None,
+        train_dataset=dataset,
+        val_dataset=dataset,
+        collate_fn=collate_fn,
+        train_sampler=sampler,
+    )
     trainer.actor_rollout_wg = FakeActorWorkerGroup()
     trainer.global_steps = 1
     return trainer
@@ -86,8 +101,9 @@ def rows_of(batch_dict: dict, sampler: ADSVerlSampler) -> list[int]:
     return [sampler.row_of(e) for e in batch_dict["extra_info"]]
 
 
-def rollout_step(trainer: ADSRayPPOTrainer, batch_dict: dict, rng: np.random.Generator,
-                 p_correct: float = 0.5) -> DataProto:
+def rollout_step(
+    trainer: ADSRayPPOTrainer, batch_dict: dict, rng: np.random.Generator, p_correct: float = 0.5
+) -> DataProto:
     """One step's batch as `fit` assembles it, up to `_update_actor`."""
     batch = DataProto.from_single_dict(batch_dict)
     batch.non_tensor_batch["uid"] = np.array([str(uuid.uuid4()) for _ in range(len(batch.batch))], dtype=object)
@@ -97,17 +113,25 @@ def rollout_step(trainer: ADSRayPPOTrainer, batch_dict: dict, rng: np.random.Gen
     prompts = torch.randint(1, 100, (m, PROMPT_LEN))
     responses = torch.randint(1, 100, (m, RESPONSE_LEN))
     attention = torch.ones(m, PROMPT_LEN + RESPONSE_LEN, dtype=torch.long)
-    attention[:, PROMPT_LEN + 3:] = torch.randint(0, 2, (m, 1)).expand(-1, RESPONSE_LEN - 3)
-    gen_output = DataProto.from_dict(tensors={
-        "prompts": prompts, "responses": responses, "input_ids": torch.cat([prompts, responses], 1),
-        "attention_mask": attention, "position_ids": torch.cumsum(attention, 1) - 1,
-        "response_mask": attention[:, PROMPT_LEN:]})
+    attention[:, PROMPT_LEN + 3 :] = torch.randint(0, 2, (m, 1)).expand(-1, RESPONSE_LEN - 3)
+    gen_output = DataProto.from_dict(
+        tensors={
+            "prompts": prompts,
+            "responses": responses,
+            "input_ids": torch.cat([prompts, responses], 1),
+            "attention_mask": attention,
+            "position_ids": torch.cumsum(attention, 1) - 1,
+            "response_mask": attention[:, PROMPT_LEN:],
+        }
+    )
     batch = batch.repeat(repeat_times=N_ROLLOUTS, interleave=True)
     batch = batch.union(gen_output)
     batch.reorder(torch.from_numpy(rng.permutation(len(batch))))  # _balance_batch may reorder rows
     truths = [rm["ground_truth"] for rm in batch.non_tensor_batch["reward_model"]]
-    results = [compute_score(src, f"... so the answer is \\boxed{{{gt if rng.random() < p_correct else '-1'}}}", gt)
-               for src, gt in zip(batch.non_tensor_batch["data_source"], truths, strict=True)]
+    results = [
+        compute_score(src, f"... so the answer is \\boxed{{{gt if rng.random() < p_correct else '-1'}}}", gt)
+        for src, gt in zip(batch.non_tensor_batch["data_source"], truths, strict=True)
+    ]
     scores = torch.zeros(m, RESPONSE_LEN)
     scores[:, -1] = torch.tensor([r["score"] for r in results])
     batch.batch["token_level_scores"] = scores
@@ -119,8 +143,9 @@ def expected_feedback(batch: DataProto, sampler: ADSVerlSampler) -> tuple[np.nda
     """Group by uid by hand: each prompt's row and the mean of its rollouts' acc."""
     groups: dict[str, list[float]] = {}
     row_of_uid: dict[str, int] = {}
-    for uid, info, acc in zip(batch.non_tensor_batch["uid"], batch.non_tensor_batch["extra_info"],
-                              batch.non_tensor_batch["acc"], strict=True):
+    for uid, info, acc in zip(
+        batch.non_tensor_batch["uid"], batch.non_tensor_batch["extra_info"], batch.non_tensor_batch["acc"], strict=True
+    ):
         groups.setdefault(uid, []).append(float(acc))
         row_of_uid[uid] = sampler.row_of(info)
     uids = sorted(groups)
@@ -215,8 +240,9 @@ def test_checkpoint_resume_mid_epoch(cfg, tmp_path: Path):
 def test_resume_at_an_epoch_boundary_keeps_the_schedule(cfg, tmp_path: Path, capsys: pytest.CaptureFixture):
     ckpt = tmp_path / "ckpt"
     # 24 rows / batch 8 = 3 steps per epoch, so step 3 is an epoch boundary, where verl skips data.pt
-    cfg = OmegaConf.merge(cfg, {"data": {"train_max_samples": 24},
-                                "trainer": {"default_local_dir": str(ckpt), "resume_mode": "auto"}})
+    cfg = OmegaConf.merge(
+        cfg, {"data": {"train_max_samples": 24}, "trainer": {"default_local_dir": str(ckpt), "resume_mode": "auto"}}
+    )
     trainer = make_trainer(cfg)
     assert len(trainer.train_dataloader) == 3
     rng = np.random.default_rng(3)
@@ -238,12 +264,12 @@ def test_resume_at_an_epoch_boundary_keeps_the_schedule(cfg, tmp_path: Path, cap
     assert len(list(iter(resumed.train_dataloader))) == 3  # a full new epoch
 
 
-def test_epoch_boundary_without_our_restore_would_lose_the_schedule(cfg, tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture):
+def test_epoch_boundary_without_our_restore_would_lose_the_schedule(cfg, tmp_path: Path, capsys: pytest.CaptureFixture):
     """Control for the test above: verl alone (data.pt skipped, no ads_sampler.json) restarts the schedule."""
     ckpt = tmp_path / "ckpt"
-    cfg = OmegaConf.merge(cfg, {"data": {"train_max_samples": 24},
-                                "trainer": {"default_local_dir": str(ckpt), "resume_mode": "auto"}})
+    cfg = OmegaConf.merge(
+        cfg, {"data": {"train_max_samples": 24}, "trainer": {"default_local_dir": str(ckpt), "resume_mode": "auto"}}
+    )
     trainer = make_trainer(cfg)
     rng = np.random.default_rng(3)
     for step, batch_dict in enumerate(trainer.train_dataloader, start=1):
@@ -263,7 +289,8 @@ def test_epoch_boundary_without_our_restore_would_lose_the_schedule(cfg, tmp_pat
     again._load_checkpoint()  # no JSON: data.pt is not unpickled for the schedule, which starts fresh, loudly
     assert again.ads_sampler.ads.steps == 0
     assert f"WARNING: no {ADS_STATE_FILE} in {ckpt / 'global_step_3'}; the ADS schedule starts fresh" in (
-        capsys.readouterr().out)
+        capsys.readouterr().out
+    )
 
 
 class _WritesMarker:
@@ -288,8 +315,9 @@ def test_a_crafted_data_pt_is_never_unpickled(cfg, tmp_path: Path, capsys: pytes
     ckpt = tmp_path / "ckpt"
     marker = tmp_path / "marker"
     # 24 rows / batch 8: step 2 is mid-epoch (verl reads data.pt), step 3 an epoch boundary (it skips it)
-    cfg = OmegaConf.merge(cfg, {"data": {"train_max_samples": 24},
-                                "trainer": {"default_local_dir": str(ckpt), "resume_mode": "auto"}})
+    cfg = OmegaConf.merge(
+        cfg, {"data": {"train_max_samples": 24}, "trainer": {"default_local_dir": str(ckpt), "resume_mode": "auto"}}
+    )
     trainer = make_trainer(cfg)
     rng = np.random.default_rng(6)
     for step, batch_dict in enumerate(trainer.train_dataloader, start=1):

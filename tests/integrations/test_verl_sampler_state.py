@@ -139,21 +139,40 @@ def test_the_fixture_can_show_a_partial_load():
 
 # -- the adapter's own fields -----------------------------------------------------------------------------
 
-not_int = st.floats(allow_nan=True) | st.text(max_size=4) | st.booleans() | st.none() | st.lists(
-    st.integers(0, 3), max_size=2) | st.dictionaries(st.text(max_size=2), st.integers(), max_size=1)
+not_int = (
+    st.floats(allow_nan=True)
+    | st.text(max_size=4)
+    | st.booleans()
+    | st.none()
+    | st.lists(st.integers(0, 3), max_size=2)
+    | st.dictionaries(st.text(max_size=2), st.integers(), max_size=1)
+)
 
 
 def other_than(value: int) -> st.SearchStrategy[Any]:
     """Anything but the int ``value``: other ints (huge ones too), the same number as a float/str/bool."""
     near = st.integers(-3, 3).map(lambda d: value + d).filter(lambda v: v != value)
-    return (near | st.integers().filter(lambda v: v != value) | st.just(float(value)) | st.just(str(value))
-            | st.just(True) | st.just(value + 0.9) | st.just(2**200) | not_int)
+    return (
+        near
+        | st.integers().filter(lambda v: v != value)
+        | st.just(float(value))
+        | st.just(str(value))
+        | st.just(True)
+        | st.just(value + 0.9)
+        | st.just(2**200)
+        | not_int
+    )
 
 
 BAD_TOP = {
     "kind": st.text(max_size=20).filter(lambda v: v != STATE_KIND) | st.sampled_from(["ADSSampler", None, 1]),
-    "yielded": st.integers(max_value=-1) | st.integers(min_value=STEPS * BS + 1) | st.just(2**70)
-    | st.just(str(BS)) | st.just(3.9) | st.just(float(BS)) | not_int,
+    "yielded": st.integers(max_value=-1)
+    | st.integers(min_value=STEPS * BS + 1)
+    | st.just(2**70)
+    | st.just(str(BS))
+    | st.just(3.9)
+    | st.just(float(BS))
+    | not_int,
     "batch_size": other_than(BS),
     "steps_per_epoch": other_than(STEPS),
     "ads": st.none() | st.integers() | st.text(max_size=5) | st.lists(st.integers(), max_size=3) | st.just({}),
@@ -171,8 +190,14 @@ def test_a_bad_adapter_field_is_refused_naming_it_and_changes_nothing(key: str, 
 
 
 @FUZZ
-@given(st.none() | st.integers() | st.text(max_size=8) | st.lists(st.integers(), max_size=3)
-       | st.just([["kind", STATE_KIND]]) | st.just(saved_json()))
+@given(
+    st.none()
+    | st.integers()
+    | st.text(max_size=8)
+    | st.lists(st.integers(), max_size=3)
+    | st.just([["kind", STATE_KIND]])
+    | st.just(saved_json())
+)
 def test_a_state_that_is_not_a_dict_is_refused(value: Any):
     assert_refused_unchanged(value, {"state"})
 

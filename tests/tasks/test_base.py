@@ -28,8 +28,10 @@ def write_stage(directory: Path, rows: int) -> str:
     """A one-output stage dir (parquet + manifest.json), like the ads_core stages write."""
     uri = str(directory / "data.parquet")
     storage.write_parquet(uri, pa.table({"x": list(range(rows))}))
-    mf.write(str(directory), mf.Manifest(stage="t", inputs={}, outputs={"data": mf.output_entry(uri, rows)},
-                                         config={}, code_version="test"))
+    mf.write(
+        str(directory),
+        mf.Manifest(stage="t", inputs={}, outputs={"data": mf.output_entry(uri, rows)}, config={}, code_version="test"),
+    )
     return uri
 
 
@@ -66,8 +68,17 @@ def test_transient_errors_are_retried_and_bad_input_is_not():
     assert base.is_transient(EndpointConnectionError(endpoint_url="http://x"))
     assert base.is_transient(ClientError({"Error": {"Code": "SlowDown"}}, "PutObject"))
     assert not base.is_transient(ClientError({"Error": {"Code": "AccessDenied"}}, "PutObject"))
-    for exc in (InputError("bad"), ModelLoadError("no model"), FileNotFoundError("x"), PermissionError("x"),
-                ValueError("x"), InvariantError("x"), base.InjectedFault("x"), RuntimeError("x"), None):
+    for exc in (
+        InputError("bad"),
+        ModelLoadError("no model"),
+        FileNotFoundError("x"),
+        PermissionError("x"),
+        ValueError("x"),
+        InvariantError("x"),
+        base.InjectedFault("x"),
+        RuntimeError("x"),
+        None,
+    ):
         assert not base.is_transient(exc), exc
 
 
@@ -92,8 +103,9 @@ def test_fault_hook_only_fires_for_listed_stages(monkeypatch: pytest.MonkeyPatch
 
 
 def dead_pid() -> int:
-    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                              text=True).stdout)
+    return int(
+        subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout
+    )
 
 
 def test_live_locks_are_respected_and_dead_holders_taken_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -126,8 +138,9 @@ def test_another_hosts_lock_holds_until_its_lease_expires(tmp_path: Path, monkey
     assert not locks.is_locked("k") and not (tmp_path / "k.lock").exists()
 
 
-def test_the_heartbeat_renews_the_lease_and_waiting_gives_up_with_one_line(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch):
+def test_the_heartbeat_renews_the_lease_and_waiting_gives_up_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     monkeypatch.setenv(locks_module.LOCK_DIR_ENV, str(tmp_path))
     monkeypatch.setenv(locks_module.LEASE_ENV, "0.6")
     monkeypatch.setenv(locks_module.WAIT_ENV, "1")

@@ -76,8 +76,10 @@ def finalize(config: DictConfig) -> DictConfig:
             raise ConfigError(f"data.gen_batch_size={gbs} must be null or equal the ADS batch {batch}")
         config.data.dataloader_num_workers = 0
     if config.trainer.get("use_v1", False):
-        raise ConfigError("trainer.use_v1=true is not supported: the ADS integration drives verl's v0 trainer "
-                          "(see docs/training.md); remove the override")
+        raise ConfigError(
+            "trainer.use_v1=true is not supported: the ADS integration drives verl's v0 trainer "
+            "(see docs/training.md); remove the override"
+        )
     if int(config.trainer.get("critic_warmup", 0) or 0) > 0:
         raise ConfigError("trainer.critic_warmup must be 0 with ADS: the sampler is updated with the actor update")
     mini = int(config.actor_rollout_ref.actor.ppo_mini_batch_size)

@@ -156,14 +156,24 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
         state_mapping(state, "state", STATE_KEYS)
         batch_size = state_int(state["batch_size"], "state['batch_size']", 1)
         if batch_size != self.ads.batch_size:
-            raise SamplerStateError("state['batch_size']", f"state was saved with batch size {batch_size}, "
-                                                           f"this sampler's is {self.ads.batch_size}")
+            raise SamplerStateError(
+                "state['batch_size']",
+                f"state was saved with batch size {batch_size}, this sampler's is {self.ads.batch_size}",
+            )
         steps = state_int(state["steps_per_epoch"], "state['steps_per_epoch']", 1)
         if steps != self.steps_per_epoch:
-            raise SamplerStateError("state['steps_per_epoch']", f"state was saved with {steps} steps per epoch, "
-                                    f"this sampler has {self.steps_per_epoch} (another training set?)")
-        yielded = state_int(state["yielded"], "state['yielded']", 0, steps * batch_size,
-                            f" (indices of this epoch: {steps} steps of {batch_size})")
+            raise SamplerStateError(
+                "state['steps_per_epoch']",
+                f"state was saved with {steps} steps per epoch, "
+                f"this sampler has {self.steps_per_epoch} (another training set?)",
+            )
+        yielded = state_int(
+            state["yielded"],
+            "state['yielded']",
+            0,
+            steps * batch_size,
+            f" (indices of this epoch: {steps} steps of {batch_size})",
+        )
         check_nested_ads_state(state["ads"], self.ads, "state['ads']")
         return yielded
 
@@ -196,8 +206,7 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
         ntb = batch.non_tensor_batch
         for key in ("uid", "extra_info"):
             if key not in ntb:
-                raise BatchIdentityError(f"training batch has no non-tensor column {key!r}; "
-                                         f"found {sorted(ntb)}")
+                raise BatchIdentityError(f"training batch has no non-tensor column {key!r}; found {sorted(ntb)}")
         uids = np.asarray([str(u) for u in ntb["uid"]], dtype=object)
         success, source = rollout_success(batch)
         if len(success) != len(uids):
@@ -210,22 +219,31 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
         # every rollout of a group must point at the same row
         if not np.array_equal(rows, group_rows[inverse]):
             bad = int(np.flatnonzero(rows != group_rows[inverse])[0])
-            raise BatchIdentityError(f"rollouts of uid {uids[bad]} map to different rows ({rows[bad]} vs "
-                                     f"{group_rows[inverse[bad]]})")
+            raise BatchIdentityError(
+                f"rollouts of uid {uids[bad]} map to different rows ({rows[bad]} vs {group_rows[inverse[bad]]})"
+            )
         unknown = group_rows < 0
         if unknown.any():
             sample = ntb["extra_info"][int(first[np.flatnonzero(unknown)[0]])]
-            message = (f"{int(unknown.sum())} of {len(group_rows)} prompt groups have no known row id in "
-                       f"extra_info (first: sample_id={_get(sample, 'sample_id')!r}, "
-                       f"index={_get(sample, 'index')!r}); was the run started on another artifact?")
+            message = (
+                f"{int(unknown.sum())} of {len(group_rows)} prompt groups have no known row id in "
+                f"extra_info (first: sample_id={_get(sample, 'sample_id')!r}, "
+                f"index={_get(sample, 'index')!r}); was the run started on another artifact?"
+            )
             if self.strict_ids:
                 raise BatchIdentityError(message + " (set data.ads_sampler.strict_ids=false to skip them)")
             log.warning(message)
         if self._cluster_ids is not None:
             self._check_clusters(ntb["extra_info"], rows)
         keep = ~unknown
-        return Feedback(idx=group_rows[keep], success=np.clip(group_success[keep], 0.0, 1.0),
-                        groups=len(group_rows), unmatched=int(unknown.sum()), rollouts=len(uids), source=source)
+        return Feedback(
+            idx=group_rows[keep],
+            success=np.clip(group_success[keep], 0.0, 1.0),
+            groups=len(group_rows),
+            unmatched=int(unknown.sum()),
+            rollouts=len(uids),
+            source=source,
+        )
 
     def _check_clusters(self, extra_infos: Any, rows: np.ndarray) -> None:
         for e, r in zip(extra_infos, rows.tolist(), strict=True):
@@ -233,7 +251,8 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
             if r >= 0 and cid is not None and int(cid) != int(self._cluster_ids[r]):
                 raise BatchIdentityError(
                     f"extra_info.cluster_id={cid} but row {r} of the training set is in cluster "
-                    f"{int(self._cluster_ids[r])}: extra_info and the cluster columns disagree")
+                    f"{int(self._cluster_ids[r])}: extra_info and the cluster columns disagree"
+                )
 
     def update_from_batch(self, batch: Any, step: int | None = None) -> dict[str, float]:
         """``feedback`` + ``ADSSampler.update``; returns the metrics to log for this step."""
@@ -271,8 +290,9 @@ def rollout_success(batch: Any) -> tuple[np.ndarray, str]:
         if tensors is not None and key in tensors.keys():
             total = tensors[key].float().reshape(len(tensors[key]), -1).sum(-1).cpu().numpy()
             return (total > 0).astype(np.float64), key
-    raise BatchIdentityError("training batch has no correctness signal: none of acc, score, "
-                             f"{', '.join(SCORE_TENSORS)}")
+    raise BatchIdentityError(
+        f"training batch has no correctness signal: none of acc, score, {', '.join(SCORE_TENSORS)}"
+    )
 
 
 def dataset_columns(dataset: Any) -> dict[str, np.ndarray]:
@@ -286,8 +306,10 @@ def dataset_columns(dataset: Any) -> dict[str, np.ndarray]:
         raise ValueError(f"training set lacks the ADS columns {missing}; build it with `ads build`")
     wanted = ["cluster_id", "rank_in_cluster"] + [c for c in ("sample_id", "extra_info") if c in names]
     table = frame.select_columns(wanted).with_format("arrow")[:]
-    out = {"cluster_id": table.column("cluster_id").to_numpy(), "rank_in_cluster": table.column("rank_in_cluster")
-           .to_numpy()}
+    out = {
+        "cluster_id": table.column("cluster_id").to_numpy(),
+        "rank_in_cluster": table.column("rank_in_cluster").to_numpy(),
+    }
     info = table.column("extra_info").combine_chunks() if "extra_info" in names else None
     info_fields = {info.type.field(i).name for i in range(info.type.num_fields)} if info is not None else set()
     if "sample_id" in names:

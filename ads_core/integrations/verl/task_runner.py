@@ -59,17 +59,27 @@ class ADSTaskRunner(BaseTaskRunner):
         resource_pool_manager = self.init_resource_pool_mgr(config)
 
         train_dataset = create_rl_dataset(
-            config.data.train_files, config.data, tokenizer, processor, is_train=True,
+            config.data.train_files,
+            config.data,
+            tokenizer,
+            processor,
+            is_train=True,
             max_samples=config.data.get("train_max_samples", -1),
         )
         val_dataset = create_rl_dataset(
-            config.data.val_files, config.data, tokenizer, processor, is_train=False,
+            config.data.val_files,
+            config.data,
+            tokenizer,
+            processor,
+            is_train=False,
             max_samples=config.data.get("val_max_samples", -1),
         )
         # The only functional difference from verl's TaskRunner: our sampler and trainer.
         train_sampler = ADSVerlSampler.from_dataset(train_dataset, config.data)
-        print(f"[ads] sampler: {train_sampler.ads.n_rows} rows, {train_sampler.ads.n_clusters} clusters, "
-              f"batch {train_sampler.batch_size}, {train_sampler.steps_per_epoch} steps per epoch")
+        print(
+            f"[ads] sampler: {train_sampler.ads.n_rows} rows, {train_sampler.ads.n_clusters} clusters, "
+            f"batch {train_sampler.batch_size}, {train_sampler.steps_per_epoch} steps per epoch"
+        )
 
         trainer = ADSRayPPOTrainer(
             config=config,

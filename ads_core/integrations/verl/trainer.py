@@ -62,7 +62,8 @@ class ADSRayPPOTrainer(RayPPOTrainer):
         if loader.sampler is not train_sampler or loader.batch_size != train_sampler.batch_size:
             raise RuntimeError(
                 f"verl built the train dataloader with batch_size={loader.batch_size} and sampler "
-                f"{type(loader.sampler).__name__}; the ADS sampler needs batch_size={train_sampler.batch_size}")
+                f"{type(loader.sampler).__name__}; the ADS sampler needs batch_size={train_sampler.batch_size}"
+            )
         if loader.num_workers != 0:
             raise RuntimeError("data.dataloader_num_workers must be 0 with the ADS sampler")
 
@@ -154,8 +155,9 @@ def read_sampler_state(folder: str, sampler: ADSSampler | None = None) -> dict[s
             step = state_int(doc["global_step"], "['global_step']")
             named = re.fullmatch(r"global_step_(\d+)", os.path.basename(os.path.normpath(folder)))
             if named and int(named.group(1)) != step:
-                raise SamplerStateError("['global_step']", f"the file was saved at step {step}, "
-                                                           f"but its folder is step {named.group(1)}")
+                raise SamplerStateError(
+                    "['global_step']", f"the file was saved at step {step}, but its folder is step {named.group(1)}"
+                )
         if "kind" in state and state["kind"] != "ADSSampler":
             refuse("['sampler']['kind']", "'ADSSampler'", state["kind"])
         if sampler is not None:
@@ -186,7 +188,8 @@ class _WeightsOnlyTorch(types.ModuleType):
             raise CheckpointStateError(
                 f"{f}: holds {what} outside the weights-only allow-list, so it is not unpickled. "
                 f"Delete it to resume without the dataloader position (the ADS schedule comes from "
-                f"{ADS_STATE_FILE}).") from None
+                f"{ADS_STATE_FILE})."
+            ) from None
 
 
 @contextlib.contextmanager
