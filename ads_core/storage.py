@@ -113,16 +113,17 @@ def check_writable(out_uri: str) -> None:
     Costs one small PUT and DELETE on S3; it also finds a missing bucket, which a plain `exists` hides."""
     fs, path = get_fs(out_uri)
     probe = f"{path.rstrip('/')}/{_temp_name('ads-write-check')}"
+    for attempt in range(3):  # a transient hiccup (reset, 5xx) is retried here: no task retries this call
+        try:
+            return _write_probe(fs, path, probe, out_uri)
+        except StorageError:
+            raise
+        except OSError:
+            if attempt == 2:
+                break
+            time.sleep(0.5 * 2**attempt)
     try:
-        with _translating(out_uri):
-            if isinstance(fs, LocalFileSystem):
-                Path(path).mkdir(parents=True, exist_ok=True)
-                os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-                os.unlink(probe)
-            else:
-                fs.pipe_file(probe, b"")
-                with contextlib.suppress(Exception):  # delete may be denied where writes are not: harmless
-                    fs.rm_file(probe)
+        _write_probe(fs, path, probe, out_uri)
     except StorageError:
         raise
     except OSError as exc:  # anything else the store says, still as one line
@@ -132,6 +133,18 @@ def check_writable(out_uri: str) -> None:
             "check --out",
             None if isinstance(fs, LocalFileSystem) else endpoint_of(out_uri),
         ) from exc
+
+
+def _write_probe(fs: fsspec.AbstractFileSystem, path: str, probe: str, out_uri: str) -> None:
+    with _translating(out_uri):
+        if isinstance(fs, LocalFileSystem):
+            Path(path).mkdir(parents=True, exist_ok=True)
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            os.unlink(probe)
+        else:
+            fs.pipe_file(probe, b"")
+            with contextlib.suppress(Exception):  # delete may be denied where writes are not: harmless
+                fs.rm_file(probe)
 
 
 # ---------------------------------------------------------------------------------------------
