@@ -1,9 +1,10 @@
 """The one Prefect task wrapper for every stage in `ads_core.stages.STAGES`.
 
-It adds what the library leaves out: the content cache key (`ads_core.stages.stage_key`: stage
-version, config section, output root and input content, never paths or run ids), retries of
-transient errors, the intact-artifact check on cache hits, a log line per stage, and SERIALIZABLE
-isolation, so two builds of the same stage into the same OUT do the work once.
+It adds what the library leaves out: the cache key (`ads_core.stages.cache_key`: the stage key, i.e.
+version, config section and input content, never paths or run ids, plus the output root), reuse of a
+stage whose manifest records the same stage key, retries of transient errors, the intact-artifact
+check on cache hits, one log line per stage (one line without a traceback for input errors), the
+score progress artifact, and SERIALIZABLE isolation, so two builds of one stage do the work once.
 """
 
 from __future__ import annotations
