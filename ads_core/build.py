@@ -11,7 +11,16 @@ from dataclasses import dataclass
 from ads_core import defaults, storage
 from ads_core import manifest as mf
 from ads_core.config import BuildConfig
-from ads_core.stages import ARTIFACTS, BuildContext, ProgressFactory, iter_runs, reusable, run_stage, stages_from
+from ads_core.stages import (
+    ARTIFACTS,
+    BuildContext,
+    ProgressFactory,
+    iter_runs,
+    reusable,
+    run_stage,
+    stage_key,
+    stages_from,
+)
 
 
 @dataclass
@@ -63,6 +72,7 @@ def build(
     force = stages_from(ctx.config.run.force_from)
     manifests: dict[str, mf.Manifest] = {}
     for stage, shard in iter_runs(ctx):
-        found = reusable(stage, ctx, shard) if reuse and stage.name not in force else None
-        manifests[stage.label(shard)] = found or run_stage(stage, ctx, shard)
+        key = stage_key(stage, ctx, shard)
+        found = reusable(stage, ctx, shard, key) if reuse and stage.name not in force else None
+        manifests[stage.label(shard)] = found or run_stage(stage, ctx, shard, key)
     return BuildResult(manifests)

@@ -334,21 +334,31 @@ def cache_key(stage: Stage, ctx: BuildContext, shard: int | None = None) -> str:
     return f"{stage_key(stage, ctx, shard)}-{hashlib.sha256(ctx.out.encode()).hexdigest()[:12]}"
 
 
-def run_stage(stage: Stage, ctx: BuildContext, shard: int | None = None) -> mf.Manifest:
-    """Run one stage and stamp its stage key into the manifest it wrote (the manifest is written last)."""
-    key = stage_key(stage, ctx, shard)
+def run_stage(stage: Stage, ctx: BuildContext, shard: int | None = None, key: str | None = None) -> mf.Manifest:
+    """Run one stage and stamp its stage key into the manifest it wrote (the manifest is written last).
+
+    `key`: the stage key when the caller already computed it (it hashes the inputs, the source included).
+    """
+    key = key or stage_key(stage, ctx, shard)
     manifest = stage.run(ctx, shard)
     manifest.extra["stage_key"] = key
     mf.write(mf.stage_dir_of(stage.main_uri(ctx, shard)), manifest)
     return manifest
 
 
-def reusable(stage: Stage, ctx: BuildContext, shard: int | None = None) -> mf.Manifest | None:
-    """The stage's manifest in OUT when it records this very stage key and its outputs are intact."""
-    manifest = mf.verify(mf.stage_dir_of(stage.main_uri(ctx, shard)))
-    if manifest is None or manifest.extra.get("stage_key") != stage_key(stage, ctx, shard):
+def reusable(stage: Stage, ctx: BuildContext, shard: int | None = None, key: str | None = None) -> mf.Manifest | None:
+    """The stage's manifest in OUT when it records this very stage key and its outputs are intact.
+
+    The recorded key is compared first, so a stage that must run anyway never has its outputs hashed.
+    """
+    directory = mf.stage_dir_of(stage.main_uri(ctx, shard))
+    try:
+        recorded = mf.read(directory).extra.get("stage_key")
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
         return None
-    return manifest
+    if recorded != (key or stage_key(stage, ctx, shard)):
+        return None
+    return mf.verify(directory)
 
 
 def outputs_digest(manifest: mf.Manifest) -> str:

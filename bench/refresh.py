@@ -96,9 +96,10 @@ def timed_build(source: str, out: str, cfg) -> dict[str, Any]:
     t_start, own0, busy0 = time.perf_counter(), own_cpu(), busy_cpu()
     for stage, shard in stages.iter_runs(ctx):
         t0, c0 = time.perf_counter(), own_cpu()
-        found = stages.reusable(stage, ctx, shard)
+        key = stages.stage_key(stage, ctx, shard)
+        found = stages.reusable(stage, ctx, shard, key)
         if found is None:
-            stages.run_stage(stage, ctx, shard)
+            stages.run_stage(stage, ctx, shard, key)
         wall[stage.name] += time.perf_counter() - t0
         cpu[stage.name] += own_cpu() - c0
         states[stage.label(shard)] = "reused" if found is not None else "ran"

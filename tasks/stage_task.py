@@ -21,7 +21,16 @@ from prefect.context import TaskRunContext
 from prefect.states import Completed, State
 
 from ads_core.config import BuildConfig
-from ads_core.stages import STAGES_BY_NAME, BuildContext, Stage, cache_key, outputs_digest, reusable, run_stage
+from ads_core.stages import (
+    STAGES_BY_NAME,
+    BuildContext,
+    Stage,
+    cache_key,
+    outputs_digest,
+    reusable,
+    run_stage,
+    stage_key,
+)
 from tasks.base import (
     StageOutput,
     default_retries,
@@ -124,7 +133,8 @@ def stage_task(
     stage = STAGES_BY_NAME[stage_name]
     ctx = _context({"source": source, "out": out, "config": config})
     record = {"uri": stage.main_uri(ctx, shard)}
-    found = reusable(stage, ctx, shard) if reuse else None
+    key = stage_key(stage, ctx, shard)  # once: it hashes the inputs (for format, the whole source)
+    found = reusable(stage, ctx, shard, key) if reuse else None
     if found is not None:
         get_run_logger().info("%s: reusing %s (its manifest records this stage key)", stage.label(shard), record["uri"])
         return Completed(
@@ -139,7 +149,7 @@ def stage_task(
         if progress_artifact is None
         else with_artifact(progress_artifact, shard or 0, ctx.config.score.num_shards)
     )
-    manifest = run_stage(stage, ctx, shard)
+    manifest = run_stage(stage, ctx, shard, key)
     get_run_logger().info("%s: %s -> %s", stage.label(shard), summary(manifest), record["uri"])
     return {**record, "digest": outputs_digest(manifest)}
 
