@@ -195,28 +195,13 @@ def _iter_jsonl(uri: str, batch_rows: int, gz: bool = False) -> Iterator[list[Ra
             else:
                 try:
                     obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    batch.append(
-                        RawRow(
-                            uri,
-                            line_no,
-                            None,
-                            "bad_json",
-                            f"line {line_no + 1} is not valid JSON: {exc.msg} at column {exc.colno}",
-                            _preview(line),
-                        )
+                except (ValueError, RecursionError) as exc:  # also a >4300-digit integer, nesting too deep
+                    why = (
+                        f"is not valid JSON: {exc.msg} at column {exc.colno}"
+                        if isinstance(exc, json.JSONDecodeError)
+                        else f"cannot be parsed: {exc}"
                     )
-                except (ValueError, RecursionError) as exc:  # a >4300-digit integer, nesting too deep
-                    batch.append(
-                        RawRow(
-                            uri,
-                            line_no,
-                            None,
-                            "bad_json",
-                            f"line {line_no + 1} cannot be parsed: {exc}",
-                            _preview(line),
-                        )
-                    )
+                    batch.append(RawRow(uri, line_no, None, "bad_json", f"line {line_no + 1} {why}", _preview(line)))
                 else:
                     batch.append(_object_row(uri, line_no, obj, line))
             if len(batch) >= batch_rows:

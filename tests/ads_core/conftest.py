@@ -28,3 +28,18 @@ def data_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"shared data sets not found at {path}")
     return path
+
+
+@pytest.fixture(scope="session")
+def formatted(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> str:
+    """24 real MATH-500 rows and 24 real GSM8K rows, formatted (for the scorer tests)."""
+    from ads_core.format import format_dataset
+
+    out = tmp_path_factory.mktemp("fmt")
+    src = out / "src"
+    src.mkdir()
+    for name in ("math500", "gsm8k"):
+        lines = (data_dir / name / "test.jsonl").read_text().splitlines()[:24]
+        (src / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+    format_dataset(str(src), str(out))
+    return str(out / "formatted" / "train.parquet")

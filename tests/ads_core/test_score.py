@@ -14,22 +14,8 @@ from transformers import AutoModel, AutoModelForCausalLM
 from ads_core import score, storage
 from ads_core import scorer as scorer_api
 from ads_core.config import ScoreConfig
-from ads_core.format import format_dataset
 from ads_core.score_hf import TransformersScorer
 from ads_core.scorer import TokenizedRow, tokenize_row
-
-
-@pytest.fixture(scope="module")
-def formatted(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> str:
-    """24 real MATH-500 rows and 24 real GSM8K rows, formatted."""
-    out = tmp_path_factory.mktemp("fmt")
-    src = out / "src"
-    src.mkdir()
-    for name in ("math500", "gsm8k"):
-        lines = (data_dir / name / "test.jsonl").read_text().splitlines()[:24]
-        (src / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
-    format_dataset(str(src), str(out))
-    return str(out / "formatted" / "train.parquet")
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from scipy.stats import spearmanr
 from ads_core import manifest as mf
 from ads_core import models, score, score_cache
 from ads_core.config import ScoreConfig
-from ads_core.format import format_dataset
 from ads_core.score_hf import TransformersScorer
 from ads_core.scorer import tokenize_row
 
@@ -57,18 +56,6 @@ def test_this_machine_auto_matches_its_cpu_flags():
     native = "amx_bf16" in flags or "avx512_bf16" in flags
     assert models.pick_dtype("cpu") == (torch.bfloat16 if native else torch.float32)
     assert models.dtype_name("cpu") == ("bfloat16" if native else "float32")
-
-
-@pytest.fixture(scope="module")
-def formatted(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> str:
-    out = tmp_path_factory.mktemp("fmt")
-    src = out / "src"
-    src.mkdir()
-    for name in ("math500", "gsm8k"):
-        lines = (data_dir / name / "test.jsonl").read_text().splitlines()[:24]
-        (src / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
-    format_dataset(str(src), str(out))
-    return str(out / "formatted" / "train.parquet")
 
 
 def _scores(tiny_model_dir: Path, formatted: str, dtype: str):

@@ -12,21 +12,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from ads_core import score
 from ads_core import scorer as scorer_api
 from ads_core.config import ScoreConfig
-from ads_core.format import format_dataset
 from ads_core.score_hf import TransformersScorer
 from ads_core.scorer import tokenize_row
 
 
 @pytest.fixture(scope="module")
-def toks(tmp_path_factory: pytest.TempPathFactory, data_dir: Path, tiny_model_dir: Path):
-    out = tmp_path_factory.mktemp("fmt")
-    src = out / "src"
-    src.mkdir()
-    for name in ("math500", "gsm8k"):
-        lines = (data_dir / name / "test.jsonl").read_text().splitlines()[:20]
-        (src / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
-    format_dataset(str(src), str(out))
-    rows = score._inputs_table(str(out / "formatted" / "train.parquet")).to_pylist()
+def toks(formatted: str, tiny_model_dir: Path):
+    rows = score._inputs_table(formatted).to_pylist()
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     cfg = ScoreConfig(max_length=384)
     return [tokenize_row(tokenizer, r["question"], r["solution"], r["answer"], cfg) for r in rows]
