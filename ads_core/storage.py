@@ -113,26 +113,20 @@ def check_writable(out_uri: str) -> None:
     Costs one small PUT and DELETE on S3; it also finds a missing bucket, which a plain `exists` hides."""
     fs, path = get_fs(out_uri)
     probe = f"{path.rstrip('/')}/{_temp_name('ads-write-check')}"
-    for attempt in range(3):  # a transient hiccup (reset, 5xx) is retried here: no task retries this call
+    for attempt in range(4):  # a transient hiccup (reset, 5xx) is retried here: no task retries this call
         try:
             return _write_probe(fs, path, probe, out_uri)
         except StorageError:
             raise
-        except OSError:
-            if attempt == 2:
-                break
+        except OSError as exc:  # anything else the store says, still as one line once retries are spent
+            if attempt == 3:
+                raise StorageError(
+                    out_uri,
+                    f"cannot write there ({type(exc).__name__}: {exc})",
+                    "check --out",
+                    None if isinstance(fs, LocalFileSystem) else endpoint_of(out_uri),
+                ) from exc
             time.sleep(0.5 * 2**attempt)
-    try:
-        _write_probe(fs, path, probe, out_uri)
-    except StorageError:
-        raise
-    except OSError as exc:  # anything else the store says, still as one line
-        raise StorageError(
-            out_uri,
-            f"cannot write there ({type(exc).__name__}: {exc})",
-            "check --out",
-            None if isinstance(fs, LocalFileSystem) else endpoint_of(out_uri),
-        ) from exc
 
 
 def _write_probe(fs: fsspec.AbstractFileSystem, path: str, probe: str, out_uri: str) -> None:
