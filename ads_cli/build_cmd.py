@@ -14,9 +14,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from ads_cli.common import console, fail, progress_bar
-from ads_cli.options import COMMON_PARAMETERS, cli_flag, config_parameters, resolve_config, with_signature
-from ads_core import defaults
-from ads_core.readers import InputError
+from ads_cli.options import common_parameters, config_parameters, resolve_config, spell_field, with_signature
+from ads_core.config.build import BuildConfig
+from ads_core.core import defaults
+from ads_core.core.errors import InputError, OptionError
 
 
 def register(app: typer.Typer) -> None:
@@ -45,54 +46,49 @@ def format_cmd(
     **options: Any,
 ) -> None:
     """Turn a math dataset into verl's GRPO schema (OUT/formatted/train.parquet + rejects + manifest)."""
-    from ads_core.format import dataset_name, format_dataset
+    from ads_core.pipeline.resolve import resolve
+    from ads_core.stages.format.stage import format_dataset
 
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
-    source = source or defaults.sample_path()
-    cfg = resolve_config(options, config_file, assignments).format
-    cfg = cfg.model_copy(update={"name": name or cfg.name or dataset_name(source)})
-    out = out or default_out(cfg.name)
+    cfg = resolve_config(BuildConfig, options, config_file, assignments).format
+    try:
+        target = resolve(source or None, out, name, cfg.name)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    source, out, cfg = target.source, target.out, cfg.replaced(name=target.dataset)
     try:
         with progress_bar("format rows") as advance:
             manifest = format_dataset(source, out, cfg, progress=advance)
     except InputError as exc:
         raise fail(for_cli(exc)) from None
-    print_format_summary(manifest.counts, manifest.extra.get("detected", {}), out)
+    print_format_summary(manifest)
 
 
-with_signature(format_cmd, config_parameters(("format",)) + COMMON_PARAMETERS)
+SET_EXAMPLE = "--set cluster.n_init=4"
+with_signature(format_cmd, config_parameters(BuildConfig, ("format",)) + common_parameters(BuildConfig, SET_EXAMPLE))
 
 
-def default_out(dataset: str) -> str:
-    """ads-out/<dataset> (or $ADS_OUT_DIR/<dataset>), as deployments use."""
-    import os
-
-    return os.path.join(os.environ.get("ADS_OUT_DIR") or defaults.DEFAULT_OUT, dataset)
-
-
-def print_format_summary(counts: dict, detected: dict, out: str) -> None:
+def print_format_summary(manifest: Any) -> None:
+    """Rows read, kept and rejected (one example per reason), the layout detected per file, where it went."""
+    counts, detected = manifest.counts, manifest.extra.get("detected", {})
+    train_uri, rejects_uri = manifest.output_uri("train"), manifest.output_uri("rejects")
     table = Table(title="format", show_header=True)
     table.add_column("what")
     table.add_column("rows", justify="right")
     table.add_column("example")
     table.add_row("read", str(counts["rows_in"]), "")
     table.add_row("kept", str(counts["rows_out"]), "")
-    examples = _reject_examples(out) if counts.get("rows_rejected") else {}
+    examples = _reject_examples(rejects_uri) if counts.get("rows_rejected") else {}
     for reason, n in counts["rejects_by_reason"].items():
         table.add_row(f"rejected: {escape(reason)}", str(n), escape(examples.get(reason, "")))
     console.print(table)
     for file, layout in detected.items():
         cols = escape(", ".join(f"{k}={v}" for k, v in layout.items() if v and k != "layout"))
         console.print(f"[dim]{escape(file)}[/]: layout [bold]{layout['layout']}[/] ({cols})", highlight=False)
-    console.print(
-        escape(
-            f"output: {out.rstrip('/')}/formatted/train.parquet (rejects: {out.rstrip('/')}/formatted/rejects.parquet)"
-        ),
-        highlight=False,
-    )
+    console.print(escape(f"output: {train_uri} (rejects: {rejects_uri})"), highlight=False)
 
 
-def _reject_examples(out: str) -> dict[str, str]:
+def _reject_examples(rejects_uri: str) -> dict[str, str]:
     """One example per reject reason: where it is (file:row) and why."""
     import polars as pl
 
@@ -101,7 +97,7 @@ def _reject_examples(out: str) -> dict[str, str]:
     try:
         rejects = pl.from_arrow(
             storage.read_parquet(
-                storage.join(out, "formatted", "rejects.parquet"),
+                rejects_uri,
                 columns=["source_file", "source_row", "reason", "message"],
             )
         )
@@ -164,12 +160,12 @@ def build_cmd(
     Runs the cached Prefect flow `ads-build`: a rerun resumes from the stages whose inputs did not change.
     With PREFECT_API_URL set (e.g. `ads server`), the run shows in that server's UI; without it, Prefect's
     ephemeral mode starts a temporary local server (~10-20 s) with PREFECT_HOME under the ADS cache dir.
-    Every option below is a field of the config tree (ads_core/config.py); --set reaches the rest.
+    Every option below is a field of the config tree (ads_core/config/build.py); --set reaches the rest.
     """
     from ads_core.models import ModelLoadError
 
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
-    cfg = resolve_config(options, config_file, assignments)
+    cfg = resolve_config(BuildConfig, options, config_file, assignments)
     if show_config:
         import sys
 
@@ -179,16 +175,17 @@ def build_cmd(
         return
     if source and _looks_like_path(source) and not _exists(source):  # fail before Prefect's start-up cost
         raise fail(f"{source}: no such file or directory")
+    from ads_core.storage.errors import StorageError
+
     if out:
         from ads_core import storage
 
         try:
             storage.check_writable(out)
-        except storage.StorageError as exc:
+        except StorageError as exc:
             raise fail(str(exc)) from None
-    from ads_core.storage import StorageError
-    from flows import local_prefect_env
-    from tasks.locks import LockWaitTimeout
+    from ads_prefect.flows.env import local_prefect_env
+    from ads_prefect.tasks.locks import LockWaitTimeout
 
     def hide_run_errors(record: logging.LogRecord) -> bool:  # printed once, as the `error:` line
         return not (
@@ -209,8 +206,8 @@ def build_cmd(
             )
         from prefect.exceptions import ParameterTypeError, TerminationSignal
 
-        from flows.ads_build import ads_build
-        from tasks.base import set_progress_factory
+        from ads_prefect.flows.ads_build import ads_build
+        from ads_prefect.tasks.base import set_progress_factory
 
         set_progress_factory(progress_bar)
         previous_term = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the build like Ctrl-C
@@ -235,11 +232,10 @@ def build_cmd(
             for handler, level in zip(quiet, levels, strict=True):
                 handler.setLevel(level)
                 handler.removeFilter(hide_run_errors)
-    from ads_core import manifest as mf
     from ads_core import storage
+    from ads_core.storage import manifest as mf
 
-    formatted = mf.read(storage.join(result["out"], "formatted"))
-    print_format_summary(formatted.counts, formatted.extra.get("detected", {}), result["out"])
+    print_format_summary(mf.read(mf.stage_dir_of(result["outputs"]["format"])))
     print_build_summary(result["final_uri"])
     for line in result.get("summary_lines", []):
         console.print(escape(line), highlight=False)
@@ -247,7 +243,11 @@ def build_cmd(
     console.print("stages: " + ", ".join(f"{k} [bold]{v}[/]" for k, v in states.items()), highlight=False)
 
 
-with_signature(build_cmd, config_parameters(("format", "score", "cluster", "run")) + COMMON_PARAMETERS)
+with_signature(
+    build_cmd,
+    config_parameters(BuildConfig, ("format", "score", "cluster", "report", "run"))
+    + common_parameters(BuildConfig, SET_EXAMPLE, "ads build --show-config"),
+)
 
 
 GRACE_S = 5.0  # after SIGTERM / Ctrl-C, how long the flow may take to unwind before we exit regardless
@@ -277,7 +277,7 @@ def stop_now(crashed_run: str | None = None) -> None:
     The flow run is already marked Crashed by Prefect; a stage still computing in a worker thread (a score
     shard) would otherwise keep the process alive until it finished.
     """
-    from tasks.locks import release_everything
+    from ads_prefect.tasks.locks import release_everything
 
     release_everything()
     if crashed_run:
@@ -308,14 +308,15 @@ def stop_now(crashed_run: str | None = None) -> None:
 
 def for_cli(exc: Exception) -> str:
     """The error as this interface spells options: `set question_col` becomes `set --question-col`."""
-    if isinstance(exc, InputError):
-        return exc.render(cli_flag)
+    if isinstance(exc, OptionError):
+        return exc.render(spell_field(BuildConfig))
     return str(exc)
 
 
 def _looks_like_path(source: str) -> bool:
     """A URI, an absolute/relative path or a data file name; `owner/name` alone may be a hub id."""
-    from ads_core.readers import SUPPORTED_SUFFIXES, looks_like_hub_id
+    from ads_core.stages.format.readers import looks_like_hub_id
+    from ads_core.stages.format.records import SUPPORTED_SUFFIXES
 
     return not looks_like_hub_id(source) or source.lower().endswith(SUPPORTED_SUFFIXES)
 

@@ -1,8 +1,9 @@
 """CLI flags generated from the config tree (`ads_core.config`), so an option is declared exactly once.
 
-Every field of a section becomes `--field-name` (or the field's `flag` extra), with the field's help and
-default; tuning knobs marked `cli: False` are set with `--set section.field=value` or in a YAML file
-given with `--config`. Precedence: defaults < `--config` < `--set` < explicit flags.
+Every field of a chosen section becomes `--field-name` (or the field's `flag` extra), with the field's help and
+default; section "" stands for the root model's own fields. Tuning knobs marked `cli: False`, and nested
+sections, are set with `--set section.field=value` or in a YAML file given with `--config`.
+Precedence: defaults < `--config` < `--set` < explicit flags.
 """
 
 from __future__ import annotations
@@ -12,15 +13,15 @@ import types
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import BaseModel, ValidationError
 
 from ads_cli.common import fail, parse_assignments
-from ads_core.config import BuildConfig
 
 SHORT_FLAGS = {"cluster.num_clusters": "-k"}
+M = TypeVar("M", bound=BaseModel)
 
 
 def _option_type(annotation: Any) -> Any:
@@ -34,28 +35,37 @@ def _option_type(annotation: Any) -> Any:
     return annotation if annotation in (str, int, float, bool) else str
 
 
-def flag_of(section: str, name: str, field: Any) -> str:
+def _is_section(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def flag_of(field_name: str, field: Any) -> str:
     extra = field.json_schema_extra or {}
-    return str(extra.get("flag") or "--" + name.replace("_", "-"))
+    return str(extra.get("flag") or "--" + field_name.replace("_", "-"))
 
 
-def cli_flag(field_name: str) -> str:
-    """The flag of a config field named in a library message (`question_col` -> `--question-col`)."""
-    for section, name, field in cli_fields(tuple(BuildConfig.model_fields)):
-        if name == field_name:
-            return flag_of(section, name, field).split("/")[0]
-    return "--set <section>." + field_name
+def section_model(root: type[BaseModel], section: str) -> type[BaseModel]:
+    model = root
+    for part in filter(None, section.split(".")):
+        model = model.model_fields[part].annotation  # type: ignore[assignment]
+    return model
 
 
-def cli_fields(sections: tuple[str, ...]) -> list[tuple[str, str, Any]]:
-    """(section, field name, FieldInfo) of every field that has a flag of its own."""
+def cli_fields(
+    root: type[BaseModel], sections: tuple[str, ...], exclude: tuple[str, ...] = ()
+) -> list[tuple[str, str, Any]]:
+    """(dotted section, field name, FieldInfo) of every field of SECTIONS that has a flag of its own."""
     found = []
     for section in sections:
-        model: type[BaseModel] = BuildConfig.model_fields[section].annotation  # type: ignore[assignment]
-        for name, field in model.model_fields.items():
-            if (field.json_schema_extra or {}).get("cli", True):
+        for name, field in section_model(root, section).model_fields.items():
+            wanted = (field.json_schema_extra or {}).get("cli", True) and dotted(section, name) not in exclude
+            if wanted and not _is_section(field.annotation):
                 found.append((section, name, field))
     return found
+
+
+def dotted(section: str, name: str) -> str:
+    return f"{section}.{name}" if section else name
 
 
 def _help(field: Any) -> str:
@@ -67,18 +77,21 @@ def _help(field: Any) -> str:
     return f"{text} (default: {default})" if default is not None else text
 
 
-def config_parameters(sections: tuple[str, ...]) -> list[inspect.Parameter]:
+def config_parameters(
+    root: type[BaseModel], sections: tuple[str, ...], exclude: tuple[str, ...] = ()
+) -> list[inspect.Parameter]:
     """Typer parameters for the fields of `sections`, named `section__field`; all default to None (unset)."""
     params = []
-    for section, name, field in cli_fields(sections):
-        decls = [flag_of(section, name, field)]
-        if f"{section}.{name}" in SHORT_FLAGS:
-            decls.append(SHORT_FLAGS[f"{section}.{name}"])
+    for section, name, field in cli_fields(root, sections, exclude):
+        decls = [flag_of(name, field)]
+        if dotted(section, name) in SHORT_FLAGS:
+            decls.append(SHORT_FLAGS[dotted(section, name)])
         kind = _option_type(field.annotation)
-        option = typer.Option(*decls, help=_help(field), show_default=False, rich_help_panel=f"{section} options")
+        panel = f"{section} options" if section else "options"
+        option = typer.Option(*decls, help=_help(field), show_default=False, rich_help_panel=panel)
         params.append(
             inspect.Parameter(
-                f"{section}__{name}",
+                dotted(section, name).replace(".", "__"),
                 inspect.Parameter.KEYWORD_ONLY,
                 default=None,
                 annotation=Annotated[kind | None, option],
@@ -87,35 +100,37 @@ def config_parameters(sections: tuple[str, ...]) -> list[inspect.Parameter]:
     return params
 
 
-COMMON_PARAMETERS = [
-    inspect.Parameter(
-        "config_file",
-        inspect.Parameter.KEYWORD_ONLY,
-        default=None,
-        annotation=Annotated[
-            Path | None,
-            typer.Option(
-                "--config",
-                help="YAML file with config sections (format:, score:, "
-                "cluster:, report:, run:), e.g. written from `ads build --show-config`.",
-            ),
-        ],
-    ),
-    inspect.Parameter(
-        "assignments",
-        inspect.Parameter.KEYWORD_ONLY,
-        default=None,
-        annotation=Annotated[
-            list[str] | None,
-            typer.Option(
-                "--set", help="Any option as section.field=value (YAML value), repeatable, e.g. --set cluster.n_init=4."
-            ),
-        ],
-    ),
-]
+def common_parameters(root: type[BaseModel], example: str, written_by: str = "") -> list[inspect.Parameter]:
+    """`--config FILE.yaml` and `--set section.field=value`, described for ROOT's sections."""
+    sections = [n for n, f in root.model_fields.items() if _is_section(f.annotation)]
+    return [
+        inspect.Parameter(
+            "config_file",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[
+                Path | None,
+                typer.Option(
+                    "--config",
+                    help="YAML file with the options"
+                    + (f" (sections {', '.join(s + ':' for s in sections)})" if sections else "")
+                    + (f", e.g. written by {written_by}." if written_by else "."),
+                ),
+            ],
+        ),
+        inspect.Parameter(
+            "assignments",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[
+                list[str] | None,
+                typer.Option("--set", help=f"Any option as section.field=value (a YAML value), repeatable: {example}."),
+            ],
+        ),
+    ]
 
 
-def resolve_config(values: dict[str, Any], config_file: Path | None, assignments: list[str] | None) -> BuildConfig:
+def resolve_config(root: type[M], values: dict[str, Any], config_file: Path | None, assignments: list[str] | None) -> M:
     """Defaults < YAML file < --set < flags; errors name the flag (or the section.field) to fix."""
     import yaml
 
@@ -126,25 +141,42 @@ def resolve_config(values: dict[str, Any], config_file: Path | None, assignments
         except (OSError, yaml.YAMLError) as exc:
             raise fail(f"{config_file}: cannot read the config file: {exc}") from None
         if not isinstance(data, dict):
-            raise fail(f"{config_file}: expected a mapping of sections (format:, score:, cluster:, ...)")
+            raise fail(f"{config_file}: expected a mapping of options")
     overrides = dict(parse_assignments(assignments, "--set"))
     overrides.update({k.replace("__", "."): v for k, v in values.items() if v is not None})
     try:
-        return BuildConfig.model_validate(data).with_overrides(overrides)
+        return root.model_validate(data).with_overrides(overrides)  # type: ignore[attr-defined, no-any-return]
     except ValidationError as exc:
-        raise fail(validation_message(exc)) from None
+        raise fail(validation_message(root, exc)) from None
     except ValueError as exc:
         raise fail(str(exc)) from None
 
 
-def validation_message(exc: ValidationError) -> str:
+def flags_by_field(root: type[BaseModel]) -> dict[str, str]:
+    """Dotted field -> its flag, for every flagged field of ROOT and of its sections (one level down)."""
+    sections = ("", *(n for n, f in root.model_fields.items() if _is_section(f.annotation)))
+    return {dotted(s, n): flag_of(n, f).split("/")[0] for s, n, f in cli_fields(root, sections)}
+
+
+def validation_message(root: type[BaseModel], exc: ValidationError) -> str:
     """`--clusters: Input should be greater than or equal to 1 (got 0)`, one clause per error."""
-    flags = {f"{s}.{n}": flag_of(s, n, f) for s, n, f in cli_fields(tuple(BuildConfig.model_fields))}
+    flags = flags_by_field(root)
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
         parts.append(f"{flags.get(loc, loc)}: {err['msg']} (got {err.get('input')!r})")
     return "; ".join(parts)
+
+
+def spell_field(root: type[BaseModel]) -> Callable[[str], str]:
+    """How this CLI names a config field that a library message mentions (`question_col` -> `--question-col`)."""
+    flags = flags_by_field(root)
+    by_name = {key.rsplit(".", 1)[-1]: flag for key, flag in flags.items()}
+
+    def spell(field_name: str) -> str:
+        return by_name.get(field_name) or flags.get(field_name) or "--set <section>." + field_name
+
+    return spell
 
 
 def with_signature(func: Callable[..., Any], extra: list[inspect.Parameter]) -> Callable[..., Any]:

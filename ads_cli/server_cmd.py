@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ads_cli.common import console
-from ads_core import defaults
+from ads_core.core import defaults
 
 
 def register(app: typer.Typer) -> None:
@@ -34,7 +34,7 @@ def server_cmd(
     import os
     import sys
 
-    from flows import server_env
+    from ads_prefect.flows.env import server_env
 
     setup = server_env(host, port, defaults.cache_dir())
     try:

@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import numpy as np
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ads_core.sampler import ADSSamplerConfig
+from ads_cli.common import fail
+from ads_cli.options import common_parameters, config_parameters, resolve_config, validation_message, with_signature
+from ads_core.config.simulate import DEFAULT_SAMPLERS, SimulatedSampler, SimulationConfig
 
 if TYPE_CHECKING:
-    from ads_core.simulate import SimulationResult
+    from ads_core.sampler.simulate import SimulationResult
 
 console = Console()
+SAMPLER_NAMES: tuple[str, ...] = get_args(SimulatedSampler)
 
 
 def register(app: typer.Typer) -> None:
@@ -28,82 +31,29 @@ def register(app: typer.Typer) -> None:
 
 def simulate(
     seeds: Annotated[int, typer.Option(help="Number of seeds (worlds); seeds 0..N-1 are run.", min=1)] = 5,
-    steps: Annotated[int, typer.Option(help="Training steps per run (the reference trains 800).", min=1)] = 800,
     samplers: Annotated[
-        str,
-        typer.Option(
-            help="Comma-separated samplers: uniform, dots, ads, ads-learnability, ads-inverse, ads-noreset, "
-            "ads-floor; or 'all'."
-        ),
-    ] = "uniform,dots,ads,ads-learnability,ads-inverse",
+        str, typer.Option(help=f"Comma-separated samplers ({', '.join(SAMPLER_NAMES)}), or 'all'.")
+    ] = ",".join(DEFAULT_SAMPLERS),
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for simulation.png and simulation.json.")] = Path(
         "simulation"
     ),
     plot: Annotated[bool, typer.Option(help="Write the PNG plot of accuracy versus step.")] = True,
-    eval_every: Annotated[int, typer.Option(help="Steps between held-out accuracy measurements.", min=1)] = 20,
-    clusters: Annotated[int, typer.Option(help="Number of clusters in the synthetic world.", min=1)] = 64,
-    cluster_size: Annotated[int, typer.Option(help="Median problems per cluster (sizes are log-normal).", min=1)] = 720,
-    initial_ability: Annotated[
-        float, typer.Option(help="Policy ability (logits) at step 0; -2.75 gives ~14% accuracy.")
-    ] = -2.75,
-    learning_rate: Annotated[float, typer.Option(help="Ability gain per unit of mean GRPO signal.")] = 0.008,
-    transfer: Annotated[
-        float, typer.Option(help="Share of the signal that improves every cluster (0 = independent clusters).")
-    ] = 0.3,
-    rank_noise: Annotated[
-        float, typer.Option(help="Noise sd (logits) of the offline difficulty estimate behind rank_in_cluster.")
-    ] = 1.0,
-    signal: Annotated[
-        str, typer.Option(help="GRPO signal per group: 'variance' rho(1-rho), or 'std' for its square root.")
-    ] = "variance",
-    rollouts: Annotated[int, typer.Option(help="Rollouts per prompt (GRPO group size).", min=1)] = 8,
-    active_clusters: Annotated[int, typer.Option(help="ADS: clusters drawn per step.", min=1)] = 4,
-    mini_cluster_size: Annotated[int, typer.Option(help="ADS: window size B per cluster.", min=1)] = 32,
-    boundary_eps: Annotated[float, typer.Option(help="ADS: keep band half-width around 0.5.")] = 0.17,
-    alpha: Annotated[float, typer.Option(help="ADS: EMA weight of the new cluster distribution.")] = 0.3,
+    **options: Any,
 ) -> None:
     """Compare samplers on a synthetic GRPO learner: steps each needs to reach uniform's final accuracy.
 
-    The learner is a model, not evidence about real LLMs (see docs/sampler.md).
+    The learner is a model, not evidence about real LLMs (see docs/sampler.md). Every option of the learner and
+    of the ADS sampler is a field of the config tree (ads_core/config/simulate.py); --set reaches the rest.
     """
-    from ads_core.simulate import (
-        SAMPLER_FACTORIES,
-        SimulationConfig,
-        format_curves,
-        run_simulation,
-        save_plot,
-        summary_rows,
-    )
+    from ads_core.sampler.simulate import format_curves, run_simulation, save_plot, summary_rows
 
-    names = tuple(SAMPLER_FACTORIES) if samplers.strip() == "all" else tuple(_split(samplers))
+    config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
+    names = SAMPLER_NAMES if samplers.strip() == "all" else tuple(_split(samplers))
+    base = resolve_config(SimulationConfig, options, config_file, assignments)
     try:
-        if signal not in ("variance", "std"):
-            raise ValueError(f"signal must be 'variance' or 'std', got {signal!r}")
-        ads = ADSSamplerConfig(
-            active_clusters=active_clusters,
-            mini_cluster_size=mini_cluster_size,
-            boundary_eps=boundary_eps,
-            alpha=alpha,
-        )
-        cfg = replace(
-            SimulationConfig(),
-            seeds=tuple(range(seeds)),
-            steps=steps,
-            samplers=names,
-            eval_every=eval_every,
-            n_clusters=clusters,
-            median_cluster_size=cluster_size,
-            initial_ability=initial_ability,
-            learning_rate=learning_rate,
-            transfer=transfer,
-            rank_noise_sd=rank_noise,
-            signal=signal,  # type: ignore[arg-type]
-            n_rollouts=rollouts,
-            ads=ads,
-        )
-    except ValueError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(code=2) from None
+        cfg = base.replaced(seeds=tuple(range(seeds)), samplers=names)
+    except ValidationError as exc:
+        raise fail(validation_message(SimulationConfig, exc)) from None
 
     total = len(cfg.seeds) * len(dict.fromkeys((cfg.baseline, *cfg.samplers)))
     with Progress(
@@ -165,3 +115,10 @@ def _curve_table(result: SimulationResult, columns: int) -> Table:
 
 def _split(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
+
+
+with_signature(
+    simulate,
+    config_parameters(SimulationConfig, ("", "ads"), exclude=("ads.seed",))
+    + common_parameters(SimulationConfig, "--set dots.memory_size=256"),
+)

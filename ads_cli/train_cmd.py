@@ -9,10 +9,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from ads_cli.common import console, fail, parse_assignments
-from ads_core import defaults
-from ads_core.readers import InputError
+from ads_core.core import defaults
+from ads_core.core.errors import InputError
 
-# request field -> the flag that sets it, for error messages (`tr.error_text`)
+# request field -> the flag that sets it, for error messages (`tl.error_text`)
 FLAGS = {
     "n_gpus_per_node": "--gpus",
     "total_training_steps": "--steps",
@@ -71,8 +71,10 @@ def train_cmd(
     ] = "report",
 ) -> None:
     """Train GRPO with the ADS sampler on verl. Extra arguments are verl Hydra overrides (key=value)."""
-    from ads_core import train as tr
-    from ads_core.integrations.verl.config import ConfigError
+    from ads_core.train import artifact as ta
+    from ads_core.train import launch as tl
+    from ads_core.train import plan as tr
+    from ads_core.train.verl.config import ConfigError
 
     overrides = [a for a in ctx.args]
     bad = [a for a in overrides if "=" not in a]
@@ -94,11 +96,11 @@ def train_cmd(
     )
     try:
         if not dry_run:
-            tr.check_launch_environment(req)
+            tl.check_launch_environment(req)
         with console.status("checking the artifact and composing the verl config"):
             plan = tr.plan_training(req, materialize=not dry_run)
-    except (tr.ArtifactError, tr.LaunchError, ConfigError, ValueError, InputError) as exc:
-        raise fail(tr.error_text(exc, spell_flag)) from None
+    except (ta.ArtifactError, tl.LaunchError, ConfigError, ValueError, InputError) as exc:
+        raise fail(tl.error_text(exc, spell_flag)) from None
     for warning in plan.warnings_for(spell_flag):
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     if dry_run:
@@ -113,10 +115,10 @@ def train_cmd(
         )
         return
     console.print(f"launching: {escape(plan.command_line)}", highlight=False)
-    code = tr.launch(plan)
+    code = tl.launch(plan)
     if code != 0:
         raise fail(f"verl exited with status {code}; see the log above (run dir {plan.run_dir})")
-    metrics = tr.headline(tr.final_metrics(plan))
+    metrics = tl.headline(tl.final_metrics(plan))
     for key, value in sorted(metrics.items()):
         console.print(f"  {escape(key)}: {value:g}", highlight=False)
 
@@ -163,8 +165,9 @@ def eval_sets_cmd(
     ] = False,
 ) -> None:
     """Write validation sets (MATH-500, AIME24, AMC23) in verl's schema and check the training set against them."""
-    from ads_core import eval_sets as ev
     from ads_core import storage
+    from ads_core.evals import decontam
+    from ads_core.evals import sets as ev
 
     sources = {str(k): str(v) for k, v in parse_assignments(source, "--set").items()}
     wanted = [n.strip() for n in names.split(",") if n.strip()] if names else None
@@ -185,7 +188,7 @@ def eval_sets_cmd(
         return
     drop_to = storage.join(ev.eval_dir(out), "train_decontaminated.parquet") if drop else None
     try:
-        report = ev.decontaminate(train_uri, {r.name: r.uri for r in results.values()}, drop_to=drop_to)
+        report = decontam.decontaminate(train_uri, {r.name: r.uri for r in results.values()}, drop_to=drop_to)
     except InputError as exc:
         raise fail(f"{train_uri}: {exc}") from None
     report_uri = storage.join(ev.eval_dir(out), ev.REPORT_NAME)

@@ -69,7 +69,8 @@ class CpuMeter:
 
 
 def load_rows(rows_per_set: int, workdir: Path) -> list[dict]:
-    from ads_core.format import FormatConfig, format_dataset, read_formatted
+    from ads_core.config.build import FormatConfig
+    from ads_core.stages.format.stage import format_dataset, read_formatted
 
     out: list[dict] = []
     for name in DATASETS:
@@ -167,7 +168,7 @@ def dtype_and_packing(model_dir: str, cfg, rows, fp32, t_fp32: float, real: int)
     import torch
 
     from ads_core import models
-    from ads_core.score_hf import TransformersScorer
+    from ads_core.stages.score.hf import TransformersScorer
 
     flags = sorted(f for f in models.cpu_flags() if f in models.BF16_CPU_FLAGS)
     name = models.dtype_name("cpu", "auto")
@@ -219,9 +220,9 @@ def main() -> int:
     from transformers import AutoModel, AutoModelForCausalLM
 
     from ads_core import models
-    from ads_core.config import ScoreConfig
-    from ads_core.score_hf import TransformersScorer
-    from ads_core.scorer import tokenize_row
+    from ads_core.config.build import ScoreConfig
+    from ads_core.stages.score.hf import TransformersScorer
+    from ads_core.stages.score.scorer import tokenize_row
 
     torch.set_num_threads(args.threads)
     model_dir = models.resolve_model(args.model or "bench")

@@ -26,9 +26,9 @@ def fused(model: str, n: int) -> bool:
     import torch
     from embed_nll import agreement, load_rows
 
-    from ads_core.config import ScoreConfig
-    from ads_core.score_hf import TransformersScorer
-    from ads_core.scorer import tokenize_row
+    from ads_core.config.build import ScoreConfig
+    from ads_core.stages.score.hf import TransformersScorer
+    from ads_core.stages.score.scorer import tokenize_row
 
     with tempfile.TemporaryDirectory(prefix="ads-gpu-") as tmp:
         raw = load_rows(n, Path(tmp))
@@ -62,7 +62,7 @@ def kmeans(n: int, k: int = 32, dim: int = 512) -> bool:
     from kmeans import make_blobs, partition_inertia
     from sklearn.metrics import adjusted_rand_score
 
-    from ads_core.cluster import ClusterConfig, cluster_embeddings
+    from ads_core.stages.cluster.stage import ClusterConfig, cluster_embeddings
 
     x, truth = make_blobs(n, dim, k, seed=0)
     out = {}

@@ -145,7 +145,7 @@ def reference(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, float]:
 
 def refresh(x: np.ndarray, ours: object, cfg: object, args: argparse.Namespace) -> None:
     """Warm start vs refit vs cold on the refreshed data; see the module docstring."""
-    from ads_core.cluster import PreviousClustering, cluster_embeddings
+    from ads_core.stages.cluster.stage import PreviousClustering, cluster_embeddings
 
     rng = np.random.default_rng(args.seed + 1)
     n = len(x)
@@ -185,7 +185,7 @@ def main() -> int:
 
     from sklearn.metrics import adjusted_rand_score
 
-    from ads_core.cluster import ClusterConfig, available_backends, cluster_embeddings
+    from ads_core.stages.cluster.stage import ClusterConfig, available_backends, cluster_embeddings
 
     print(
         f"load (uptime): {' '.join(f'{v:.2f}' for v in os.getloadavg())}; cores {os.cpu_count()}; "

@@ -86,7 +86,7 @@ def plan_refresh(rows: list[dict], extra: list[dict], seed: int) -> tuple[list[d
 def timed_build(source: str, out: str, cfg) -> dict[str, Any]:
     """build()'s loop with every stage timed: wall and own-CPU seconds by stage, ran/reused by stage label,
     the build's wall seconds and the cores other processes used meanwhile."""
-    from ads_core import stages
+    from ads_core.pipeline import stages
 
     stages._scorer = None  # as in a new process: this build loads the model itself, if it scores anything
     ctx = stages.BuildContext(source=source, out=out, config=cfg)
@@ -117,7 +117,8 @@ def timed_build(source: str, out: str, cfg) -> dict[str, Any]:
 
 def final_rows(out: str) -> pl.DataFrame:
     """sample_id, row_key, cluster_id, difficulty and embedding of every row of a finished build."""
-    from ads_core import refresh, storage
+    from ads_core import storage
+    from ads_core.pipeline import refresh
 
     final_uri = storage.join(out, "final", "train.parquet")
     ids = refresh.row_identities(final_uri)
@@ -177,10 +178,10 @@ def main() -> int:
     import torch
     import transformers  # noqa: F401  (imported before timing: a new process pays this before any build)
 
-    from ads_core import manifest as mf
-    from ads_core import models, score_hf, storage  # noqa: F401
-    from ads_core.config import BuildConfig, ClusterConfig, ScoreConfig
-    from ads_core.fingerprint import model_fingerprint
+    from ads_core import models, storage
+    from ads_core.config.build import BuildConfig, ClusterConfig, ScoreConfig
+    from ads_core.models.fingerprint import model_fingerprint
+    from ads_core.storage import manifest as mf
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -31,7 +31,7 @@ def make_source(rows: int, path: Path) -> str:
         lines = GSM8K.read_text().splitlines()[:rows]
         origin = f"{GSM8K} (first {len(lines)})"
     else:
-        from ads_core import defaults
+        from ads_core.core import defaults
 
         base = [json.loads(line) for line in Path(defaults.sample_path()).read_text().splitlines()]
         lines = []
@@ -68,7 +68,7 @@ def main() -> None:
     from prefect.client.orchestration import get_client
 
     from ads_core.models import resolve_model
-    from flows.ads_build import ads_build
+    from ads_prefect.flows.ads_build import ads_build
 
     @flow(name="bench-warmup")
     def warmup() -> None:  # starts the temporary server (if any) and the client outside the timings

@@ -12,7 +12,8 @@ import time
 
 import numpy as np
 
-from ads_core.sampler import ADSSampler, ADSSamplerConfig
+from ads_core.config.sampler import ADSSamplerConfig
+from ads_core.sampler.ads import ADSSampler
 
 TARGET_US = 1000.0
 

@@ -39,10 +39,10 @@ def main() -> int:
     from embed_nll import load_rows
     from scipy.stats import spearmanr
 
-    from ads_core.config import ScoreConfig
-    from ads_core.score_hf import TransformersScorer
-    from ads_core.score_vllm import VLLMScorer
-    from ads_core.scorer import tokenize_row
+    from ads_core.config.build import ScoreConfig
+    from ads_core.stages.score.hf import TransformersScorer
+    from ads_core.stages.score.scorer import tokenize_row
+    from ads_core.stages.score.vllm import VLLMScorer
 
     cfg = ScoreConfig(
         model=args.model, device=args.device, dtype=args.dtype, max_length=args.max_length, backend="vllm"

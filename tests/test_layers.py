@@ -1,65 +1,152 @@
-"""The layer contract: ads_cli -> flows -> tasks -> ads_core, imports pointing one way only.
+"""The house rules, read from the source with `ast` (lazy imports inside functions count too):
 
-Read from the source with `ast`, so lazy imports inside functions count too; CI runs this with the suite.
+- layers point one way: ads_cli -> ads_prefect.flows -> ads_prefect.tasks -> ads_core;
+- no import circle between the modules of the project;
+- no module over 400 lines, no folder with more than 12 modules.
 """
 
 from __future__ import annotations
 
 import ast
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# package -> top-level modules it must never import (not even inside a function)
+PACKAGES = ("ads_core", "ads_prefect", "ads_cli")
+# layer -> dotted prefixes it must never import (not even inside a function)
 FORBIDDEN = {
-    "ads_core": {"prefect", "prefect_dask", "flows", "tasks", "ads_cli"},
-    "tasks": {"flows", "ads_cli"},
-    "flows": {"ads_cli"},
+    "ads_core": ("prefect", "prefect_dask", "ads_prefect", "ads_cli"),
+    "ads_prefect.tasks": ("ads_prefect.flows", "ads_cli"),
+    "ads_prefect.flows": ("ads_cli",),
 }
-MAX_LINES = 500
+MAX_LINES = 400
+MAX_MODULES_PER_FOLDER = 12
 
 
-def imported_roots(path: Path) -> set[tuple[str, int]]:
+def module_name(path: Path) -> str:
+    rel = path.relative_to(REPO).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def imported_modules(path: Path) -> set[tuple[str, int]]:
+    """(dotted module, line) of every absolute import; `from pkg import sub` also yields pkg.sub."""
     tree = ast.parse(path.read_text(), filename=str(path))
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found |= {(alias.name.split(".")[0], node.lineno) for alias in node.names}
+            found |= {(alias.name, node.lineno) for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add((node.module.split(".")[0], node.lineno))
+            found.add((node.module, node.lineno))
+            found |= {(f"{node.module}.{alias.name}", node.lineno) for alias in node.names}
         elif (
             isinstance(node, ast.Call)
             and getattr(node.func, "attr", getattr(node.func, "id", "")) in ("import_module", "__import__")
             and node.args
             and isinstance(node.args[0], ast.Constant)
         ):
-            found.add((str(node.args[0].value).split(".")[0], node.lineno))
+            found.add((str(node.args[0].value), node.lineno))
     return found
 
 
-@pytest.mark.parametrize("package", sorted(FORBIDDEN))
-def test_imports_point_one_way(package: str):
+def project_files() -> list[Path]:
+    return sorted(p for package in PACKAGES for p in (REPO / package).rglob("*.py"))
+
+
+def under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_imports_point_one_way(layer: str):
     violations = [
-        f"{path.relative_to(REPO)}:{line} imports {root}"
-        for path in sorted((REPO / package).rglob("*.py"))
-        for root, line in imported_roots(path)
-        if root in FORBIDDEN[package]
+        f"{path.relative_to(REPO)}:{line} imports {name}"
+        for path in project_files()
+        if under(module_name(path), layer)
+        for name, line in imported_modules(path)
+        if any(under(name, bad) for bad in FORBIDDEN[layer])
     ]
     assert not violations, "\n".join(violations)
 
 
 def test_the_contract_checker_sees_lazy_imports(tmp_path: Path):
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from prefect import flow\n    import flows.ads_build\n")
-    assert {root for root, _ in imported_roots(module)} == {"prefect", "flows"}
+    module.write_text("def f():\n    from prefect import flow\n    import ads_prefect.flows.ads_build\n")
+    names = {name for name, _ in imported_modules(module)}
+    assert {"prefect", "prefect.flow", "ads_prefect.flows.ads_build"} <= names
 
 
-@pytest.mark.parametrize("package", ["ads_core", "tasks", "flows", "ads_cli"])
-def test_no_module_is_over_the_size_limit(package: str):
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports (an import of a package counts as its __init__)."""
+    files = project_files()
+    known = {module_name(p) for p in files}
+    graph: dict[str, set[str]] = defaultdict(set)
+    for path in files:
+        me = module_name(path)
+        for name, _ in imported_modules(path):
+            if name in known and name != me:
+                graph[me].add(name)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circle():
+    assert not circles(import_graph()), circles(import_graph())
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_module_is_over_the_size_limit():
     big = [
         f"{p.relative_to(REPO)}: {n} lines"
-        for p in sorted((REPO / package).rglob("*.py"))
+        for p in project_files()
         if (n := len(p.read_text().splitlines())) > MAX_LINES
     ]
     assert not big, "\n".join(big)
+
+
+def test_no_folder_is_a_heap():
+    per_folder: dict[Path, int] = defaultdict(int)
+    for p in project_files():
+        if p.name != "__init__.py":
+            per_folder[p.parent] += 1
+    heaps = [f"{d.relative_to(REPO)}: {n} modules" for d, n in per_folder.items() if n > MAX_MODULES_PER_FOLDER]
+    assert not heaps, "\n".join(heaps)

@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ads_cli.main import app
-from ads_core import defaults, storage
+from ads_core import storage
+from ads_core.core import defaults
 
 
 def ads_format(*args: str) -> Any:

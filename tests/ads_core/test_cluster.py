@@ -13,9 +13,11 @@ import pytest
 from sklearn.decomposition import PCA
 from sklearn.metrics import adjusted_rand_score
 
-from ads_core import cluster, kmeans
-from ads_core.cluster import ClusterConfig, cluster_embeddings, cluster_stage
-from ads_core.pca import fit_pca, row_scales
+from ads_core.config.build import ClusterConfig
+from ads_core.stages.cluster import kmeans
+from ads_core.stages.cluster.fit import cluster_embeddings
+from ads_core.stages.cluster.pca import fit_pca, row_scales
+from ads_core.stages.cluster.stage import cluster_stage
 
 K = 8
 BACKENDS = sorted(kmeans.KMEANS_BACKENDS.names())
@@ -37,7 +39,7 @@ def blobs() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _require(name: str) -> None:
-    if name not in cluster.available_backends():
+    if name not in kmeans.available_backends():
         reason = {
             "cuml": "cuML is not installed or no CUDA GPU is visible (GPU extra)",
             "faiss": "faiss is not installed",
@@ -208,7 +210,7 @@ def test_cluster_stage_writes_assignments_centroids_stats_and_manifest(blobs, tm
     x, truth = blobs
     scores = _write_scores(tmp_path / "scores" / "scores.parquet", x)
     out = tmp_path / "out"
-    manifest = cluster_stage(scores, str(out), ClusterConfig(num_clusters=K, pca_dim=16))
+    manifest = cluster_stage(scores, str(out / "clusters"), ClusterConfig(num_clusters=K, pca_dim=16))
     d = out / "clusters"
 
     table = pq.read_table(d / "assignments.parquet")

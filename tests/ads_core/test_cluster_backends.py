@@ -11,14 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ads_core import kmeans
-from ads_core.cluster import ClusterConfig, cluster_embeddings
-from ads_core.registry import UnknownBackendError
+from ads_core.config.build import ClusterConfig
+from ads_core.core.registry import UnknownBackendError
+from ads_core.stages.cluster import kmeans
+from ads_core.stages.cluster.fit import cluster_embeddings
 
 PLUGIN = '''
 import numpy as np
 
-from ads_core.kmeans import KMeansResult, SklearnKMeans
+from ads_core.stages.cluster.kmeans import KMeansResult, SklearnKMeans
 
 CALLS = []
 

@@ -11,8 +11,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ads_core import kmeans, pca, storage
-from ads_core.cluster import ClusterConfig, PreviousClustering, cluster_embeddings, cluster_stage
+from ads_core import storage
+from ads_core.config.build import ClusterConfig
+from ads_core.stages.cluster import kmeans, pca
+from ads_core.stages.cluster.fit import cluster_embeddings
+from ads_core.stages.cluster.previous import PreviousClustering
+from ads_core.stages.cluster.stage import cluster_stage
 
 K, D = 8, 32
 
@@ -85,13 +89,15 @@ CFG = ClusterConfig(num_clusters=K, pca_dim=16, seed=1)
 def test_warm_start_keeps_ids_of_surviving_rows_in_place(tmp_path, seed):
     x, centres = _data(3000, seed)
     ids = np.arange(3000)
-    cluster_stage(_scores(tmp_path / "s1.parquet", ids, x), str(tmp_path / "out"), CFG)
+    cluster_stage(_scores(tmp_path / "s1.parquet", ids, x), str(tmp_path / "out" / "clusters"), CFG)
     before = _ids(tmp_path / "out" / "clusters")
     mean_before = np.load(tmp_path / "out" / "clusters" / "pca_mean.npy")
     x2, ids2 = _refresh(x, ids, centres, seed)
     scores2 = _scores(tmp_path / "s2.parquet", ids2, x2)
 
-    manifest = cluster_stage(scores2, str(tmp_path / "out"), CFG, previous_dir=str(tmp_path / "out" / "clusters"))
+    manifest = cluster_stage(
+        scores2, str(tmp_path / "out" / "clusters"), CFG, previous_dir=str(tmp_path / "out" / "clusters")
+    )
     after = _ids(tmp_path / "out" / "clusters")
     info = manifest.extra["refresh"]
     assert info["path"] == "warm_start"
@@ -103,23 +109,23 @@ def test_warm_start_keeps_ids_of_surviving_rows_in_place(tmp_path, seed):
     np.testing.assert_array_equal(np.load(tmp_path / "out" / "clusters" / "pca_mean.npy"), mean_before)
     assert "previous_centroids" in manifest.inputs
 
-    cluster_stage(scores2, str(tmp_path / "cold"), CFG)  # without the previous state the ids are not kept
+    cluster_stage(scores2, str(tmp_path / "cold" / "clusters"), CFG)  # without the previous state the ids are not kept
     assert _kept(before, _ids(tmp_path / "cold" / "clusters")) < 0.5
 
 
 def test_refit_matches_persisting_clusters_to_their_old_ids(tmp_path):
     x, centres = _data(2000, 3, scale=1.5)  # separated: a refit finds the same clusters, in another order
     ids = np.arange(2000)
-    cluster_stage(_scores(tmp_path / "s1.parquet", ids, x), str(tmp_path / "a"), CFG)
+    cluster_stage(_scores(tmp_path / "s1.parquet", ids, x), str(tmp_path / "a" / "clusters"), CFG)
     before = _ids(tmp_path / "a" / "clusters")
     order = np.random.default_rng(0).permutation(len(x))
     scores2 = _scores(tmp_path / "s2.parquet", ids[order], x[order])
-    cluster_stage(scores2, str(tmp_path / "cold"), CFG)
+    cluster_stage(scores2, str(tmp_path / "cold" / "clusters"), CFG)
     assert _kept(before, _ids(tmp_path / "cold" / "clusters")) < 0.5  # canonical ids follow the row order
 
     manifest = cluster_stage(
         scores2,
-        str(tmp_path / "b"),
+        str(tmp_path / "b" / "clusters"),
         CFG.model_copy(update={"refit": True}),
         previous_dir=str(tmp_path / "a" / "clusters"),
     )
@@ -191,7 +197,7 @@ def test_refreshes_are_deterministic(refit):
 
 def test_saved_projection_reproduces_the_features(tmp_path):
     x, _ = _data(1000, 6)
-    cluster_stage(_scores(tmp_path / "s.parquet", np.arange(1000), x), str(tmp_path), CFG)
+    cluster_stage(_scores(tmp_path / "s.parquet", np.arange(1000), x), str(tmp_path / "clusters"), CFG)
     d = tmp_path / "clusters"
     model = pca.load_pca(str(d / "pca_mean.npy"), str(d / "pca_components.npy"))
     feats = model.transform(x, row_scale=pca.row_scales(x))
@@ -213,18 +219,18 @@ def test_saved_projection_reproduces_the_features(tmp_path):
 def test_unusable_previous_states_start_fresh_with_the_reason(tmp_path):
     x, _ = _data(1000, 7)
     scores = _scores(tmp_path / "s.parquet", np.arange(1000), x)
-    m = cluster_stage(scores, str(tmp_path / "a"), CFG, previous_dir=str(tmp_path / "nowhere"))
+    m = cluster_stage(scores, str(tmp_path / "a" / "clusters"), CFG, previous_dir=str(tmp_path / "nowhere"))
     assert m.extra["refresh"] == {"path": "fresh", "reason": "no previous build"}  # no path: OUT-independent
     prev = tmp_path / "a" / "clusters"
     (prev / "pca_mean.npy").write_bytes((prev / "pca_mean.npy").read_bytes()[:-4] + b"\0\0\0\0")
-    m = cluster_stage(scores, str(tmp_path / "b"), CFG, previous_dir=str(prev))
+    m = cluster_stage(scores, str(tmp_path / "b" / "clusters"), CFG, previous_dir=str(prev))
     assert m.extra["refresh"]["path"] == "fresh" and "was changed (pca_mean.npy)" in m.extra["refresh"]["reason"]
     stats = json.loads((tmp_path / "b" / "clusters" / "stats.json").read_text())
     for key in ("embedding_dim", "normalize", "pca"):  # as a build written before stable ids
         del stats[key]
     (tmp_path / "b" / "clusters" / "stats.json").write_text(json.dumps(stats))
     _rehash(tmp_path / "b" / "clusters", "stats", drop=("pca_mean", "pca_components"))
-    m = cluster_stage(scores, str(tmp_path / "c"), CFG, previous_dir=str(tmp_path / "b" / "clusters"))
+    m = cluster_stage(scores, str(tmp_path / "c" / "clusters"), CFG, previous_dir=str(tmp_path / "b" / "clusters"))
     assert "predates stable cluster ids" in m.extra["refresh"]["reason"]
     wider = np.concatenate([x, x[:, :4]], axis=1)
     prev_state = _previous(x, CFG, np.arange(1000))
@@ -243,29 +249,31 @@ def _rehash(d: Path, name: str, drop: tuple[str, ...] = ()) -> None:
 def test_a_whole_but_wrong_previous_state_fails_naming_the_file(tmp_path):
     x, _ = _data(1000, 8)
     scores = _scores(tmp_path / "s.parquet", np.arange(1000), x)
-    cluster_stage(scores, str(tmp_path), CFG)
+    cluster_stage(scores, str(tmp_path / "clusters"), CFG)
     d = tmp_path / "clusters"
     np.save(d / "centroids.npy", np.zeros((K - 1, 16), np.float32))
     _rehash(d, "centroids")
     with pytest.raises(ValueError, match=r"centroids\.npy: expected finite centroids of shape \(8, 16\)"):
-        cluster_stage(scores, str(tmp_path), CFG, previous_dir=str(d))
+        cluster_stage(scores, str(tmp_path / "clusters"), CFG, previous_dir=str(d))
 
 
 def test_without_pca_the_state_is_the_centroids_and_stale_pca_files_go(tmp_path):
     x, centres = _data(2000, 9)
     ids = np.arange(2000)
-    cluster_stage(_scores(tmp_path / "s1.parquet", ids, x), str(tmp_path), CFG)
+    cluster_stage(_scores(tmp_path / "s1.parquet", ids, x), str(tmp_path / "clusters"), CFG)
     d = tmp_path / "clusters"
     no_pca = CFG.model_copy(update={"pca_dim": None})
     x2, ids2 = _refresh(x, ids, centres, 9)
     scores2 = _scores(tmp_path / "s2.parquet", ids2, x2)
-    m = cluster_stage(scores2, str(tmp_path), no_pca, previous_dir=str(d))
+    m = cluster_stage(scores2, str(tmp_path / "clusters"), no_pca, previous_dir=str(d))
     assert m.extra["refresh"]["path"] == "refit" and "feature space" in m.extra["refresh"]["reason"]
     assert not (d / "pca_mean.npy").exists() and not (d / "pca_components.npy").exists()
     assert set(m.outputs) == {"assignments", "centroids", "stats"}
     before = _ids(d)
     x3, ids3 = _refresh(x2, ids2, centres, 10)
-    m = cluster_stage(_scores(tmp_path / "s3.parquet", ids3, x3), str(tmp_path), no_pca, previous_dir=str(d))
+    m = cluster_stage(
+        _scores(tmp_path / "s3.parquet", ids3, x3), str(tmp_path / "clusters"), no_pca, previous_dir=str(d)
+    )
     assert m.extra["refresh"]["path"] == "warm_start" and _kept(before, _ids(d)) >= 0.95
 
 
@@ -273,24 +281,24 @@ def test_an_in_place_refresh_that_died_mid_write_reruns_from_the_same_state(tmp_
     x, centres = _data(2000, 11)
     ids = np.arange(2000)
     d = tmp_path / "clusters"
-    cluster_stage(_scores(tmp_path / "s1.parquet", ids, x), str(tmp_path), CFG)
+    cluster_stage(_scores(tmp_path / "s1.parquet", ids, x), str(tmp_path / "clusters"), CFG)
     x2, ids2 = _refresh(x, ids, centres, 11, new=0.1)
     scores2 = _scores(tmp_path / "s2.parquet", ids2, x2)
     clean = tmp_path / "clean"
     clean.mkdir()
     for f in d.iterdir():
         (clean / f.name).write_bytes(f.read_bytes())
-    expected = cluster_stage(scores2, str(tmp_path / "ref"), CFG, previous_dir=str(clean))
+    expected = cluster_stage(scores2, str(tmp_path / "ref" / "clusters"), CFG, previous_dir=str(clean))
 
     def die(*_: object) -> None:
         raise KeyboardInterrupt("killed")  # after assignments and centroids were overwritten
 
     monkeypatch.setattr(pca, "save_pca", die)
     with pytest.raises(KeyboardInterrupt):
-        cluster_stage(scores2, str(tmp_path), CFG, previous_dir=str(d))
+        cluster_stage(scores2, str(tmp_path / "clusters"), CFG, previous_dir=str(d))
     monkeypatch.undo()
     assert (d / "previous" / "manifest.json").exists()
-    rerun = cluster_stage(scores2, str(tmp_path), CFG, previous_dir=str(d))
+    rerun = cluster_stage(scores2, str(tmp_path / "clusters"), CFG, previous_dir=str(d))
     assert rerun.extra["refresh"]["path"] == expected.extra["refresh"]["path"] == "warm_start"
     assert _ids(d) == _ids(tmp_path / "ref" / "clusters")
     ref_centroids = np.load(tmp_path / "ref" / "clusters" / "centroids.npy")

@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ads_core import decontam
-from ads_core import eval_sets as ev
-from ads_core.format import TEMPLATES
-from ads_core.text import normalize_question
+from ads_core.core.text import normalize_question
+from ads_core.evals import decontam
+from ads_core.evals import sets as ev
+from ads_core.stages.format.schema import TEMPLATES
 
 SETS = ("math500", "aime24", "amc23")
 

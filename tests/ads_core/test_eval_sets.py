@@ -14,10 +14,14 @@ import pytest
 from typer.testing import CliRunner
 
 from ads_cli.main import app
-from ads_core import eval_sets as ev
-from ads_core.format import OUTPUT_SCHEMA, TEMPLATES, FormatConfig, format_dataset, normalize_question
-from ads_core.readers import InputError
-from ads_core.reward import compute_score
+from ads_core.config.build import FormatConfig
+from ads_core.core.errors import InputError
+from ads_core.core.text import normalize_question
+from ads_core.evals import decontam
+from ads_core.evals import sets as ev
+from ads_core.stages.format.schema import OUTPUT_SCHEMA, TEMPLATES
+from ads_core.stages.format.stage import format_dataset
+from ads_core.train.reward import compute_score
 
 
 def packaged_rows(name: str) -> list[dict]:
@@ -146,10 +150,10 @@ def test_decontamination_reports_and_drops_matching_rows(tmp_path: Path):
     train_uri = str(train / "formatted" / "train.parquet")
     assert normalize_question(rows[0]["problem"]) == normalize_question(math[0]["problem"])
 
-    report = ev.decontaminate(train_uri, ev.existing_eval_sets(str(tmp_path)))
+    report = decontam.decontaminate(train_uri, ev.existing_eval_sets(str(tmp_path)))
     assert report.matches == {"amc23": 0, "math500": 2} and report.rows == [0, 1] and report.output_uri is None
     clean = tmp_path / "clean.parquet"
-    report = ev.decontaminate(train_uri, ev.existing_eval_sets(str(tmp_path)), drop_to=str(clean))
+    report = decontam.decontaminate(train_uri, ev.existing_eval_sets(str(tmp_path)), drop_to=str(clean))
     kept = pq.read_table(clean)
     assert kept.num_rows == 1 and kept.column("extra_info").to_pylist()[0]["question"].startswith("A fresh")
 

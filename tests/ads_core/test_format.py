@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from ads_core import storage
-from ads_core.format import FormatConfig, format_dataset
+from ads_core.config.build import FormatConfig
+from ads_core.stages.format.stage import format_dataset
 
 # The ADS reference's prompt (ads_spec.md, prepare step): instruction line, blank line, question, blank line, <think>.
 REFERENCE_PROMPT = "Please reason step by step, and put your final answer within \\boxed{{}}.\n\n{}\n\n<think>"
@@ -457,7 +458,7 @@ def test_memory_uri_in_and_out(tmp_path):
 
 
 def test_stage_manifest_records_inputs_outputs_and_config(tmp_path):
-    from ads_core import manifest as mf
+    from ads_core.storage import manifest as mf
 
     src = write_jsonl(tmp_path / "rows.jsonl", FORMAT_ROWS + [{"problem": "x", "answer": None}])
     out = tmp_path / "out"

@@ -20,8 +20,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ads_cli.main import app
-from ads_core.format import REJECT_REASONS, FormatConfig, format_dataset
-from ads_core.readers import InputError
+from ads_core.config.build import FormatConfig
+from ads_core.core.errors import InputError
+from ads_core.stages.format.schema import REJECT_REASONS
+from ads_core.stages.format.stage import format_dataset
 
 GOOD = {"question": "What is 2+2?", "answer": "4"}
 

@@ -17,10 +17,10 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ads_core.config import FormatConfig
-from ads_core.format import format_dataset
-from ads_core.format_evidence import SYNONYMS
-from ads_core.readers import InputError
+from ads_core.config.build import FormatConfig
+from ads_core.core.errors import InputError
+from ads_core.stages.format.evidence import SYNONYMS
+from ads_core.stages.format.stage import format_dataset
 
 NAMES = {role: sorted(SYNONYMS[role]) for role in ("question", "solution", "answer", "options")}
 ANSWERS = st.one_of(

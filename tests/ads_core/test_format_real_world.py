@@ -13,8 +13,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ads_core.format import FormatConfig, dataset_name, format_dataset
-from ads_core.readers import InputError, loads_limited
+from ads_core.config.build import FormatConfig
+from ads_core.core.errors import InputError
+from ads_core.stages.format.readers import loads_limited
+from ads_core.stages.format.sources import dataset_name
+from ads_core.stages.format.stage import format_dataset
 
 Q = ["What is the sum of 17 and 25?", "Compute $3^4$.", "How many primes are below 20?", "Simplify 14/21."]
 A = ["42", "81", "8", "\\frac{2}{3}"]
@@ -55,7 +58,7 @@ def test_list_valued_solution_and_answer(tmp_path):
 
 
 def test_multi_answer_ground_truth_is_accepted_by_the_reward(tmp_path):
-    from ads_core import reward
+    from ads_core.train import reward
 
     rows = [{"problem": "Roots of x^2-1?", "answer": ["1", "-1"]}, {"problem": "Two plus two?", "answer": "4"}]
     _, info, _ = run(write_jsonl(tmp_path / "r.jsonl", rows), tmp_path / "out")

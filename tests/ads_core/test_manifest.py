@@ -11,9 +11,9 @@ import fsspec
 import pyarrow as pa
 import pytest
 
-from ads_core import format as format_module
-from ads_core import manifest as mf
 from ads_core import storage
+from ads_core.stages.format import stage as format_module
+from ads_core.storage import manifest as mf
 
 
 @pytest.fixture(params=["local", "memory"])

@@ -12,10 +12,11 @@ import pyarrow as pa
 import pytest
 from PIL import Image
 
-from ads_core import manifest as mf
-from ads_core import report, storage
-from ads_core.cluster_terms import STOP_WORDS, class_tfidf, tokens
-from ads_core.config import ReportConfig
+from ads_core import storage
+from ads_core.config.build import BuildConfig, ReportConfig
+from ads_core.stages.report import stage as report
+from ads_core.stages.report.terms import STOP_WORDS, class_tfidf, tokens
+from ads_core.storage import manifest as mf
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TOPICS = {  # cluster_id -> its two topic words, in templates that are otherwise alike
@@ -165,6 +166,14 @@ def write_inputs(
     return uris
 
 
+def write_report(uris: dict[str, str], out: str, cfg: ReportConfig) -> mf.Manifest:
+    """The report stage's library call, into OUT/report/ (decontamination has its own tests)."""
+    directory = str(Path(out) / "report")
+    return report.write_report(
+        uris["final"], uris["assignments"], uris["scores"], directory, cfg.replaced(decontaminate=False), "synth"
+    )
+
+
 def png_info(data: bytes) -> tuple[tuple[int, int], dict[str, Any]]:
     assert data[:8] == PNG_MAGIC
     with Image.open(io.BytesIO(data)) as image:
@@ -177,7 +186,7 @@ def test_write_report_lists_every_file_it_writes_and_is_byte_deterministic(tmp_p
     cfg = ReportConfig()
     outputs = []
     for name in ("a", "b"):
-        manifest = report.write_report(uris["final"], uris["assignments"], str(tmp_path / name), cfg, "synth")
+        manifest = write_report(uris, str(tmp_path / name), cfg)
         directory = tmp_path / name / "report"
         assert {p.name for p in directory.iterdir()} == {Path(e["uri"]).name for e in manifest.outputs.values()} | {
             "manifest.json"
@@ -218,7 +227,7 @@ def test_map_uses_a_seeded_sample_of_map_sample_rows(tmp_path: Path):
     assert first.height == 40 and first["sample_id"].to_list() == again["sample_id"].to_list()
     assert first["sample_id"].to_list() != other["sample_id"].to_list()
     assert set(first["sample_id"].to_list()) <= set(final["sample_id"].to_list())
-    manifest = report.write_report(uris["final"], uris["assignments"], str(tmp_path / "o"), cfg, "synth")
+    manifest = write_report(uris, str(tmp_path / "o"), cfg)
     assert manifest.counts["map_rows"] == 40
 
 
@@ -226,20 +235,18 @@ def test_missing_scores_and_missing_embeddings_are_clear_errors(tmp_path: Path):
     uris = write_inputs(tmp_path, rows_per_cluster=10, with_manifest=False)
     Path(uris["scores"]).rename(tmp_path / "elsewhere.parquet")
     with pytest.raises(FileNotFoundError, match=re.escape(uris["scores"])):
-        report.write_report(uris["final"], uris["assignments"], str(tmp_path), ReportConfig(), "synth")
+        write_report(uris, str(tmp_path), ReportConfig())
     partial = storage.read_parquet(str(tmp_path / "elsewhere.parquet")).slice(0, 20)
     storage.write_parquet(uris["scores"], partial)
     with pytest.raises(ValueError, match=r"scores\.parquet: 10 sample_id\(s\) of the final artifact have no embedding"):
-        report.write_report(uris["final"], uris["assignments"], str(tmp_path), ReportConfig(), "synth")
+        write_report(uris, str(tmp_path), ReportConfig())
 
 
 def test_terms_grid_draws_at_most_terms_grid_clusters(tmp_path: Path):
     uris = write_inputs(tmp_path, rows_per_cluster=10)
     sizes = []
     for cap in (1, 3):
-        manifest = report.write_report(
-            uris["final"], uris["assignments"], str(tmp_path / str(cap)), ReportConfig(terms_grid_clusters=cap), "synth"
-        )
+        manifest = write_report(uris, str(tmp_path / str(cap)), ReportConfig(terms_grid_clusters=cap))
         sizes.append(png_info(Path(manifest.output_uri("terms_plot")).read_bytes())[0])
     assert sizes[0][0] < sizes[1][0]
 
@@ -247,26 +254,23 @@ def test_terms_grid_draws_at_most_terms_grid_clusters(tmp_path: Path):
 def test_publish_shows_cluster_terms_as_a_table_and_an_inline_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     import base64
 
-    from tasks import publish as pub
+    from ads_prefect.tasks import publish as pub
 
     uris = write_inputs(tmp_path, rows_per_cluster=10)
-    manifest = report.write_report(uris["final"], uris["assignments"], str(tmp_path), ReportConfig(), "synth")
+    manifest = write_report(uris, str(tmp_path), ReportConfig())
     made: dict[str, dict[str, Any]] = {}
     monkeypatch.setattr(pub, "create_table_artifact", lambda key, table, description: made.update({key: table}))
     monkeypatch.setattr(
         pub, "create_markdown_artifact", lambda key, markdown, description: made.update({key: markdown})
     )
     monkeypatch.setattr(pub, "get_run_logger", lambda: __import__("logging").getLogger("test"))
-    pub.publish.fn(manifest.output_uri("plot"), uris["final"], "synth", {"report": "Completed"})
-    keys = (
-        "difficulty-quantiles",
-        "cluster-examples",
-        "report-plot",
-        "summary",
-        "final",
-        "cluster-terms",
-        "cluster-terms-image",
-    )
+    from ads_core.stages.base import StageContext
+    from ads_core.stages.report.stage import STAGE
+
+    ctx = StageContext(source="", out=str(tmp_path), dataset="synth", config=BuildConfig(), layout={})
+    for item in STAGE.ui(ctx, manifest):
+        pub.render(item, "synth")
+    keys = ("difficulty-quantiles", "cluster-examples", "report-plot", "cluster-terms", "cluster-terms-image")
     assert {f"ads-synth-{k}" for k in keys} <= set(made)
     table = made["ads-synth-cluster-terms"]
     quantiles = storage.read_json(manifest.output_uri("quantiles"))

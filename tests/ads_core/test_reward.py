@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ads_core.eval_sets import packaged_data_dir
-from ads_core.reward import (
+from ads_core.evals.sets import packaged_data_dir
+from ads_core.train.reward import (
     compute_score,
     encode_alternatives,
     encode_answer_set,

@@ -4,7 +4,6 @@ independent, loop-by-loop model of the reference algorithm."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -13,13 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ads_core.baselines import (
-    DifficultyTargetedConfig,
-    DifficultyTargetedSampler,
-    UniformSampler,
-    UniformSamplerConfig,
-)
-from ads_core.sampler import ADSSampler, ADSSamplerConfig, Sampler, shift_window
+from ads_core.config.sampler import ADSSamplerConfig, DifficultyTargetedConfig, UniformSamplerConfig
+from ads_core.sampler.ads import ADSSampler
+from ads_core.sampler.base import Sampler
+from ads_core.sampler.baselines import DifficultyTargetedSampler, UniformSampler
+from ads_core.sampler.window import shift_window
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 GRID = np.arange(9) / 8  # success rates observable with n = 8 rollouts
@@ -128,7 +125,7 @@ def test_state_round_trip_gives_identical_continuation(scenario, before, after):
         batch = s.next_batch()
         s.update(batch, feedback(rng, batch, cfg.boundary_eps))
     state = json.loads(json.dumps(s.state_dict()))  # plain JSON, no pickle
-    other = ADSSampler(cid, rank, replace(cfg, seed=cfg.seed + 1))  # the seed is restored from the state
+    other = ADSSampler(cid, rank, cfg.replaced(seed=cfg.seed + 1))  # the seed is restored from the state
     other.load_state_dict(state)
     for _ in range(after):
         b1, b2 = s.next_batch(), other.next_batch()
@@ -302,8 +299,8 @@ class ReferenceModel:
 def test_matches_reference_model_where_the_reference_is_defined(scenario, steps, foreign):
     cid, rank, cfg, seed = scenario
     k = len(np.unique(cid))
-    cfg = replace(cfg, mini_cluster_size=min(cfg.mini_cluster_size, 8), prob_floor=0.0)
-    cfg = replace(cfg, active_clusters=min(cfg.active_clusters, k))  # the reference needs K >= active
+    cfg = cfg.replaced(mini_cluster_size=min(cfg.mini_cluster_size, 8), prob_floor=0.0)
+    cfg = cfg.replaced(active_clusters=min(cfg.active_clusters, k))  # the reference needs K >= active
     ours, ref = ADSSampler(cid, rank, cfg), ReferenceModel(cid, rank, cfg)
     rng = np.random.default_rng(seed)
     for _ in range(steps):
@@ -419,9 +416,9 @@ def test_probability_floor():
     rank = np.tile(np.arange(20), 4)
     base = ADSSamplerConfig(active_clusters=1, mini_cluster_size=4, alpha=1.0, reset_every=0)
     with pytest.raises(ValueError, match="above 1/K"):
-        ADSSampler(cid, rank, replace(base, prob_floor=0.3))
+        ADSSampler(cid, rank, base.replaced(prob_floor=0.3))
     starve = ADSSampler(cid, rank, base)
-    floored = ADSSampler(cid, rank, replace(base, prob_floor=0.05))
+    floored = ADSSampler(cid, rank, base.replaced(prob_floor=0.05))
     draws = {0: 0, 1: 0}
     for s, key in ((starve, 0), (floored, 1)):
         s.update(np.arange(80), (np.repeat(np.arange(4), 20) > 0).astype(float))  # cluster 0 solves nothing
@@ -443,7 +440,7 @@ def test_each_weighting_sets_the_ema_target(weighting, weight):
     cid = np.repeat(np.arange(4), 10)
     rank = np.tile(np.arange(10), 4)
     cfg = ADSSamplerConfig(active_clusters=2, mini_cluster_size=2, alpha=0.3, r_init=0.5, reset_every=0)
-    s = ADSSampler(cid, rank, replace(cfg, inter_cluster_weighting=weighting))
+    s = ADSSampler(cid, rank, cfg.replaced(inter_cluster_weighting=weighting))
     r = np.array([0.125, 0.5, 0.875, 1.0])
     s.update(np.arange(40), np.repeat(r, 10))
     assert s.r.tolist() == r.tolist()
@@ -610,7 +607,7 @@ def test_dots_style_picks_rows_predicted_nearest_half():
     assert len(set(batch.tolist())) == 10
     assert np.all(np.abs(s.predict(batch) - 0.5) <= np.sort(np.abs(s.predict(np.arange(200)) - 0.5))[40])
     assert 60 <= np.median(batch) <= 140
-    dense = DifficultyTargetedSampler(cid, rank, replace(cfg, cross_cluster_weight=1e-9))
+    dense = DifficultyTargetedSampler(cid, rank, cfg.replaced(cross_cluster_weight=1e-9))
     dense.update(obs, np.clip(1.0 - obs / 200, 0, 1).round(1))
     assert np.allclose(dense.predict(np.arange(200)), s.predict(np.arange(200)), atol=1e-6)
 

@@ -19,13 +19,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ads_core.baselines import (
-    DifficultyTargetedConfig,
-    DifficultyTargetedSampler,
-    UniformSampler,
-    UniformSamplerConfig,
-)
-from ads_core.sampler import ADSSampler, ADSSamplerConfig, SamplerStateError
+from ads_core.config.sampler import ADSSamplerConfig, DifficultyTargetedConfig, UniformSamplerConfig
+from ads_core.sampler.ads import ADSSampler
+from ads_core.sampler.baselines import DifficultyTargetedSampler, UniformSampler
+from ads_core.sampler.state import SamplerStateError
 
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 GRID = np.arange(9) / 8
@@ -401,15 +398,14 @@ def test_error_survives_copy_with_its_field():
 
 
 def test_one_error_class_and_check_ads_state_only_parses():
-    """Old imports and the baselines share one class; ``check_ads_state`` returns the state, assigns nothing."""
-    from ads_core import sampler, sampler_state
+    """The baselines raise the same class; ``check_ads_state`` returns the state, assigns nothing."""
+    from ads_core.sampler import ads_state
 
-    assert sampler.SamplerStateError is sampler_state.SamplerStateError
-    with pytest.raises(sampler.SamplerStateError):  # raised by the helpers the baselines import
+    with pytest.raises(SamplerStateError):  # raised by the helpers the baselines import
         target("uniform").load_state_dict(put(saved("uniform"), ("cursor",), -1))
     state, s = saved("ads"), target("ads")
     before = snapshot(s)
-    parsed = sampler_state.check_ads_state(copy.deepcopy(state), s)
+    parsed = ads_state.check_ads_state(copy.deepcopy(state), s)
     assert snapshot(s) == before
     assert (parsed.steps, parsed.steps_in_epoch) == (state["steps"], state["steps_in_epoch"])
     assert (parsed.r.tolist(), parsed.p.tolist(), parsed.last_counts.tolist()) == (

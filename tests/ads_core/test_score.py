@@ -11,11 +11,12 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForCausalLM
 
-from ads_core import score, storage
-from ads_core import scorer as scorer_api
-from ads_core.config import ScoreConfig
-from ads_core.score_hf import TransformersScorer
-from ads_core.scorer import TokenizedRow, tokenize_row
+from ads_core import storage
+from ads_core.config.build import ScoreConfig
+from ads_core.stages.score import scorer as scorer_api
+from ads_core.stages.score import stage as score
+from ads_core.stages.score.hf import TransformersScorer
+from ads_core.stages.score.scorer import TokenizedRow, tokenize_row
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +69,16 @@ def test_fused_scorer_equals_separate_passes(tiny_model_dir, lm, tokenizer, rows
     np.testing.assert_allclose(fused.embeddings, ref_emb, atol=1e-4)
     np.testing.assert_allclose(fused.difficulty, ref_nll, atol=1e-4)
     assert (fused.n_target_tokens == [len(t.input_ids) - t.prompt_len for t in toks]).all()
+
+
+def shard_uri(out, index: int, num_shards: int) -> str:
+    from ads_core.stages.base import outputs_under
+
+    return outputs_under(str(out), score.SCORE, index, num_shards)["score_shard"]
+
+
+def scores_uri(out) -> str:
+    return str(Path(out) / "scores" / "scores.parquet")
 
 
 def test_padding_and_batch_order_do_not_change_results(tiny_model_dir, lm, tokenizer, rows):
@@ -135,12 +146,15 @@ def test_shards_merge_to_the_single_pass_result(tiny_model_dir, formatted, tmp_p
     cfg1 = ScoreConfig(model=str(tiny_model_dir), max_length=256, num_shards=1)
     cfg3 = ScoreConfig(model=str(tiny_model_dir), max_length=256, num_shards=3)
     scorer = scorer_api.make_backend(cfg1)
-    one = score.score_shard(formatted, str(tmp_path / "a"), 0, cfg1, scorer=scorer)
-    merged_one = score.merge_scores(formatted, [one.output_uri("scores")], str(tmp_path / "a"))
+    one = score.score_shard(formatted, shard_uri(tmp_path / "a", 0, cfg1.num_shards), 0, cfg1, scorer=scorer)
+    merged_one = score.merge_scores(formatted, [one.output_uri("scores")], scores_uri(tmp_path / "a"))
     shard_uris = [
-        score.score_shard(formatted, str(tmp_path / "b"), i, cfg3, scorer=scorer).output_uri("scores") for i in range(3)
+        score.score_shard(formatted, shard_uri(tmp_path / "b", i, cfg3.num_shards), i, cfg3, scorer=scorer).output_uri(
+            "scores"
+        )
+        for i in range(3)
     ]
-    merged_three = score.merge_scores(formatted, shard_uris[::-1], str(tmp_path / "b"))
+    merged_three = score.merge_scores(formatted, shard_uris[::-1], scores_uri(tmp_path / "b"))
     a = storage.read_parquet(merged_one.output_uri("scores"))
     b = storage.read_parquet(merged_three.output_uri("scores"))
     expected_ids = storage.read_parquet(formatted, columns=["sample_id"]).column("sample_id")
@@ -153,11 +167,14 @@ def test_shards_merge_to_the_single_pass_result(tiny_model_dir, formatted, tmp_p
 def test_merge_rejects_missing_and_duplicate_shards(tiny_model_dir, formatted, tmp_path):
     cfg = ScoreConfig(model=str(tiny_model_dir), max_length=128, num_shards=2)
     scorer = scorer_api.make_backend(cfg)
-    uris = [score.score_shard(formatted, str(tmp_path), i, cfg, scorer=scorer).output_uri("scores") for i in range(2)]
+    uris = [
+        score.score_shard(formatted, shard_uri(tmp_path, i, cfg.num_shards), i, cfg, scorer=scorer).output_uri("scores")
+        for i in range(2)
+    ]
     with pytest.raises(score.MergeError, match="rows"):
-        score.merge_scores(formatted, uris[:1], str(tmp_path))
+        score.merge_scores(formatted, uris[:1], scores_uri(tmp_path))
     with pytest.raises(score.MergeError):
-        score.merge_scores(formatted, [uris[0], uris[0]], str(tmp_path))
+        score.merge_scores(formatted, [uris[0], uris[0]], scores_uri(tmp_path))
 
 
 def test_config_validation():
@@ -170,7 +187,7 @@ def test_config_validation():
 def test_vllm_single_pass_math_matches_the_fused_scorer(tiny_model_dir, lm, tokenizer, rows):
     """The vLLM backend's own parts, without vLLM: the LM head read from the safetensors is the model's, and the
     chunked NLL over per-row final hidden states (what token_embed pooling returns) equals the fused scorer's."""
-    from ads_core.score_vllm import chunked_nll, lm_head_weight
+    from ads_core.stages.score.vllm import chunked_nll, lm_head_weight
 
     weight = lm_head_weight(str(tiny_model_dir))
     torch.testing.assert_close(weight, lm.get_output_embeddings().weight.detach(), atol=0, rtol=0)
@@ -193,7 +210,7 @@ def test_vllm_single_pass_math_matches_the_fused_scorer(tiny_model_dir, lm, toke
 
 def test_vllm_lm_head_missing_is_a_clear_error(tmp_path):
     from ads_core import models
-    from ads_core.score_vllm import lm_head_weight
+    from ads_core.stages.score.vllm import lm_head_weight
 
     (tmp_path / "config.json").write_text('{"tie_word_embeddings": false}')
     with pytest.raises(models.ModelLoadError, match="no LM head weight"):

@@ -9,14 +9,26 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from ads_core import manifest as mf
-from ads_core import models, score, score_cache
-from ads_core.config import ScoreConfig
-from ads_core.score_hf import TransformersScorer
-from ads_core.scorer import tokenize_row
+from ads_core import models
+from ads_core.config.build import ScoreConfig
+from ads_core.stages.score import cache as score_cache
+from ads_core.stages.score import stage as score
+from ads_core.stages.score.hf import TransformersScorer
+from ads_core.stages.score.scorer import tokenize_row
+from ads_core.storage import manifest as mf
 
 # Measured on the 47M bench model (AMX CPU): cosine >= 0.99992, max |dNLL| 0.0032, Spearman 0.9998.
 MIN_COSINE, MAX_DNLL, MIN_SPEARMAN = 0.9999, 0.01, 0.999
+
+
+def shard_uri(out, index: int, num_shards: int) -> str:
+    from ads_core.stages.base import outputs_under
+
+    return outputs_under(str(out), score.SCORE, index, num_shards)["score_shard"]
+
+
+def scores_uri(out) -> str:
+    return str(Path(out) / "scores" / "scores.parquet")
 
 
 def test_cpu_flags_are_read_from_cpuinfo(tmp_path: Path):
@@ -84,8 +96,8 @@ def test_manifests_record_the_resolved_dtype_and_the_cache_keys_on_it(tiny_model
     base = {"model": str(tiny_model_dir), "max_length": 128, "device": "cpu", "cache": False}
     for dtype, out in (("auto", tmp_path / "auto"), ("float32", tmp_path / "f32")):
         cfg = ScoreConfig(**base, dtype=dtype)
-        shard = score.score_shard(formatted, str(out), 0, cfg)
-        merged = score.merge_scores(formatted, [shard.output_uri("scores")], str(out))
+        shard = score.score_shard(formatted, shard_uri(out, 0, cfg.num_shards), 0, cfg)
+        merged = score.merge_scores(formatted, [shard.output_uri("scores")], scores_uri(out))
         expected = str(models.pick_dtype("cpu", dtype)).removeprefix("torch.")
         assert shard.extra["dtype"] == expected
         assert mf.read(str(out / "scores")).extra["dtype"] == expected == merged.extra["dtype"]

@@ -9,11 +9,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from ads_core import score
-from ads_core import scorer as scorer_api
-from ads_core.config import ScoreConfig
-from ads_core.score_hf import TransformersScorer
-from ads_core.scorer import tokenize_row
+from ads_core.config.build import ScoreConfig
+from ads_core.stages.score import scorer as scorer_api
+from ads_core.stages.score import stage as score
+from ads_core.stages.score.hf import TransformersScorer
+from ads_core.stages.score.scorer import tokenize_row
 
 
 @pytest.fixture(scope="module")

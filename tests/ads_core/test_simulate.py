@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ import typer
 from typer.testing import CliRunner
 
 from ads_cli.simulate_cmd import register
-from ads_core.simulate import (
+from ads_core.sampler.simulate import (
     SAMPLER_FACTORIES,
     SimulationConfig,
     ability_gain,
@@ -57,7 +56,7 @@ def test_group_signal_is_zero_for_uniform_groups_and_peaks_at_half():
 
 @pytest.mark.parametrize("transfer", [0.0, 0.3, 1.0])
 def test_ability_gain_transfer(transfer):
-    cfg = replace(SMALL, transfer=transfer, learning_rate=1.0)
+    cfg = SMALL.replaced(transfer=transfer, learning_rate=1.0)
     k = 4
     only_zero = ability_gain(np.zeros(8, dtype=np.int64), np.full(8, 0.25), k, cfg)
     if transfer == 0.0:
@@ -72,13 +71,13 @@ def test_ability_gain_transfer(transfer):
 
 
 def test_world_ranks_follow_noisy_difficulty():
-    world = make_world(replace(SMALL, rank_noise_sd=0.0), seed=3)
+    world = make_world(SMALL.replaced(rank_noise_sd=0.0), seed=3)
     for k in range(world.n_clusters):
         rows = np.flatnonzero(world.cluster_of == k)
         assert sorted(world.rank_in_cluster[rows].tolist()) == list(range(len(rows)))
         by_rank = rows[np.argsort(world.rank_in_cluster[rows])]
         assert np.all(np.diff(world.difficulty[by_rank]) >= 0)  # no noise: ranks sort by true difficulty
-    noisy = make_world(replace(SMALL, rank_noise_sd=1.0), seed=3)
+    noisy = make_world(SMALL.replaced(rank_noise_sd=1.0), seed=3)
     corr = [
         np.corrcoef(noisy.rank_in_cluster[m], noisy.difficulty[m])[0, 1]
         for m in (noisy.cluster_of == k for k in range(noisy.n_clusters))
@@ -88,7 +87,7 @@ def test_world_ranks_follow_noisy_difficulty():
 
 
 def test_learner_gains_only_from_informative_groups():
-    cfg = replace(SMALL, steps=30, eval_every=10)
+    cfg = SMALL.replaced(steps=30, eval_every=10)
     world = make_world(cfg, 0)
     rows = np.arange(16)
     world.difficulty[rows] = -50.0  # always solved: zero reward variance
@@ -132,13 +131,13 @@ def test_run_simulation_shapes_targets_and_report(tmp_path):
 
 
 def test_simulation_is_deterministic():
-    cfg = replace(SMALL, samplers=("uniform", "ads-learnability"), seeds=(4,), steps=20)
+    cfg = SMALL.replaced(samplers=("uniform", "ads-learnability"), seeds=(4,), steps=20)
     a, b = run_simulation(cfg), run_simulation(cfg)
     assert all(np.array_equal(a.curves[n], b.curves[n]) for n in a.curves)
 
 
 def test_every_registered_sampler_runs_with_a_fixed_batch():
-    cfg = replace(SMALL, steps=5, seeds=(0,), samplers=tuple(SAMPLER_FACTORIES))
+    cfg = SMALL.replaced(steps=5, seeds=(0,), samplers=tuple(SAMPLER_FACTORIES))
     world = make_world(cfg, 0)
     for name, factory in SAMPLER_FACTORIES.items():
         sampler = factory(world, cfg, 0)
@@ -149,7 +148,7 @@ def test_every_registered_sampler_runs_with_a_fixed_batch():
 
 
 def test_bad_config_is_rejected():
-    with pytest.raises(ValueError, match="unknown samplers"):
+    with pytest.raises(ValueError, match="samplers"):
         SimulationConfig(samplers=("uniform", "magic"))
     with pytest.raises(ValueError, match="transfer"):
         SimulationConfig(transfer=1.5)
@@ -157,7 +156,7 @@ def test_bad_config_is_rejected():
 
 def test_defaults_ads_reaches_uniform_final_accuracy_sooner():
     """The claim in docs/sampler.md: with the defaults, 5 seeds, ADS needs fewer steps than uniform."""
-    result = run_simulation(replace(SimulationConfig(), samplers=("uniform", "ads")))
+    result = run_simulation(SimulationConfig().replaced(samplers=("uniform", "ads")))
     ratio, missed = result.ratio("ads")
     assert missed == 0 and ratio < 1.0
 
@@ -180,5 +179,5 @@ def test_cli_simulate_writes_table_json_and_png(tmp_path):
     data = json.loads((out / "simulation.json").read_text())
     assert data["config"]["steps"] == 30 and set(data["curves"]) == {"uniform", "ads-inverse"}
     bad = CliRunner().invoke(app, ["simulate", "--samplers", "uniform,nope", "--out", str(out)])
-    assert bad.exit_code == 2 and "unknown samplers" in bad.output
+    assert bad.exit_code == 2 and "samplers" in bad.output and "nope" in bad.output
     assert "--transfer" in CliRunner().invoke(app, ["simulate", "--help"]).output

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from ads_cli.main import app
 from ads_core import storage
-from ads_core.build import build
-from ads_core.config import BuildConfig, ClusterConfig, ScoreConfig
-from ads_core.sort import InvariantError, check_invariants, sort_rows
+from ads_core.config.build import BuildConfig, ClusterConfig, ScoreConfig
+from ads_core.pipeline.build import build
+from ads_core.stages.sort import InvariantError, check_invariants, sort_rows
 
 
 def _frames(difficulties: list[float], clusters: list[int]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:

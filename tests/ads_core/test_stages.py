@@ -10,13 +10,16 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ads_core import manifest as mf
-from ads_core import stages, storage
-from ads_core.config import STAGE_NAMES, BuildConfig
-from ads_core.fingerprint import MEMO_NAME, model_fingerprint
+from ads_core import storage
+from ads_core.config.build import STAGE_NAMES, BuildConfig
+from ads_core.models.fingerprint import MEMO_NAME, model_fingerprint
+from ads_core.pipeline import keys, stages
+from ads_core.pipeline.resolve import resolve
+from ads_core.stages.base import StageContext
+from ads_core.storage import manifest as mf
 
 
-def write_artifact(ctx: stages.BuildContext, name: str, rows: int) -> str:
+def write_artifact(ctx: StageContext, name: str, rows: int) -> str:
     """A stage output with its manifest, as the stages write them."""
     uri = ctx.uri(name)
     storage.write_parquet(uri, pa.table({"x": list(range(rows))}))
@@ -28,10 +31,10 @@ def write_artifact(ctx: stages.BuildContext, name: str, rows: int) -> str:
 
 
 @pytest.fixture
-def ctx(tmp_path: Path) -> stages.BuildContext:
+def ctx(tmp_path: Path) -> StageContext:
     source = tmp_path / "data.jsonl"
     source.write_text('{"question": "1+1?", "answer": "#### 2"}\n')
-    return stages.BuildContext(source=str(source), out=str(tmp_path / "out"), config=BuildConfig())
+    return stages.context(resolve(str(source), str(tmp_path / "out")), BuildConfig())
 
 
 def test_the_stage_list_is_declared_once_in_order():
@@ -43,35 +46,35 @@ def test_the_stage_list_is_declared_once_in_order():
         assert stage.version and stage.outputs
 
 
-def test_cluster_key_follows_input_content_and_its_own_section(ctx: stages.BuildContext):
-    cluster = stages.STAGES_BY_NAME["cluster"]
+def test_cluster_key_follows_input_content_and_its_own_section(ctx: StageContext):
+    cluster = stages.stages_by_name()["cluster"]
     write_artifact(ctx, "scores", 5)
-    key = stages.stage_key(cluster, ctx)
-    assert key == stages.stage_key(cluster, ctx)
+    key = keys.stage_key(cluster, ctx)
+    assert key == keys.stage_key(cluster, ctx)
     write_artifact(ctx, "scores", 6)  # other scores
-    changed = stages.stage_key(cluster, ctx)
+    changed = keys.stage_key(cluster, ctx)
     assert changed != key
     other_k = dataclasses.replace(ctx, config=ctx.config.with_overrides({"cluster.num_clusters": 5}))
-    assert stages.stage_key(cluster, other_k) != changed
+    assert keys.stage_key(cluster, other_k) != changed
     other_template = dataclasses.replace(ctx, config=ctx.config.with_overrides({"format.template": "plain"}))
-    assert stages.stage_key(cluster, other_template) == changed  # another section: not this stage's business
-    assert stages.stage_key(dataclasses.replace(cluster, version="99"), ctx) != changed  # a bumped version
+    assert keys.stage_key(cluster, other_template) == changed  # another section: not this stage's business
+    assert keys.stage_key(dataclasses.replace(cluster, version="99"), ctx) != changed  # a bumped version
     shutil.copytree(ctx.out, ctx.out + "-elsewhere")  # the same inputs in another OUT: the same content key,
     elsewhere = dataclasses.replace(ctx, out=ctx.out + "-elsewhere")
-    assert stages.stage_key(cluster, elsewhere) == changed
-    assert stages.cache_key(cluster, elsewhere) != stages.cache_key(cluster, ctx)  # but Prefect's record differs
+    assert keys.stage_key(cluster, elsewhere) == changed
+    assert keys.cache_key(changed, elsewhere.out) != keys.cache_key(changed, ctx.out)  # but Prefect's record differs
 
 
-def test_format_key_follows_the_source_content(ctx: stages.BuildContext):
-    fmt = stages.STAGES_BY_NAME["format"]
-    key = stages.stage_key(fmt, ctx)
+def test_format_key_follows_the_source_content(ctx: StageContext):
+    fmt = stages.stages_by_name()["format"]
+    key = keys.stage_key(fmt, ctx)
     Path(ctx.source).write_text('{"question": "1+2?", "answer": "#### 3"}\n')
-    assert stages.stage_key(fmt, ctx) != key
-    assert stages.source_digest("some-org/some-dataset") == "id:some-org/some-dataset"
+    assert keys.stage_key(fmt, ctx) != key
+    assert keys.source_digest("some-org/some-dataset") == "id:some-org/some-dataset"
 
 
 def test_shard_keys_differ_per_shard_and_with_the_model(
-    ctx: stages.BuildContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ctx: StageContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setenv("ADS_CACHE_DIR", str(tmp_path / "cache"))
     model = tmp_path / "model"
@@ -80,11 +83,11 @@ def test_shard_keys_differ_per_shard_and_with_the_model(
     (model / "model.safetensors").write_bytes(b"\x00" * 64)
     ctx = dataclasses.replace(ctx, config=ctx.config.with_overrides({"score.model": str(model), "score.num_shards": 2}))
     write_artifact(ctx, "formatted", 4)
-    score = stages.STAGES_BY_NAME["score"]
-    keys = [stages.stage_key(score, ctx, i) for i in range(2)]
-    assert keys[0] != keys[1]
+    score = stages.stages_by_name()["score"]
+    shard_keys = [keys.stage_key(score, ctx, i) for i in range(2)]
+    assert shard_keys[0] != shard_keys[1]
     (model / "model.safetensors").write_bytes(b"\x01" * 64)  # fine-tuned in place, same size
-    assert stages.stage_key(score, ctx, 0) != keys[0]
+    assert keys.stage_key(score, ctx, 0) != shard_keys[0]
 
 
 def test_model_fingerprint_hashes_weight_content_and_memoises_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -110,10 +113,9 @@ def test_model_fingerprint_hashes_weight_content_and_memoises_it(tmp_path: Path,
     assert model_fingerprint("org/not-cached-model").startswith("hub:org/not-cached-model")
 
 
-def test_run_stage_stamps_its_key_and_reusable_checks_it(ctx: stages.BuildContext):
-    merge = stages.STAGES_BY_NAME["merge"]
+def test_run_stage_stamps_its_key_and_reusable_checks_it(ctx: StageContext):
+    merge = stages.stages_by_name()["merge"]
     ctx = dataclasses.replace(ctx, config=ctx.config.with_overrides({"score.num_shards": 1}))
-    assert stages.reusable(merge, ctx) is None  # nothing there yet
     formatted = write_artifact(ctx, "formatted", 0)
     shard = ctx.uri("score_shard", 0)
     storage.write_parquet(shard, pa.table({"sample_id": pa.array([], pa.int64())}))
@@ -128,23 +130,26 @@ def test_run_stage_stamps_its_key_and_reusable_checks_it(ctx: stages.BuildContex
             counts={"rows_scored": 0},
         ),
     )
+    assert keys.reusable(merge, ctx, None, keys.stage_key(merge, ctx)) is None  # no merge output yet
     fake = mf.Manifest(stage="merge", inputs={}, outputs={}, config={}, code_version="t")
     uri = ctx.uri("scores")
 
-    def run(c: stages.BuildContext, _: int | None) -> mf.Manifest:
+    def run(c: StageContext, _: int | None) -> mf.Manifest:
         storage.write_parquet(uri, pa.table({"x": [1]}))
         fake.outputs = {"scores": mf.output_entry(uri)}
         mf.write(mf.stage_dir_of(uri), fake)
         return fake
 
     stub = dataclasses.replace(merge, run=run)
-    manifest = stages.run_stage(stub, ctx)
-    assert manifest.extra["stage_key"] == stages.stage_key(stub, ctx)
-    assert stages.reusable(stub, ctx) is not None
-    assert stages.reusable(dataclasses.replace(stub, version="99"), ctx) is None  # another key
+    key = keys.stage_key(stub, ctx)
+    manifest = keys.run_stage(stub, ctx, None, key)
+    assert manifest.extra["stage_key"] == key
+    assert keys.reusable(stub, ctx, None, key) is not None
+    other = dataclasses.replace(stub, version="99")
+    assert keys.reusable(other, ctx, None, keys.stage_key(other, ctx)) is None  # another key
     storage.write_parquet(formatted, pa.table({"x": [1, 2]}))  # the input changed (its manifest now lies)
     Path(mf.stage_dir_of(formatted), "manifest.json").unlink()
-    assert stages.reusable(stub, ctx) is None
+    assert keys.reusable(stub, ctx, None, keys.stage_key(stub, ctx)) is None
 
 
 def test_force_from_selects_that_stage_and_every_later_one():

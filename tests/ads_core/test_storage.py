@@ -16,8 +16,11 @@ import fsspec
 import pyarrow as pa
 import pytest
 
-from ads_core import manifest as mf
-from ads_core import readers, storage
+from ads_core import storage
+from ads_core.core.errors import InputError
+from ads_core.stages.format import sources
+from ads_core.storage import errors as storage_errors
+from ads_core.storage import manifest as mf
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -154,10 +157,10 @@ def test_join_keeps_the_scheme():
 def test_s3_endpoint_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("ADS_S3_ENDPOINT_URL", "http://127.0.0.1:9999")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
-    opts = storage.storage_options("s3://bucket/key")
+    opts = storage_errors.storage_options("s3://bucket/key")
     assert opts["endpoint_url"] == "http://127.0.0.1:9999"
     assert opts["client_kwargs"] == {"region_name": "eu-west-1"}
-    assert storage.storage_options("/local/path") == {}
+    assert storage_errors.storage_options("/local/path") == {}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,8 +228,8 @@ def test_killed_streaming_writer_leaves_no_target(tmp_path):
     assert tmp.stat().st_size > 0
     # The partial file is hidden, so a later run that reads the directory never picks it up.
     assert tmp.name.startswith(".")
-    with pytest.raises(readers.InputError, match="holds no"):
-        readers.list_source_files(str(tmp_path))
+    with pytest.raises(InputError, match="holds no"):
+        sources.list_source_files(str(tmp_path))
 
 
 def test_killed_streaming_writer_keeps_the_old_artifact_and_its_manifest(tmp_path):

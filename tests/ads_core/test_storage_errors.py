@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from ads_core import storage
+from ads_core.storage import errors as storage_errors
 
 KEY_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL")
 
@@ -31,28 +32,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def one_line_naming(err: storage.StorageError, *names: str, secrets: tuple[str, ...] = ()) -> None:
+def one_line_naming(err: storage_errors.StorageError, *names: str, secrets: tuple[str, ...] = ()) -> None:
     text = str(err)
     assert "\n" not in text and text.startswith("storage error at ")
     for name in names:
         assert name in text, (name, text)
     for secret in secrets:
         assert secret not in text
-
-
-def test_storage_re_exports_the_error_module_which_never_imports_storage():
-    """One StorageError class (callers catch it from either module), and no import cycle between the two."""
-    from ads_core import storage_errors
-
-    for name in ("StorageError", "as_storage_error", "endpoint_of", "storage_options"):
-        assert getattr(storage, name) is getattr(storage_errors, name), name
-    probe = "import sys, ads_core.storage_errors; print('ads_core.storage' in sys.modules)"
-    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
-    assert loaded.stdout.strip() == "False"
-
-
-# ---------------------------------------------------------------------------------------------
-# local
 
 
 def test_out_is_an_existing_file(tmp_path):
@@ -64,7 +50,7 @@ def test_out_is_an_existing_file(tmp_path):
         lambda: storage.read_json(str(out / "formatted" / "manifest.json")),
         lambda: storage.atomic_local_file(str(out / "final" / "train.parquet")).__enter__(),
     ):
-        with pytest.raises(storage.StorageError) as info:
+        with pytest.raises(storage_errors.StorageError) as info:
             attempt()
         one_line_naming(info.value, str(out), "is a file, not a folder", "--out")
     assert out.read_text() == "not a folder"
@@ -72,7 +58,7 @@ def test_out_is_an_existing_file(tmp_path):
 
 def test_target_is_an_existing_folder(tmp_path):
     (tmp_path / "blob.json").mkdir()
-    with pytest.raises(storage.StorageError, match="is a folder, not a file"):
+    with pytest.raises(storage_errors.StorageError, match="is a folder, not a file"):
         storage.write_bytes(str(tmp_path / "blob.json"), b"x")
 
 
@@ -81,10 +67,10 @@ def test_permission_denied_locally(tmp_path):
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
     try:
-        with pytest.raises(storage.StorageError) as info:
+        with pytest.raises(storage_errors.StorageError) as info:
             storage.check_writable(str(locked / "out"))
         one_line_naming(info.value, "permission denied", str(locked))
-        with pytest.raises(storage.StorageError, match="permission denied"):
+        with pytest.raises(storage_errors.StorageError, match="permission denied"):
             storage.write_bytes(str(locked / "x.bin"), b"x")
     finally:
         locked.chmod(0o700)
@@ -93,15 +79,18 @@ def test_permission_denied_locally(tmp_path):
 def test_permission_error_is_a_user_error(tmp_path):
     denied = PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "ro"))
     one_line_naming(
-        storage.as_storage_error(denied, str(tmp_path / "ro" / "x")), "permission denied", str(tmp_path / "ro"), "--out"
+        storage_errors.as_storage_error(denied, str(tmp_path / "ro" / "x")),
+        "permission denied",
+        str(tmp_path / "ro"),
+        "--out",
     )
 
 
 def test_disk_full_is_a_user_error_and_other_errors_keep_their_type(tmp_path):
     full = OSError(errno.ENOSPC, "No space left on device")
-    assert "no space left" in str(storage.as_storage_error(full, str(tmp_path / "x")))
+    assert "no space left" in str(storage_errors.as_storage_error(full, str(tmp_path / "x")))
     missing = FileNotFoundError(errno.ENOENT, "gone")
-    assert storage.as_storage_error(missing, str(tmp_path / "x")) is None
+    assert storage_errors.as_storage_error(missing, str(tmp_path / "x")) is None
     with pytest.raises(FileNotFoundError):  # a missing artifact stays what callers test for
         storage.read_bytes(str(tmp_path / "absent.json"))
     assert storage.check_writable(str(tmp_path / "new" / "out")) is None
@@ -130,7 +119,7 @@ def test_dead_endpoint_fails_with_one_bounded_line(s3_env):
         lambda: storage.write_bytes("s3://ads-dead/run/x.json", b"{}"),
         lambda: storage.check_writable("s3://ads-dead/run"),
     ):
-        with pytest.raises(storage.StorageError) as info:
+        with pytest.raises(storage_errors.StorageError) as info:
             attempt()
         one_line_naming(
             info.value,
@@ -145,13 +134,13 @@ def test_dead_endpoint_fails_with_one_bounded_line(s3_env):
 
 def test_endpoint_credentials_never_appear(s3_env):
     s3_env.setenv("ADS_S3_ENDPOINT_URL", "http://user:pw-in-url@127.0.0.1:9/")
-    assert storage.endpoint_of("s3://b/k") == "http://127.0.0.1:9/"
+    assert storage_errors.endpoint_of("s3://b/k") == "http://127.0.0.1:9/"
 
 
 def test_empty_secret_is_partial_credentials(s3_env):
     s3_env.setenv("ADS_S3_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
     s3_env.setenv("AWS_SECRET_ACCESS_KEY", "")
-    with pytest.raises(storage.StorageError) as info:
+    with pytest.raises(storage_errors.StorageError) as info:
         storage.write_bytes("s3://ads-dead/run/x.json", b"{}")
     one_line_naming(
         info.value,
@@ -165,11 +154,11 @@ def test_empty_secret_is_partial_credentials(s3_env):
 def test_client_limits_come_from_the_environment(s3_env):
     s3_env.setenv("ADS_S3_CONNECT_TIMEOUT", "1.5")
     s3_env.setenv("ADS_S3_MAX_ATTEMPTS", "2")
-    config = storage.storage_options("s3://b/k")["config_kwargs"]
+    config = storage_errors.storage_options("s3://b/k")["config_kwargs"]
     assert config["connect_timeout"] == 1.5 and config["retries"] == {"max_attempts": 2, "mode": "standard"}
     s3_env.setenv("ADS_S3_READ_TIMEOUT", "soon")
     with pytest.raises(ValueError, match="ADS_S3_READ_TIMEOUT"):
-        storage.storage_options("s3://b/k")
+        storage_errors.storage_options("s3://b/k")
 
 
 def client_error(code: str) -> Exception:
@@ -198,20 +187,20 @@ def test_transient_errors_keep_their_types():
     """Resets, 5xx and throttling are not converted, so the stage retries (tasks.base.is_transient) see them."""
     from botocore.exceptions import EndpointConnectionError
 
-    from tasks.base import is_transient
+    from ads_prefect.tasks.base import is_transient
 
     for exc in transient_errors():
-        assert storage.as_storage_error(exc, "s3://b/k") is None, exc
+        assert storage_errors.as_storage_error(exc, "s3://b/k") is None, exc
     refused = EndpointConnectionError(endpoint_url="http://x", error=ConnectionRefusedError(111, "refused"))
     for exc in (refused, *map(client_error, ("NoSuchBucket", "InvalidAccessKeyId", "AccessDenied"))):
-        err = storage.as_storage_error(exc, "s3://b/k")
-        assert isinstance(err, storage.StorageError), exc
+        err = storage_errors.as_storage_error(exc, "s3://b/k")
+        assert isinstance(err, storage_errors.StorageError), exc
         assert not is_transient(err)
 
 
 def test_is_transient_retries_every_transient_error():
     """botocore's connection errors carry response=None; is_transient must still retry them, not crash."""
-    from tasks.base import is_transient
+    from ads_prefect.tasks.base import is_transient
 
     assert any(getattr(exc, "response", 0) is None for exc in transient_errors())  # the case that used to break
 
@@ -332,7 +321,7 @@ def test_missing_bucket(auth_moto, as_user):
         lambda: storage.check_writable("s3://ads-no-such-bucket/run"),
         lambda: storage.write_bytes("s3://ads-no-such-bucket/run/x.json", b"{}"),
     ):
-        with pytest.raises(storage.StorageError) as info:
+        with pytest.raises(storage_errors.StorageError) as info:
             attempt()
         one_line_naming(
             info.value,
@@ -347,7 +336,7 @@ def test_missing_bucket(auth_moto, as_user):
 def test_bad_credentials(auth_moto, as_user, which):
     key_id, secret = auth_moto.admin
     as_user(*(("AKIAUNKNOWNKEY000001", secret) if which == "unknown key" else (key_id, "wrong-secret-123")))
-    with pytest.raises(storage.StorageError) as info:
+    with pytest.raises(storage_errors.StorageError) as info:
         storage.write_bytes(f"s3://{auth_moto.bucket}/run/x.json", b"{}")
     one_line_naming(
         info.value,
@@ -364,7 +353,7 @@ def test_permission_denied(auth_moto, as_user):
         lambda: storage.check_writable(f"s3://{auth_moto.bucket}/run"),
         lambda: storage.exists(f"s3://{auth_moto.bucket}/run/x.json"),
     ):
-        with pytest.raises(storage.StorageError) as info:
+        with pytest.raises(storage_errors.StorageError) as info:
             attempt()
         one_line_naming(
             info.value,

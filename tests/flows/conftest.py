@@ -119,7 +119,7 @@ def tiny_model(ads_env: dict[str, str]) -> str:
 @pytest.fixture(scope="session")
 def sample_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small real dataset: the first 60 GSM8K problems of the bundled sample."""
-    from ads_core import defaults
+    from ads_core.core import defaults
 
     path = tmp_path_factory.mktemp("data") / "gsm8k60.jsonl"
     lines = Path(defaults.sample_path()).read_text().splitlines()[:SAMPLE_ROWS]
@@ -264,7 +264,7 @@ def build_params(**overrides: Any) -> dict[str, Any]:
 
 def run_build(source: Path | str, out: Path | str, **overrides: Any) -> tuple[Any, dict[str, Any] | None]:
     """The flow in-process on the small settings every test uses; returns (state, result or None)."""
-    from flows.ads_build import ads_build
+    from ads_prefect.flows.ads_build import ads_build
 
     state = ads_build(source=str(source), out=str(out), return_state=True, **build_params(**overrides))
     return state, (state.result() if state.is_completed() else None)

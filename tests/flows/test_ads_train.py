@@ -56,7 +56,7 @@ def assert_run_name(name: str, dataset: str, before: datetime) -> None:
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real final artifact: `ads build` on the bundled sample with the tiny local model."""
-    from ads_core.build import BuildConfig, build
+    from ads_core.pipeline.build import BuildConfig, build
 
     os.environ.setdefault("ADS_CACHE_DIR", str(tmp_path_factory.mktemp("ads-cache")))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -70,7 +70,7 @@ def test_dry_run_completes_and_shows_the_resolved_config(train_prefect, artifact
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
-    from flows.ads_train import ads_train
+    from ads_prefect.flows.ads_train import ads_train
 
     before = datetime.now(UTC)
     state = ads_train(
@@ -94,7 +94,7 @@ def test_dry_run_completes_and_shows_the_resolved_config(train_prefect, artifact
     assert published is not None and published.type == "markdown"
     text = published.data
     assert "## Resolved verl config" in text and "use_v1: false" in text and "mini_cluster_size: 16" in text
-    assert "-m ads_core.integrations.verl.main" in text
+    assert "-m ads_core.train.verl.main" in text
     assert not (tmp_path / "run").exists()
     name, _ = run_of(state)
     assert_run_name(name, manifest_dataset(artifact), before)
@@ -109,9 +109,9 @@ def manifest_dataset(artifact: Path) -> str:
 def test_without_cuda_a_real_run_fails_at_once(train_prefect, artifact: Path, monkeypatch: pytest.MonkeyPatch):
     import ray
 
-    from ads_core import train as tr
-    from ads_core import train_launch
-    from flows.ads_train import ads_train
+    from ads_core.train import launch as train_launch
+    from ads_core.train import plan as tr
+    from ads_prefect.flows.ads_train import ads_train
 
     def no_planning(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("planned although the machine cannot train")
@@ -132,7 +132,7 @@ def test_without_cuda_a_real_run_fails_at_once(train_prefect, artifact: Path, mo
 
 
 def test_a_broken_artifact_fails_with_the_reason(train_prefect, artifact: Path, tmp_path: Path):
-    from flows.ads_train import ads_train
+    from ads_prefect.flows.ads_train import ads_train
 
     broken = tmp_path / "mybroken" / "final" / "train.parquet"
     broken.parent.mkdir(parents=True)
@@ -148,7 +148,7 @@ def test_a_broken_artifact_fails_with_the_reason(train_prefect, artifact: Path, 
 
 
 def test_an_unknown_policy_names_the_model_parameter(train_prefect, artifact: Path, tmp_path: Path):
-    from flows.ads_train import ads_train
+    from ads_prefect.flows.ads_train import ads_train
 
     state = ads_train(
         artifact_uri=str(artifact), dry_run=True, model=str(tmp_path / "no-such-model"), eval_sets=[], return_state=True
@@ -158,8 +158,8 @@ def test_an_unknown_policy_names_the_model_parameter(train_prefect, artifact: Pa
 
 
 def test_an_unexpected_error_keeps_its_traceback(train_prefect, artifact: Path, monkeypatch: pytest.MonkeyPatch):
-    from ads_core import train as tr
-    from flows.ads_train import ads_train
+    from ads_core.train import plan as tr
+    from ads_prefect.flows.ads_train import ads_train
 
     def broken_planner(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("a bug in the planner")

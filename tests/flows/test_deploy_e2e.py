@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ads_core.sort import check_invariants
+from ads_core.stages.sort import check_invariants
 
 
 def prefect_cli(h: Any, server: Any, *args: str, timeout: float = 120, **env: str) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flows import local_prefect_env, profile_api_url
+from ads_prefect.flows.env import local_prefect_env, profile_api_url
 
 
 @pytest.fixture()
@@ -50,7 +50,7 @@ def test_an_api_url_in_the_active_profile_is_used_with_its_home(clean_env: Path,
 
 
 def test_default_output_is_absolute_and_follows_ads_out_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    from flows.ads_build import resolve_out
+    from ads_core.pipeline.resolve import resolve_out
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("ADS_OUT_DIR", raising=False)
@@ -65,7 +65,7 @@ def test_default_output_is_absolute_and_follows_ads_out_dir(monkeypatch: pytest.
 
 
 def test_server_on_a_fresh_machine_uses_the_build_home_and_its_own_api_for_the_ui(clean_env: Path):
-    from flows import server_env
+    from ads_prefect.flows.env import server_env
 
     setup = server_env("127.0.0.1", 4398, clean_env / "cache")
     assert setup.home == clean_env / "cache" / "prefect" and setup.env["PREFECT_HOME"] == str(setup.home)
@@ -78,7 +78,7 @@ def test_server_applies_the_users_profile_and_still_gives_the_ui_its_own_port(cl
     import subprocess
     import sys
 
-    from flows import server_env
+    from ads_prefect.flows.env import server_env
 
     profiles = clean_env / "home" / ".prefect" / "profiles.toml"
     profiles.parent.mkdir(parents=True)
@@ -104,7 +104,7 @@ def test_server_applies_the_users_profile_and_still_gives_the_ui_its_own_port(cl
 
 
 def test_server_respects_an_explicit_home_and_ui_api_url(clean_env: Path, monkeypatch: pytest.MonkeyPatch):
-    from flows import server_env
+    from ads_prefect.flows.env import server_env
 
     monkeypatch.setenv("PREFECT_HOME", str(clean_env / "mine"))
     monkeypatch.setenv("PREFECT_UI_API_URL", "https://proxy.example/prefect/api")
@@ -117,7 +117,7 @@ def test_server_respects_an_explicit_home_and_ui_api_url(clean_env: Path, monkey
 def test_server_urls_for_ipv6_and_wildcard_hosts(clean_env: Path):
     import socket
 
-    from flows import server_env
+    from ads_prefect.flows.env import server_env
 
     assert server_env("::1", 4398, clean_env / "cache").ui_api_url == "http://[::1]:4398/api"
     wildcard = server_env("0.0.0.0", 4398, clean_env / "cache")

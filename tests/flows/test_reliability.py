@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from ads_core import manifest as mf
+from ads_core.storage import manifest as mf
 
 BUILD_SCRIPT = (
     "import json, sys\n"
-    "from flows.ads_build import ads_build\n"
+    "from ads_prefect.flows.ads_build import ads_build\n"
     "r = ads_build(source=sys.argv[1], out=sys.argv[2], **json.loads(sys.argv[3]))\n"
     "print('RESULT ' + json.dumps({'rows': r['refresh']['rows'], 'final': r['final_uri'],"
     " 'stages': r['stages']}))\n"

@@ -18,7 +18,7 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 @pytest.fixture(scope="session")
 def built_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """OUT of `ads build` on the bundled 300-row GSM8K sample with the tiny local model."""
-    from ads_core.build import BuildConfig, build
+    from ads_core.pipeline.build import BuildConfig, build
 
     out = tmp_path_factory.mktemp("ads-out")
     build(None, str(out), BuildConfig())

@@ -34,7 +34,7 @@ def test_verl_version_is_in_the_supported_range():
     from packaging.requirements import Requirement
     from packaging.specifiers import SpecifierSet
 
-    from ads_core.integrations.verl import SUPPORTED_VERL
+    from ads_core.train.verl import SUPPORTED_VERL
 
     pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     pins = [Requirement(r) for r in pyproject["project"]["optional-dependencies"]["train"]]
@@ -192,11 +192,11 @@ def test_curriculum_plugin_is_still_gone():
 
 def test_our_config_keys_exist_in_verls_config():
     """Keys our YAML sets without `+` must exist in verl's ppo_trainer (Hydra would reject them otherwise)."""
-    from ads_core.integrations.verl.config import compose
+    from ads_core.train.verl.config import compose
 
     cfg = compose(["data.train_files=/x.parquet", "actor_rollout_ref.model.path=/m"])
     assert cfg.trainer.use_v1 is False and cfg.data.dataloader_num_workers == 0
-    assert cfg.reward.custom_reward_function.path == "pkg://ads_core.reward"
+    assert cfg.reward.custom_reward_function.path == "pkg://ads_core.train.reward"
     assert cfg.reward.reward_manager.name == "naive"
 
 
@@ -210,7 +210,7 @@ def test_reward_function_loads_and_acc_reaches_the_batch(tmp_path, policy_model:
     from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
-    from ads_core.integrations.verl.config import compose
+    from ads_core.train.verl.config import compose
 
     cfg = compose(["data.train_files=/x.parquet", f"actor_rollout_ref.model.path={policy_model}"])
     fn = get_custom_reward_fn(cfg)

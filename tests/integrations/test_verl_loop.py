@@ -28,11 +28,11 @@ from verl.trainer.ppo.utils import create_rl_dataset  # noqa: E402
 from verl.utils import tensordict_utils as tu  # noqa: E402
 from verl.utils.dataset.rl_dataset import collate_fn  # noqa: E402
 
-from ads_core.integrations.verl import config as vc  # noqa: E402
-from ads_core.integrations.verl.sampler import ADSVerlSampler, BatchIdentityError, dataset_columns  # noqa: E402
-from ads_core.integrations.verl.trainer import ADS_STATE_FILE, ADSRayPPOTrainer  # noqa: E402
-from ads_core.reward import compute_score  # noqa: E402
-from ads_core.sampler import ADSSampler  # noqa: E402
+from ads_core.sampler.ads import ADSSampler
+from ads_core.train.reward import compute_score
+from ads_core.train.verl import config as vc
+from ads_core.train.verl.sampler import ADSVerlSampler, BatchIdentityError, dataset_columns
+from ads_core.train.verl.trainer import ADS_STATE_FILE, ADSRayPPOTrainer
 
 N_ROLLOUTS = 4
 PROMPT_LEN, RESPONSE_LEN = 6, 5
@@ -310,7 +310,7 @@ def craft_data_pt(path: Path, marker: Path) -> None:
 def test_a_crafted_data_pt_is_never_unpickled(cfg, tmp_path: Path, capsys: pytest.CaptureFixture):
     from verl.trainer.ppo import ray_trainer
 
-    from ads_core.integrations.verl.trainer import CheckpointStateError, read_sampler_state
+    from ads_core.train.verl.trainer import CheckpointStateError, read_sampler_state
 
     ckpt = tmp_path / "ckpt"
     marker = tmp_path / "marker"
@@ -353,7 +353,7 @@ def test_a_crafted_data_pt_is_never_unpickled(cfg, tmp_path: Path, capsys: pytes
 
 
 def test_an_unreadable_sampler_state_names_the_file(tmp_path: Path):
-    from ads_core.integrations.verl.trainer import CheckpointStateError, read_sampler_state
+    from ads_core.train.verl.trainer import CheckpointStateError, read_sampler_state
 
     (tmp_path / ADS_STATE_FILE).write_text('{"global_step": 3, "sampler": ')
     with pytest.raises(CheckpointStateError, match=rf"{ADS_STATE_FILE}: unreadable ADS sampler state"):

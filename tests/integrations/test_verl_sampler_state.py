@@ -19,9 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ads_core.integrations.verl.sampler import STATE_KIND, ADSVerlSampler
-from ads_core.sampler import ADSSampler, ADSSamplerConfig
-from ads_core.sampler_state import SamplerStateError
+from ads_core.config.sampler import ADSSamplerConfig
+from ads_core.sampler.ads import ADSSampler
+from ads_core.sampler.state import SamplerStateError
+from ads_core.train.verl.sampler import STATE_KIND, ADSVerlSampler
 
 FUZZ = settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 SIZES = [3, 12, 7, 20, 1, 9]  # a 1-row and a 3-row cluster: windows smaller than B
@@ -326,7 +327,7 @@ def test_restore_schedule_refuses_a_bad_state_and_changes_nothing():
 
 
 def write_state_file(folder: Path, doc: Any) -> Path:
-    from ads_core.integrations.verl.trainer import ADS_STATE_FILE
+    from ads_core.train.verl.trainer import ADS_STATE_FILE
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / ADS_STATE_FILE
@@ -355,7 +356,7 @@ BAD_FILES = [
 
 @pytest.mark.parametrize(("doc", "message"), BAD_FILES)
 def test_a_bad_state_file_names_the_file(tmp_path: Path, doc: Any, message: str):
-    trainer = pytest.importorskip("ads_core.integrations.verl.trainer")
+    trainer = pytest.importorskip("ads_core.train.verl.trainer")
     path = write_state_file(tmp_path / "global_step_6", doc)
     for sampler in (None, ADSSampler(CID, RANK, CFG)):
         with pytest.raises(trainer.CheckpointStateError) as info:
@@ -369,7 +370,7 @@ def test_a_bad_state_file_names_the_file(tmp_path: Path, doc: Any, message: str)
 def test_a_bad_schedule_in_the_file_names_the_file_and_the_field(
     tmp_path_factory: pytest.TempPathFactory, mutation: tuple[Path_, Any, set[str]]
 ):
-    trainer = pytest.importorskip("ads_core.integrations.verl.trainer")
+    trainer = pytest.importorskip("ads_core.train.verl.trainer")
     path, value, fields = mutation
     doc = saved_file_doc()
     doc["sampler"] = mutate(("ads", *path), value)["ads"]
@@ -386,7 +387,7 @@ def test_a_bad_schedule_in_the_file_names_the_file_and_the_field(
 
 
 def test_a_good_state_file_is_returned_and_loads(tmp_path: Path):
-    trainer = pytest.importorskip("ads_core.integrations.verl.trainer")
+    trainer = pytest.importorskip("ads_core.train.verl.trainer")
     doc = saved_file_doc()
     folder = tmp_path / "global_step_6"
     write_state_file(folder, doc)

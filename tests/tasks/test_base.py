@@ -14,10 +14,10 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 
-from ads_core import manifest as mf
 from ads_core import storage
-from tasks import base
-from tasks import locks as locks_module
+from ads_core.storage import manifest as mf
+from ads_prefect.tasks import base
+from ads_prefect.tasks import locks as locks_module
 
 
 def ctx(name: str) -> SimpleNamespace:
@@ -58,9 +58,9 @@ def test_intact_detects_vanished_and_replaced_outputs(tmp_path: Path):
 def test_transient_errors_are_retried_and_bad_input_is_not():
     from botocore.exceptions import ClientError, EndpointConnectionError
 
+    from ads_core.core.errors import InputError
     from ads_core.models import ModelLoadError
-    from ads_core.readers import InputError
-    from ads_core.sort import InvariantError
+    from ads_core.stages.sort import InvariantError
 
     assert base.is_transient(ConnectionResetError("reset"))
     assert base.is_transient(TimeoutError())

@@ -1,0 +1,70 @@
+"""The samplers' knobs: ADS and the baselines it is compared with, each defined once.
+
+Training (verl and TRL), the verl YAML (`data.ads_sampler.*`, checked against these defaults by a test),
+the `ads-train` flow and `ads simulate` all take their sampler settings from these classes. The ADS
+defaults are the reference's. Instances are frozen: a sampler keeps its config for the whole run, and a
+saved state records it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from ads_core.config.base import FrozenSection
+
+Weighting = Literal["success", "learnability", "inverse"]
+SamplerKind = Literal["ads", "uniform", "dots"]
+
+
+class ADSSamplerConfig(FrozenSection):
+    """ADS: clusters drawn by smoothed success, a window of difficulty-sorted rows inside each."""
+
+    active_clusters: int = Field(4, ge=1, strict=True, description="Clusters drawn per step.")
+    mini_cluster_size: int = Field(32, ge=1, strict=True, description="B: rows emitted per drawn cluster.")
+    boundary_eps: float = Field(0.17, ge=0, le=0.5, description="Keep band [0.5 - eps, 0.5 + eps] of row success.")
+    alpha: float = Field(0.3, ge=0, le=1, description="EMA weight of the new cluster distribution.")
+    r_init: float = Field(0.5, ge=0, le=1, description="Success rate of every cluster at start and after a reset.")
+    seed: int = Field(42, ge=0, strict=True, description="Seed of the cluster draws (numpy PCG64).")
+    reset_every: int | None = Field(
+        None, strict=True, description="Reset the schedule every N steps; null: |D| // batch_size; <= 0: never."
+    )
+    prob_floor: float = Field(
+        0.0, ge=0, le=1, description="Draw from (1 - K*floor) p + floor; 0 = the reference (clusters may starve)."
+    )
+    inter_cluster_weighting: Weighting = Field(
+        "success", description="Cluster weights: success r (the reference), learnability r(1-r), or inverse 1-r."
+    )
+
+    @field_validator("boundary_eps", "alpha", "r_init", "prob_floor", mode="before")
+    @classmethod
+    def _real_not_bool(cls, value: object) -> object:
+        if isinstance(value, bool):
+            raise ValueError("expected a number, not a boolean")
+        return value
+
+    @property
+    def batch_size(self) -> int:
+        return self.active_clusters * self.mini_cluster_size
+
+
+class UniformSamplerConfig(FrozenSection):
+    """GRPO's default: a fresh shuffle of all rows every epoch."""
+
+    batch_size: int = Field(128, ge=1, strict=True, description="Prompts per step.")
+    seed: int = Field(42, ge=0, strict=True, description="Seed of every epoch's permutation.")
+
+
+class DifficultyTargetedConfig(FrozenSection):
+    """DOTS-style: train on the candidates whose predicted success is nearest the target."""
+
+    batch_size: int = Field(128, ge=1, strict=True, description="Prompts per step.")
+    seed: int = Field(42, ge=0, strict=True, description="Seed of the candidate draws.")
+    target: float = Field(0.5, ge=0, le=1, description="Success rate to aim for.")
+    memory_size: int = Field(512, ge=1, strict=True, description="Recent (row, success) observations kept (FIFO).")
+    candidate_pool: int = Field(1024, ge=1, strict=True, description="Random rows scored per step.")
+    rank_bandwidth: float = Field(0.05, gt=0, description="Kernel width over within-cluster rank fraction.")
+    cross_cluster_weight: float = Field(0.0, ge=0, le=1, description="Kernel factor for other clusters' rows.")
+    prior_strength: float = Field(1.0, gt=0, description="Pseudo-observations at the memory's mean success.")
+    temperature: float = Field(0.1, gt=0, description="Attention temperature when embeddings are given.")

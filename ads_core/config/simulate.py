@@ -1,0 +1,73 @@
+"""The synthetic GRPO learner's settings (`ads simulate`): world, learner, run, and the samplers compared.
+
+Sizes mirror the reference run (K=64, ~46k rows, 128 prompts per step); the learning rate is set so that
+uniform reaches the paper's GRPO average (~21.6 %) at step 800. `ads simulate` generates its flags from
+these fields.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from ads_core.config.base import FrozenSection, tuning
+from ads_core.config.sampler import ADSSamplerConfig, DifficultyTargetedConfig
+
+# Every sampler the simulator can run (ads_core.sampler.simulate.SAMPLER_FACTORIES has one factory each).
+SimulatedSampler = Literal["uniform", "dots", "ads", "ads-learnability", "ads-inverse", "ads-noreset", "ads-floor"]
+DEFAULT_SAMPLERS: tuple[SimulatedSampler, ...] = ("uniform", "dots", "ads", "ads-learnability", "ads-inverse")
+
+
+class SimulationConfig(FrozenSection):
+    """World, learner and run settings of the synthetic learner (a model, not evidence about real LLMs)."""
+
+    n_clusters: int = Field(
+        64, ge=1, description="Clusters in the synthetic world.", json_schema_extra={"flag": "--clusters"}
+    )
+    median_cluster_size: int = Field(
+        720,
+        ge=1,
+        description="Median problems per cluster (sizes are log-normal).",
+        json_schema_extra={"flag": "--cluster-size"},
+    )
+    cluster_size_sd: float = tuning(default=0.5, ge=0, description="Log-normal spread of cluster sizes.")
+    min_cluster_size: int = tuning(default=8, ge=1, description="Smallest cluster (some are smaller than B).")
+    cluster_difficulty_sd: float = tuning(default=1.0, ge=0, description="Spread of cluster mean difficulty (logits).")
+    within_difficulty_sd: float = tuning(default=1.5, ge=0, description="Spread of difficulty inside a cluster.")
+    rank_noise_sd: float = Field(
+        1.0,
+        ge=0,
+        description="Noise sd (logits) of the offline difficulty estimate behind rank_in_cluster.",
+        json_schema_extra={"flag": "--rank-noise"},
+    )
+    initial_ability: float = Field(-2.75, description="Policy ability (logits) at step 0; -2.75 gives ~14% accuracy.")
+    test_fraction: float = tuning(default=0.1, gt=0, description="Held-out problems per cluster, per training row.")
+    n_rollouts: int = Field(
+        8, ge=1, description="Rollouts per prompt (GRPO group size).", json_schema_extra={"flag": "--rollouts"}
+    )
+    learning_rate: float = Field(0.008, gt=0, description="Ability gain per unit of mean GRPO signal.")
+    transfer: float = Field(
+        0.3, ge=0, le=1, description="Share of the signal that improves every cluster (0 = independent clusters)."
+    )
+    signal: Literal["variance", "std"] = Field(
+        "variance", description="GRPO signal per group: variance rho(1-rho), or std for its square root."
+    )
+    steps: int = Field(800, ge=1, description="Training steps per run (the reference trains 800).")
+    eval_every: int = Field(20, ge=1, description="Steps between held-out accuracy measurements.")
+    seeds: tuple[int, ...] = tuning(default=(0, 1, 2, 3, 4), min_length=1, description="World seeds; one run per seed.")
+    samplers: tuple[SimulatedSampler, ...] = tuning(
+        default=DEFAULT_SAMPLERS, min_length=1, description="Samplers compared."
+    )
+    baseline: SimulatedSampler = Field("uniform", description="Every sampler is timed to this one's final accuracy.")
+    ads: ADSSamplerConfig = Field(default_factory=ADSSamplerConfig, description="ADS knobs (reference defaults).")
+    dots: DifficultyTargetedConfig = Field(
+        default_factory=DifficultyTargetedConfig, description="DOTS-style baseline knobs (its batch is ADS's)."
+    )
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError("seeds must be distinct")
+        return value

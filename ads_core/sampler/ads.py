@@ -1,0 +1,248 @@
+"""The ADS sampler: a framework-agnostic, exactly resumable re-implementation of the reference scheduler.
+
+Two levels decide what the policy trains on at each step:
+
+* inter-cluster: each cluster k keeps a success rate r_k (mean success of its rows in the last update that
+  touched it) and clusters are drawn from p, an EMA of ``weights(r) / sum(weights(r))``;
+* intra-cluster: each cluster has a window of B difficulty-sorted positions that keeps, slides easier or
+  slides harder depending on whether a row's success is inside, below or above [0.5 - eps, 0.5 + eps].
+
+Only numpy is imported: trainers (verl, TRL, a simulator) drive it through ``next_batch`` / ``update``.
+The fixes relative to the reference are listed in ``docs/sampler.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from ads_core.config.sampler import ADSSamplerConfig
+from ads_core.sampler.ads_state import ADSState, ads_state_dict, check_ads_state
+from ads_core.sampler.base import BaseSampler, as_sampler_columns, check
+from ads_core.sampler.window import shift_window
+
+
+class ADSSampler(BaseSampler):
+    """Dual-level ADS scheduler over rows ``0..|D|-1`` of an artifact.
+
+    ``next_batch`` always returns ``cfg.batch_size`` row positions; ``update`` feeds back the mean reward of
+    each row's rollouts. All state is numpy arrays plus a PCG64 generator, and round-trips through JSON.
+    """
+
+    def __init__(self, cluster_ids: Any, rank_in_cluster: Any, cfg: ADSSamplerConfig | None = None) -> None:
+        self.cfg = cfg = cfg if cfg is not None else ADSSamplerConfig()
+        cid, rank = as_sampler_columns(cluster_ids, rank_in_cluster)
+        self.n_rows = n = len(cid)
+        self.batch_size = cfg.batch_size
+        self.cluster_ids, cluster_of = np.unique(cid, return_inverse=True)
+        self.n_clusters = k = len(self.cluster_ids)
+        check(cfg.prob_floor * k <= 1.0, f"prob_floor={cfg.prob_floor} is above 1/K (K={k} clusters)")
+        # Rows sorted by (cluster, rank); lexsort is stable, so equal ranks keep row order (deterministic).
+        self._order = np.lexsort((rank, cluster_of)).astype(np.int64)
+        self.sizes = np.bincount(cluster_of, minlength=k).astype(np.int64)
+        self._starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+        self._cluster_of = cluster_of.astype(np.int64)
+        self._pos_of = np.empty(n, dtype=np.int64)
+        self._pos_of[self._order] = np.arange(n, dtype=np.int64) - self._starts[self._cluster_of[self._order]]
+        b = cfg.mini_cluster_size
+        self._wsize = np.minimum(self.sizes, b)  # a window never holds more rows than its cluster
+        self._cols = np.arange(b, dtype=np.int64)
+        # Column j of a cluster's batch slot reads window entry j % wsize: small clusters cycle their rows.
+        self._cycle = self._cols[None, :] % self._wsize[:, None]
+        self._lo = 0.5 - cfg.boundary_eps
+        self._hi = 0.5 + cfg.boundary_eps
+        if cfg.reset_every is None:
+            self.reset_every = max(1, n // self.batch_size)
+        else:
+            self.reset_every = cfg.reset_every if cfg.reset_every > 0 else 0
+        self._rng = np.random.default_rng(cfg.seed)
+        self._fingerprint: str | None = None
+        self.steps = 0
+        self.steps_in_epoch = 0
+        self._counts = np.zeros(3, dtype=np.int64)  # easier, keep, harder in the last update
+        self._reset_schedule()
+
+    # -- schedule -----------------------------------------------------------------------------------
+
+    def _reset_schedule(self) -> None:
+        """Reference init and periodic reset: r = r_init, uniform p, windows on the B easiest rows."""
+        k = self.n_clusters
+        self.r = np.full(k, self.cfg.r_init, dtype=np.float64)
+        self.p = np.full(k, 1.0 / k, dtype=np.float64)
+        self._win = np.broadcast_to(self._cols, (k, self.cfg.mini_cluster_size)).copy()
+
+    def sampling_probs(self) -> np.ndarray:
+        """The distribution clusters are drawn from: normalised p, mixed with the floor when one is set."""
+        p, k = self.p, self.n_clusters
+        total = p.sum()
+        q = p / total if np.isfinite(total) and total > 0 else np.full(k, 1.0 / k)
+        floor = self.cfg.prob_floor
+        if floor > 0:
+            q = (1.0 - k * floor) * q + floor
+            q /= q.sum()
+        return q
+
+    def next_batch(self) -> np.ndarray:
+        """Draw ``active_clusters`` clusters from p and emit each one's window rows, easy to hard."""
+        a, k = self.cfg.active_clusters, self.n_clusters
+        q = self.sampling_probs()
+        if k >= a:  # the reference's single draw without replacement
+            chosen = self._draw_distinct(q, a)
+        else:  # fewer clusters than slots: every cluster once, then extra slots drawn from q
+            first = self._draw_distinct(q, k)
+            chosen = np.concatenate([first, self._rng.choice(k, size=a - k, replace=True, p=q)])
+        positions = self._win[chosen[:, None], self._cycle[chosen]]
+        return self._order[self._starts[chosen][:, None] + positions].ravel()
+
+    def _draw_distinct(self, q: np.ndarray, n: int) -> np.ndarray:
+        live = int(np.count_nonzero(q))
+        if live >= n:
+            return self._rng.choice(len(q), size=n, replace=False, p=q)
+        # Fewer clusters with p > 0 than slots (alpha = 1, or p decayed below float range): numpy's draw
+        # would raise, so take every live cluster and fill the rest uniformly from the starved ones.
+        first = self._rng.choice(len(q), size=live, replace=False, p=q) if live else np.zeros(0, np.int64)
+        rest = self._rng.choice(np.flatnonzero(q == 0), size=n - live, replace=False)
+        return np.concatenate([first, rest]).astype(np.int64)
+
+    def update(self, idx: Any, success: Any) -> None:
+        """Feed back the mean rollout reward ``success[i]`` of row ``idx[i]`` and advance one step.
+
+        Any valid row counts towards its cluster's r, whether or not this sampler emitted it; a row repeated
+        in one call is classified once, on the mean of its values.
+        """
+        idx, success = self._checked_update(idx, success)
+        self._counts[:] = 0
+        if len(idx):
+            self._update_success(idx, success)
+            self._update_windows(idx, success)
+        self._update_distribution()
+        self.steps += 1
+        self.steps_in_epoch += 1
+        if self.reset_every and self.steps_in_epoch >= self.reset_every:
+            self._reset_schedule()
+            self.steps_in_epoch = 0
+
+    def _update_success(self, idx: np.ndarray, success: np.ndarray) -> None:
+        ks = self._cluster_of[idx]
+        n = np.bincount(ks, minlength=self.n_clusters)
+        total = np.bincount(ks, weights=success, minlength=self.n_clusters)
+        seen = n > 0
+        self.r[seen] = total[seen] / n[seen]  # plain replacement, as in the reference; unseen carry over
+
+    def _update_windows(self, idx: np.ndarray, success: np.ndarray) -> None:
+        rows, inverse = np.unique(idx, return_inverse=True)
+        rho = np.bincount(inverse, weights=success) / np.bincount(inverse)
+        ks, pos = self._cluster_of[rows], self._pos_of[rows]
+        valid = self._cols[None, :] < self._wsize[ks][:, None]
+        inside = ((self._win[ks] == pos[:, None]) & valid).any(axis=1)
+        ks, pos, rho = ks[inside], pos[inside], rho[inside]
+        direction = np.where(rho < self._lo, -1, np.where(rho > self._hi, 1, 0))
+        self._counts[:] = np.bincount(direction + 1, minlength=3)
+        movable = (direction != 0) & (self._wsize[ks] < self.sizes[ks])  # a full-cluster window stays
+        if not movable.any():
+            return
+        # The reference rule is sequential (each mover sees the slots earlier movers took), so this loops
+        # over the movers of this step only: at most active_clusters * B of them, never over |D|.
+        moves: dict[int, tuple[list[int], list[int]]] = {}
+        for k, q, d in zip(ks[movable].tolist(), pos[movable].tolist(), direction[movable].tolist(), strict=True):
+            moves.setdefault(k, ([], []))[d > 0].append(q)
+        for k, (easier, harder) in moves.items():
+            m = int(self._wsize[k])
+            self._win[k, :m] = shift_window(self._win[k, :m].tolist(), easier, harder, int(self.sizes[k]))
+
+    def _update_distribution(self) -> None:
+        r = self.r
+        weighting = self.cfg.inter_cluster_weighting
+        w = r if weighting == "success" else r * (1.0 - r) if weighting == "learnability" else 1.0 - r
+        total = w.sum()
+        k = self.n_clusters
+        target = w / total if np.isfinite(total) and total > 0 else np.full(k, 1.0 / k)
+        p = (1.0 - self.cfg.alpha) * self.p + self.cfg.alpha * target
+        self.p = p / p.sum()
+
+    # -- introspection --------------------------------------------------------------------------------
+
+    def window(self, cluster_id: int) -> np.ndarray:
+        """Sorted window positions (0 = easiest) of a cluster, by its original id."""
+        k = self._index_of(cluster_id)
+        return self._win[k, : self._wsize[k]].copy()
+
+    def window_rows(self, cluster_id: int) -> np.ndarray:
+        """Row positions currently inside a cluster's window."""
+        k = self._index_of(cluster_id)
+        return self._order[self._starts[k] + self._win[k, : self._wsize[k]]]
+
+    def cluster_of_rows(self, idx: Any) -> np.ndarray:
+        """Original cluster id of each row position."""
+        return self.cluster_ids[self._cluster_of[np.asarray(idx, dtype=np.int64)]]
+
+    def position_of_rows(self, idx: Any) -> np.ndarray:
+        """0-based easy-to-hard position of each row inside its cluster."""
+        return self._pos_of[np.asarray(idx, dtype=np.int64)]
+
+    def _index_of(self, cluster_id: int) -> int:
+        k = int(np.searchsorted(self.cluster_ids, cluster_id))
+        if k >= self.n_clusters or self.cluster_ids[k] != cluster_id:
+            raise KeyError(f"unknown cluster id {cluster_id!r}")
+        return k
+
+    def metrics(self) -> dict[str, float]:
+        """Flat ``name -> number`` dict for any logger: summary scalars plus per-cluster p, r and window."""
+        p, r = self.p, self.r
+        denom = np.maximum(self.sizes - 1, 1)
+        wsum = np.where(self._cols[None, :] < self._wsize[:, None], self._win, 0).sum(axis=1)
+        frac = (wsum / self._wsize) / denom
+        lo = self._win[:, 0]
+        hi = self._win[np.arange(self.n_clusters), self._wsize - 1]
+        classified = int(self._counts.sum())
+        shares = self._counts / classified if classified else np.zeros(3)
+        out: dict[str, float] = {
+            "ads/step": float(self.steps),
+            "ads/steps_in_epoch": float(self.steps_in_epoch),
+            "ads/prob_max": float(p.max()),
+            "ads/prob_min": float(p.min()),
+            "ads/prob_entropy": float(-(p * np.log(p + 1e-12)).sum()),
+            "ads/success_rate_mean": float(r.mean()),
+            "ads/window_frac_mean": float(frac.mean()),
+            "ads/classified": float(classified),
+            "ads/frac_easier": float(shares[0]),
+            "ads/frac_keep": float(shares[1]),
+            "ads/frac_harder": float(shares[2]),
+        }
+        for i, cid in enumerate(self.cluster_ids.tolist()):
+            out[f"ads/p/{cid}"] = float(p[i])
+            out[f"ads/r/{cid}"] = float(r[i])
+            out[f"ads/window_lo/{cid}"] = float(lo[i])
+            out[f"ads/window_hi/{cid}"] = float(hi[i])
+            out[f"ads/window_frac/{cid}"] = float(frac[i])
+        return out
+
+    # -- checkpointing --------------------------------------------------------------------------------
+
+    @property
+    def fingerprint(self) -> str:
+        """Digest of the clustering and ordering, so a checkpoint can't be loaded onto another artifact."""
+        if self._fingerprint is None:
+            h = hashlib.blake2b(digest_size=16)
+            for arr in (self.cluster_ids, self.sizes, self._order):
+                h.update(np.ascontiguousarray(arr, dtype=np.int64).tobytes())
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain JSON-able state (lists, floats, ints, str): the whole schedule plus the generator."""
+        state = ADSState(self.steps, self.steps_in_epoch, self.r, self.p, self._win, self._counts, self._rng)
+        return ads_state_dict(self, state)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a ``state_dict``; refuses state from another artifact or config (the seed may differ).
+
+        Every field is checked before anything is assigned, so a refused state (a ``SamplerStateError``,
+        a ``ValueError`` naming the field) leaves this sampler exactly as it was.
+        """
+        checked = check_ads_state(state, self)
+        # all checked: nothing below can fail
+        self.r, self.p, self._win, self._rng = checked.r, checked.p, checked.windows, checked.rng
+        self.steps, self.steps_in_epoch, self._counts = checked.steps, checked.steps_in_epoch, checked.last_counts

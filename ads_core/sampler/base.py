@@ -1,0 +1,108 @@
+"""What every sampler here shares: the protocol trainers drive, input checks, the parquet constructor.
+
+Only numpy (and pyarrow/fsspec to read an artifact's two sampler columns) is imported, so trainers (verl,
+TRL, the simulator) can use any sampler without pulling in the rest of the pipeline.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, Self, runtime_checkable
+
+import numpy as np
+
+SAMPLER_COLUMNS = ("cluster_id", "rank_in_cluster")
+
+
+@runtime_checkable
+class Sampler(Protocol):
+    """What every sampler here offers, so trainers and the simulator can swap them."""
+
+    batch_size: int
+
+    def next_batch(self) -> np.ndarray: ...
+
+    def update(self, idx: Any, success: Any) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+    def metrics(self) -> dict[str, float]: ...
+
+
+class BaseSampler:
+    """Shared input checks and the parquet constructor of every sampler here."""
+
+    batch_size: int
+    n_rows: int
+
+    @classmethod
+    def from_parquet(cls, uri: str, cfg: Any = None, **kwargs: Any) -> Self:
+        """Build from an artifact's ``cluster_id`` / ``rank_in_cluster`` columns (local path or fsspec URI)."""
+        cluster_ids, ranks = read_sampler_columns(uri)
+        return cls(cluster_ids, ranks, cfg, **kwargs)
+
+    def _checked_update(self, idx: Any, success: Any) -> tuple[np.ndarray, np.ndarray]:
+        return check_update_args(idx, success, self.n_rows)
+
+
+def as_sampler_columns(cluster_ids: Any, rank_in_cluster: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Validate the two aligned columns: 1-D, same length, non-empty, integer cluster ids, finite ranks."""
+    cid = np.asarray(cluster_ids)
+    rank = np.asarray(rank_in_cluster)
+    check(cid.ndim == 1 and rank.ndim == 1, "cluster_ids and rank_in_cluster must be 1-D")
+    check(len(cid) == len(rank), f"length mismatch: {len(cid)} cluster ids vs {len(rank)} ranks")
+    check(len(cid) > 0, "the artifact has no rows")
+    check(np.issubdtype(cid.dtype, np.integer), f"cluster_ids must be integers, got {cid.dtype}")
+    check(
+        np.issubdtype(rank.dtype, np.number) and not np.issubdtype(rank.dtype, np.complexfloating),
+        f"rank_in_cluster must be numeric, got {rank.dtype}",
+    )
+    check(bool(np.all(np.isfinite(rank))), "rank_in_cluster has NaN or inf values")
+    return cid.astype(np.int64, copy=False), rank
+
+
+def check_update_args(idx: Any, success: Any, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Validate an ``update`` call and return (int64 rows, float64 successes)."""
+    idx = np.asarray(idx)
+    success = np.asarray(success)
+    check(idx.ndim == 1 and success.ndim == 1, "idx and success must be 1-D")
+    check(len(idx) == len(success), f"length mismatch: {len(idx)} rows vs {len(success)} success values")
+    if len(idx) == 0:
+        return idx.astype(np.int64), success.astype(np.float64)
+    check(np.issubdtype(idx.dtype, np.integer), f"idx must hold integer row positions, got {idx.dtype}")
+    check(
+        np.issubdtype(success.dtype, np.number) or success.dtype == np.bool_,
+        f"success must be numeric, got {success.dtype}",
+    )
+    idx = idx.astype(np.int64, copy=False)
+    success = success.astype(np.float64, copy=False)
+    bad = (idx < 0) | (idx >= n_rows)
+    check(not bad.any(), f"row positions out of range [0, {n_rows}): {idx[bad][:5].tolist()}")
+    bad = ~((success >= 0.0) & (success <= 1.0))  # also catches NaN
+    check(not bad.any(), f"success values must be in [0, 1]; got {success[bad][:5].tolist()}")
+    return idx, success
+
+
+def read_sampler_columns(uri: str, columns: tuple[str, str] = SAMPLER_COLUMNS) -> tuple[np.ndarray, np.ndarray]:
+    """Read the cluster and rank columns of a parquet artifact from a local path or any fsspec URI."""
+    import fsspec
+    import pyarrow.parquet as pq
+
+    with fsspec.open(uri, "rb") as f:
+        pf = pq.ParquetFile(f)
+        names = pf.schema_arrow.names
+        missing = [c for c in columns if c not in names]
+        check(not missing, f"{uri}: missing sampler columns {missing}; found {names}")
+        table = pf.read(columns=list(columns))
+    out = []
+    for name in columns:
+        col = table.column(name)
+        check(col.null_count == 0, f"{uri}: column {name!r} has {col.null_count} null values")
+        out.append(col.to_numpy())
+    return out[0], out[1]
+
+
+def check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)

@@ -1,0 +1,319 @@
+"""A synthetic GRPO learner for comparing data schedulers before spending GPU hours.
+
+The model (a model, not evidence about real LLMs):
+
+* Problems have latent difficulties d (logits) and belong to clusters; cluster means differ.
+* The policy has one ability theta_k per cluster; a rollout on problem i of cluster k succeeds with
+  probability sigmoid(theta_k - d_i). Each prompt gets ``n_rollouts`` Bernoulli rollouts.
+* GRPO's signal is proportional to the reward variance within a group: g_i = rho_i (1 - rho_i) for the
+  group's observed success rate rho_i, so all-correct and all-wrong groups teach nothing.
+* Learning transfers partly between clusters: a fraction ``transfer`` of the batch's signal raises every
+  cluster equally, the rest raises only the cluster it came from. The split is scaled so that a batch
+  spread evenly over clusters gives every cluster the same gain whatever ``transfer`` is.
+* The sampler sees rank_in_cluster from a noisy offline difficulty estimate (d plus Gaussian noise), like
+  the pipeline's NLL score, never d itself. Accuracy is the exact expected accuracy on held-out problems.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import get_args
+
+import numpy as np
+
+from ads_core.config.sampler import UniformSamplerConfig
+from ads_core.config.simulate import SimulatedSampler, SimulationConfig
+from ads_core.sampler.ads import ADSSampler
+from ads_core.sampler.base import Sampler
+from ads_core.sampler.baselines import DifficultyTargetedSampler, UniformSampler
+
+
+@dataclass
+class World:
+    """One seed's synthetic dataset: the artifact's columns plus the hidden truth."""
+
+    cluster_of: np.ndarray  # (N,) cluster index of each training row
+    difficulty: np.ndarray  # (N,) latent difficulty
+    rank_in_cluster: np.ndarray  # (N,) 0 = easiest by the noisy estimate
+    test_cluster: np.ndarray
+    test_difficulty: np.ndarray
+    n_clusters: int
+    initial_ability: float
+
+    def accuracy(self, theta: np.ndarray) -> float:
+        """Expected held-out accuracy of a policy with per-cluster abilities ``theta``."""
+        return float(_sigmoid(theta[self.test_cluster] - self.test_difficulty).mean())
+
+
+@dataclass
+class SimulationResult:
+    config: SimulationConfig
+    eval_steps: np.ndarray  # (E,) steps at which accuracy was measured, starting at 0
+    curves: dict[str, np.ndarray]  # sampler -> (n_seeds, E) held-out accuracy
+    targets: np.ndarray  # (n_seeds,) the baseline's final accuracy per seed
+    steps_to_target: dict[str, list[int | None]]  # None: never reached within the run
+    seconds: dict[str, float]  # wall time per sampler over all seeds
+    n_rows: list[int] = field(default_factory=list)  # training rows of each seed's world
+    window_frac: dict[str, float] = field(default_factory=dict)  # ADS: mean window position at the end
+
+    def ratio(self, name: str) -> tuple[float, int]:
+        """Mean over seeds of steps(name) / steps(baseline); unreached seeds count as the full run.
+
+        Returns (ratio, number of seeds that never reached the target): with any, the ratio is a lower bound.
+        """
+        base = self.steps_to_target[self.config.baseline]
+        mine = self.steps_to_target[name]
+        full = self.config.steps
+        ratios = [
+            (m if m is not None else full) / max(b if b is not None else full, 1)
+            for m, b in zip(mine, base, strict=True)
+        ]
+        return float(np.mean(ratios)), sum(m is None for m in mine)
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-able summary: config, per-seed curves and targets, and the summary rows."""
+        cfg = self.config.model_dump()
+        return {
+            "config": cfg,
+            "eval_steps": self.eval_steps.tolist(),
+            "curves": {name: curve.tolist() for name, curve in self.curves.items()},
+            "targets": self.targets.tolist(),
+            "steps_to_target": self.steps_to_target,
+            "n_rows": self.n_rows,
+            "window_frac": self.window_frac,
+            "summary": summary_rows(self),
+        }
+
+
+SamplerFactory = Callable[[World, SimulationConfig, int], Sampler]
+
+
+def _ads(world: World, cfg: SimulationConfig, seed: int, **overrides: object) -> Sampler:
+    return ADSSampler(world.cluster_of, world.rank_in_cluster, cfg.ads.replaced(seed=seed, **overrides))
+
+
+SAMPLER_FACTORIES: dict[str, SamplerFactory] = {
+    "uniform": lambda w, c, s: UniformSampler(
+        w.cluster_of, w.rank_in_cluster, UniformSamplerConfig(batch_size=c.ads.batch_size, seed=s)
+    ),
+    "dots": lambda w, c, s: DifficultyTargetedSampler(
+        w.cluster_of, w.rank_in_cluster, c.dots.replaced(batch_size=c.ads.batch_size, seed=s)
+    ),
+    "ads": lambda w, c, s: _ads(w, c, s),
+    "ads-learnability": lambda w, c, s: _ads(w, c, s, inter_cluster_weighting="learnability"),
+    "ads-inverse": lambda w, c, s: _ads(w, c, s, inter_cluster_weighting="inverse"),
+    "ads-noreset": lambda w, c, s: _ads(w, c, s, reset_every=0),
+    "ads-floor": lambda w, c, s: _ads(w, c, s, prob_floor=0.5 / w.n_clusters),
+}
+assert set(SAMPLER_FACTORIES) == set(get_args(SimulatedSampler)), "one factory per SimulatedSampler name"
+
+
+def make_world(cfg: SimulationConfig, seed: int) -> World:
+    """Draw clusters, difficulties, the noisy offline ranking and a held-out test set for one seed."""
+    rng = np.random.default_rng([seed, 0])
+    k = cfg.n_clusters
+    sizes = np.maximum(
+        cfg.min_cluster_size, np.round(cfg.median_cluster_size * rng.lognormal(0.0, cfg.cluster_size_sd, k))
+    ).astype(np.int64)
+    means = rng.normal(0.0, cfg.cluster_difficulty_sd, k)
+    cluster_of = np.repeat(np.arange(k), sizes)
+    difficulty = means[cluster_of] + rng.normal(0.0, cfg.within_difficulty_sd, len(cluster_of))
+    estimate = difficulty + rng.normal(0.0, cfg.rank_noise_sd, len(cluster_of))
+    order = np.lexsort((estimate, cluster_of))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    rank = np.empty(len(cluster_of), dtype=np.int64)
+    rank[order] = np.arange(len(cluster_of)) - starts[cluster_of[order]]
+    # Shuffle rows so nothing depends on the artifact's row order.
+    perm = rng.permutation(len(cluster_of))
+    test_sizes = np.maximum(1, np.round(sizes * cfg.test_fraction)).astype(np.int64)
+    test_cluster = np.repeat(np.arange(k), test_sizes)
+    test_difficulty = means[test_cluster] + rng.normal(0.0, cfg.within_difficulty_sd, len(test_cluster))
+    return World(
+        cluster_of=cluster_of[perm],
+        difficulty=difficulty[perm],
+        rank_in_cluster=rank[perm],
+        test_cluster=test_cluster,
+        test_difficulty=test_difficulty,
+        n_clusters=k,
+        initial_ability=cfg.initial_ability,
+    )
+
+
+def train(world: World, sampler: Sampler, cfg: SimulationConfig, seed: int) -> np.ndarray:
+    """Run the learner for ``cfg.steps`` steps; return held-out accuracy at 0, eval_every, ..., steps."""
+    rng = np.random.default_rng([seed, 1])
+    k = world.n_clusters
+    theta = np.full(k, world.initial_ability)
+    curve = [world.accuracy(theta)]
+    for step in range(1, cfg.steps + 1):
+        rows = sampler.next_batch()
+        ks = world.cluster_of[rows]
+        p = _sigmoid(theta[ks] - world.difficulty[rows])
+        rho = rng.binomial(cfg.n_rollouts, p) / cfg.n_rollouts
+        sampler.update(rows, rho)
+        theta += ability_gain(ks, group_signal(rho, cfg.signal), k, cfg)
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            curve.append(world.accuracy(theta))
+    return np.asarray(curve)
+
+
+def group_signal(rho: np.ndarray, kind: str = "variance") -> np.ndarray:
+    """GRPO's learning signal per prompt: the within-group reward variance (or its square root)."""
+    var = rho * (1.0 - rho)
+    return np.sqrt(var) if kind == "std" else var
+
+
+def ability_gain(ks: np.ndarray, signal: np.ndarray, n_clusters: int, cfg: SimulationConfig) -> np.ndarray:
+    """Per-cluster ability change from one batch: a ``transfer`` share of the mean signal lifts every
+    cluster, the rest lifts the prompt's own cluster (scaled by K so an even spread lifts all equally)."""
+    own = np.bincount(ks, weights=signal, minlength=n_clusters)
+    shared = (1.0 - cfg.transfer) * n_clusters * own + cfg.transfer * signal.sum()
+    return cfg.learning_rate * shared / len(ks)
+
+
+def eval_steps(cfg: SimulationConfig) -> np.ndarray:
+    steps = list(range(0, cfg.steps + 1, cfg.eval_every))
+    if steps[-1] != cfg.steps:
+        steps.append(cfg.steps)
+    return np.asarray(steps)
+
+
+def run_simulation(
+    cfg: SimulationConfig | None = None, progress: Callable[[str, int], None] | None = None
+) -> SimulationResult:
+    """Train every sampler on every seed's world; time each to the baseline's final accuracy."""
+    cfg = cfg if cfg is not None else SimulationConfig()
+    names = list(dict.fromkeys((cfg.baseline, *cfg.samplers)))
+    steps = eval_steps(cfg)
+    curves = {name: np.zeros((len(cfg.seeds), len(steps))) for name in names}
+    seconds = dict.fromkeys(names, 0.0)
+    window_frac: dict[str, list[float]] = {}
+    n_rows = []
+    for i, seed in enumerate(cfg.seeds):
+        world = make_world(cfg, seed)
+        n_rows.append(len(world.cluster_of))
+        for name in names:
+            start = time.perf_counter()
+            sampler = SAMPLER_FACTORIES[name](world, cfg, seed)
+            curves[name][i] = train(world, sampler, cfg, seed)
+            seconds[name] += time.perf_counter() - start
+            if isinstance(sampler, ADSSampler):
+                window_frac.setdefault(name, []).append(sampler.metrics()["ads/window_frac_mean"])
+            if progress is not None:
+                progress(name, seed)
+    targets = curves[cfg.baseline][:, -1].copy()
+    to_target = {
+        name: [_first_reach(steps, c, t) for c, t in zip(curves[name], targets, strict=True)] for name in names
+    }
+    return SimulationResult(
+        config=cfg,
+        eval_steps=steps,
+        curves=curves,
+        targets=targets,
+        steps_to_target=to_target,
+        seconds=seconds,
+        n_rows=n_rows,
+        window_frac={name: float(np.mean(v)) for name, v in window_frac.items()},
+    )
+
+
+def _first_reach(steps: np.ndarray, curve: np.ndarray, target: float) -> int | None:
+    hit = np.flatnonzero(curve >= target)
+    return int(steps[hit[0]]) if len(hit) else None
+
+
+def summary_rows(result: SimulationResult) -> list[dict[str, object]]:
+    """One row per sampler: final accuracy, steps to the baseline's final accuracy and their ratio."""
+    rows = []
+    for name, curve in result.curves.items():
+        reached = [s for s in result.steps_to_target[name] if s is not None]
+        ratio, missed = result.ratio(name)
+        rows.append(
+            {
+                "sampler": name,
+                "final_mean": float(curve[:, -1].mean()),
+                "final_sd": float(curve[:, -1].std()),
+                "steps_mean": float(np.mean(reached)) if reached else None,
+                "reached": len(reached),
+                "seeds": len(curve),
+                "ratio": ratio,
+                "ratio_is_lower_bound": missed > 0,
+                "seconds": result.seconds[name],
+            }
+        )
+    return rows
+
+
+def format_report(result: SimulationResult, columns: int = 9) -> str:
+    """Plain-text report: mean accuracy curves, then steps to the baseline's final accuracy."""
+    return format_curves(result, columns) + "\n\n" + format_summary(result)
+
+
+def format_curves(result: SimulationResult, columns: int = 9) -> str:
+    """The run's setting and the mean held-out accuracy of each sampler at ``columns`` steps."""
+    cfg = result.config
+    lines = [
+        f"Synthetic GRPO learner (a model, not evidence about LLMs): {len(cfg.seeds)} seeds, {cfg.steps} steps, "
+        f"batch {cfg.ads.batch_size}, {cfg.n_clusters} clusters, |D| ~ {int(np.mean(result.n_rows))}, "
+        f"n={cfg.n_rollouts}, transfer={cfg.transfer}, rank noise sd={cfg.rank_noise_sd}",
+        "",
+        "Held-out accuracy (mean over seeds) by step:",
+    ]
+    pick = np.unique(np.linspace(0, len(result.eval_steps) - 1, columns).round().astype(int))
+    width = max(len(n) for n in result.curves) + 2
+    lines.append("step".ljust(width) + "".join(f"{result.eval_steps[j]:>8d}" for j in pick))
+    for name, curve in result.curves.items():
+        mean = curve.mean(axis=0)
+        lines.append(name.ljust(width) + "".join(f"{mean[j]:8.3f}" for j in pick))
+    return "\n".join(lines)
+
+
+def format_summary(result: SimulationResult) -> str:
+    """Final accuracy, steps to the baseline's final accuracy and their ratio, one line per sampler."""
+    cfg = result.config
+    width = max(len(n) for n in result.curves) + 2
+    lines = [
+        f"Steps to reach {cfg.baseline}'s final accuracy (per-seed target, mean {result.targets.mean():.3f}):",
+        "sampler".ljust(width) + f"{'final acc':>16}{'steps':>9}{'reached':>9}{'ratio':>9}{'time s':>8}",
+    ]
+    for row in summary_rows(result):
+        steps = f"{row['steps_mean']:.0f}" if row["steps_mean"] is not None else "-"
+        ratio = ("≥" if row["ratio_is_lower_bound"] else "") + f"{row['ratio']:.2f}"
+        lines.append(
+            str(row["sampler"]).ljust(width)
+            + f"{row['final_mean']:>9.3f} ± {row['final_sd']:.3f}"
+            + f"{steps:>9}{row['reached']:>6}/{row['seeds']:<2}{ratio:>9}{row['seconds']:>8.1f}"
+        )
+    lines.append("ratio = mean over seeds of steps(sampler) / steps(baseline); ≥: some seeds never reached it.")
+    if result.window_frac:
+        fracs = ", ".join(f"{k} {v:.3f}" for k, v in result.window_frac.items())
+        lines.append(f"ADS mean window position at the end (0 = easiest, 1 = hardest): {fracs}")
+    return "\n".join(lines)
+
+
+def save_plot(result: SimulationResult, path: str, names: Sequence[str] | None = None) -> None:
+    """Accuracy-versus-step curves (mean and min-max band over seeds) as a PNG, without a display."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 5), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for name in names or list(result.curves):
+        curve = result.curves[name]
+        (line,) = ax.plot(result.eval_steps, curve.mean(axis=0), label=name)
+        ax.fill_between(result.eval_steps, curve.min(axis=0), curve.max(axis=0), color=line.get_color(), alpha=0.15)
+    ax.axhline(result.targets.mean(), color="grey", ls="--", lw=1, label=f"{result.config.baseline} final")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("expected held-out accuracy")
+    ax.set_title(f"Synthetic GRPO learner, {len(result.config.seeds)} seeds (a model, not LLM evidence)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))

@@ -1,0 +1,366 @@
+"""Format stage: any math dataset → verl's GRPO schema, with rejects that account for every row.
+
+The work is split by responsibility: `sources` (which files a SOURCE names), `readers` and `arrow` (files →
+raw rows), `detect` (which columns play which role), `rows` (one row → question, solution, answer, or a
+reject), `schema` (templates, the output and rejects schemas) and `ads_core.core.text` (normalisation and
+`\\boxed{}` helpers). This module is the stage itself and its declaration (`STAGE`).
+
+Output: `formatted` (OUT/formatted/train.parquet), `rejects` (OUT/formatted/rejects.parquet), and the
+manifest beside them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ads_core import storage
+from ads_core.config.build import FormatConfig
+from ads_core.core import text
+from ads_core.core.errors import InputError
+from ads_core.core.text import sample_id_of
+from ads_core.stages.base import Stage, StageContext, UIItem, outputs_under
+from ads_core.stages.format import readers, records
+from ads_core.stages.format import sources as format_sources
+from ads_core.stages.format.detect import Layout, detect_layout
+from ads_core.stages.format.records import RawRow
+from ads_core.stages.format.rows import Converted, convert_row
+from ads_core.stages.format.schema import OUTPUT_SCHEMA, REJECTS_SCHEMA, template_string
+from ads_core.stages.format.sources import dataset_name, folder_of
+from ads_core.stages.format.values import Reject
+from ads_core.storage import manifest as mf
+
+log = logging.getLogger("ads.format")
+
+VERSION = "2"  # bump by hand when the formatted rows change for the same input (it is in the cache key)
+
+
+@dataclass
+class FormatSummary:
+    rows_in: int = 0
+    rows_out: int = 0
+    rejects: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)  # reason -> its first reject, for the error
+
+    @property
+    def rows_rejected(self) -> int:
+        return sum(self.rejects.values())
+
+
+def _source_meta(row: dict[str, Any], layout: Layout, folder: str | None) -> str | None:
+    skip = layout.used() | {"extra_info", "reward_model", "prompt"}
+    meta = {
+        k: v
+        for k, v in row.items()
+        if k not in skip and isinstance(v, (str, int, float, bool)) and not (isinstance(v, str) and len(v) > 500)
+    }
+    if folder and "folder" not in meta:
+        meta["folder"] = folder  # the subject folder of a one-problem-per-file tree (MATH)
+    return readers.safe_text(json.dumps(meta, ensure_ascii=False, sort_keys=True)) if meta else None
+
+
+class _Layouts:
+    """One detected layout per file; small files (one problem each) reuse the layout of their column set."""
+
+    MAX_LISTED = 100  # files listed one by one in the manifest; the rest are counted
+
+    def __init__(self, source: str, cfg: FormatConfig) -> None:
+        self.source, self.cfg = source, cfg
+        self.by_file: dict[str, Layout] = {}
+        self.by_columns: dict[tuple[str, ...], Layout] = {}
+        self.detected: dict[str, dict[str, Any]] = {}
+        self.evidence: dict[str, dict[str, Any]] = {}
+        self.folders: dict[str, str | None] = {}
+        self.unlisted = 0
+
+    def get(self, raw: RawRow, batch: list[RawRow]) -> Layout:
+        file = raw.source_file
+        layout = self.by_file.get(file)
+        if layout is not None:
+            return layout
+        sample = [r.data for r in batch if r.data is not None and r.source_file == file][:200]
+        key = tuple(sorted({k for row in sample for k in row}))
+        if len(sample) < 20:  # too few rows to judge alone: other files with the same columns help
+            layout = self.by_columns.get(key)
+            if layout is None:
+                sample += [
+                    r.data
+                    for r in batch
+                    if r.data is not None and r.source_file != file and tuple(sorted(r.data)) == key
+                ][: 200 - len(sample)]
+        if layout is None:
+            layout = detect_layout(file, sample, self.cfg)
+            self.by_columns.setdefault(key, layout)
+        self.by_file[file] = layout
+        self.folders[file] = folder_of(self.source, file) if storage.exists(self.source) else None
+        if len(self.detected) < self.MAX_LISTED:
+            self.detected[file] = layout.describe()
+            if layout.evidence:
+                self.evidence[file] = layout.evidence
+            log.info("%s: detected layout %s", file, layout.describe())
+        else:
+            self.unlisted += 1
+        return layout
+
+
+def format_dataset(
+    source: str, out: str, cfg: FormatConfig | None = None, progress: Callable[[int], None] | None = None
+) -> mf.Manifest:
+    """Format SOURCE into OUT at the declared locations (`ads format`, eval sets, tests)."""
+    uris = outputs_under(out, STAGE)
+    return write_formatted(source, uris["formatted"], uris["rejects"], cfg, progress)
+
+
+def write_formatted(
+    source: str,
+    train_uri: str,
+    rejects_uri: str,
+    cfg: FormatConfig | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> mf.Manifest:
+    """Format SOURCE into TRAIN_URI and REJECTS_URI (one folder, the manifest beside them).
+
+    Raises InputError for unusable input; row-level problems become rejects with reasons. A run that
+    keeps less than `cfg.min_kept` of its non-duplicate rows raises InputError too, after the rejects and the manifest
+    are written, so the reasons can be inspected.
+    """
+    cfg = cfg or FormatConfig()
+    template = template_string(cfg)
+    name = cfg.name or dataset_name(source)
+    stage_dir = mf.stage_dir_of(train_uri)
+    source_is_local = storage.exists(source)  # a missing path is reported by the reader as an error: line
+    source_hash = storage.tree_hash(source, records.SUPPORTED_SUFFIXES) if source_is_local else None
+
+    summary = FormatSummary()
+    layouts = _Layouts(source, cfg)
+    seen: dict[int, tuple[str, int]] = {}
+
+    with (
+        storage.atomic_local_file(train_uri, ".parquet") as train_tmp,
+        storage.atomic_local_file(rejects_uri, ".parquet") as rejects_tmp,
+    ):
+        train_writer = pq.ParquetWriter(train_tmp, OUTPUT_SCHEMA, compression="zstd")
+        rejects_writer = pq.ParquetWriter(rejects_tmp, REJECTS_SCHEMA, compression="zstd")
+        try:
+            for batch in format_sources.iter_source_batches(source, cfg.split, cfg.batch_rows):
+                out_rows: list[dict[str, Any]] = []
+                rejects: list[dict[str, Any]] = []
+
+                def reject(
+                    raw: RawRow, reason: str, message: str, preview: str | None, rejects: list[dict[str, Any]] = rejects
+                ) -> None:
+                    summary.rejects[reason] += 1
+                    summary.examples.setdefault(reason, f"{raw.source_file} row {raw.source_row}: {message}")
+                    rejects.append(
+                        {
+                            "source_file": raw.source_file,
+                            "source_row": raw.source_row,
+                            "reason": reason,
+                            "message": message,
+                            "raw": preview,
+                        }
+                    )
+
+                for raw in batch:
+                    summary.rows_in += 1
+                    if raw.data is None:
+                        reject(raw, raw.reject_reason or "bad_row", raw.reject_message or "unreadable row", raw.raw)
+                        continue
+                    layout = layouts.get(raw, batch)
+                    try:
+                        conv = convert_row(raw.data, layout, cfg)
+                    except Reject as rej:
+                        reject(raw, rej.reason, f"row {raw.source_row}: {rej.message}", _row_preview(raw.data))
+                        continue
+                    if any(text.has_surrogates(t) for t in (conv.question, conv.answer, conv.solution or "")):
+                        reject(
+                            raw,
+                            "bad_encoding",
+                            f"row {raw.source_row}: a field used in the output (options, "
+                            "body or solution) is not valid UTF-8",
+                            _row_preview(raw.data),
+                        )
+                        continue
+                    sid = sample_id_of(conv.question)
+                    if sid in seen:
+                        first_file, first_row = seen[sid]
+                        reject(
+                            raw,
+                            "duplicate",
+                            f"row {raw.source_row}: same question as row {first_row} of {first_file}",
+                            _row_preview(raw.data),
+                        )
+                        continue
+                    seen[sid] = (raw.source_file, raw.source_row)
+                    out_rows.append(
+                        _output_row(
+                            raw,
+                            layout,
+                            conv,
+                            cfg,
+                            name,
+                            template,
+                            sid,
+                            summary.rows_out,
+                            layouts.folders.get(raw.source_file),
+                        )
+                    )
+                    summary.rows_out += 1
+                if out_rows:
+                    train_writer.write_table(pa.Table.from_pylist(out_rows, schema=OUTPUT_SCHEMA))
+                if rejects:
+                    rejects_writer.write_table(pa.Table.from_pylist(rejects, schema=REJECTS_SCHEMA))
+                if progress:
+                    progress(len(batch))
+        finally:
+            train_writer.close()
+            rejects_writer.close()
+        if summary.rows_in == 0:
+            raise InputError(f"{source}: no rows (the file is empty)")
+
+    assert summary.rows_in == summary.rows_out + summary.rows_rejected
+    extra: dict[str, Any] = {"detected": layouts.detected, "name": name, "evidence": layouts.evidence}
+    if layouts.unlisted:
+        extra["files_not_listed"] = layouts.unlisted
+    manifest = mf.Manifest(
+        stage="format",
+        inputs={"source": {"uri": source, "sha256": source_hash}},
+        outputs={
+            "train": mf.output_entry(train_uri, summary.rows_out),
+            "rejects": mf.output_entry(rejects_uri, summary.rows_rejected),
+        },
+        config={**mf.config_dict(cfg), "name": name, "template_string": template},
+        code_version=mf.version_of(STAGE, VERSION),
+        counts={
+            "rows_in": summary.rows_in,
+            "rows_out": summary.rows_out,
+            "rows_rejected": summary.rows_rejected,
+            "rejects_by_reason": dict(sorted(summary.rejects.items())),
+        },
+        extra=extra,
+    )
+    mf.write(stage_dir, manifest)
+    _check_kept(source, summary, cfg.min_kept, rejects_uri)
+    return manifest
+
+
+def _output_row(
+    raw: RawRow,
+    layout: Layout,
+    conv: Converted,
+    cfg: FormatConfig,
+    name: str,
+    template: str,
+    sid: int,
+    index: int,
+    folder: str | None,
+) -> dict[str, Any]:
+    assert raw.data is not None
+    ds_value = raw.data.get(layout.data_source) if layout.data_source else None
+    data_source = readers.safe_text(ds_value) if isinstance(ds_value, str) and ds_value.strip() else name
+    source_id = raw.data.get(layout.id_column) if layout.id_column else None
+    prompt = conv.prompt or [{"role": "user", "content": template.replace("{question}", conv.question)}]
+    return {
+        "data_source": data_source,
+        "prompt": prompt,
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": conv.answer},
+        "extra_info": {
+            "index": index,
+            "sample_id": sid,
+            "question": conv.question,
+            "solution": conv.solution,
+            "answer": conv.answer,
+            "split": cfg.split,
+            "source_file": raw.source_file,
+            "source_row": raw.source_row,
+            "source_id": None if source_id is None else readers.safe_text(str(source_id)),
+            "source_meta": _source_meta(raw.data, layout, folder),
+        },
+        "sample_id": sid,
+    }
+
+
+def _check_kept(source: str, summary: FormatSummary, min_kept: float, rejects_uri: str) -> None:
+    """InputError when too few rows survived: the top reasons, one example each (the rejects are written)."""
+    usable = summary.rows_in - summary.rejects["duplicate"]  # repeats are not a sign of a misread input
+    if summary.rows_out >= min_kept * usable:
+        return
+    top = summary.rejects.most_common(3)
+    reasons = "; ".join(f"{reason} x{n} (e.g. {_clip(summary.examples[reason])})" for reason, n in top)
+    raise InputError(
+        f"{source}: only {summary.rows_out} of {usable} rows kept ({summary.rows_out / usable:.0%}, "
+        f"below min_kept {min_kept:.0%}; duplicates not counted); top reject reasons: {reasons}; "
+        f"all rejects are in {rejects_uri}. "
+        "Fix the input or the column choice (set question_col, answer_col), or set min_kept lower",
+        options=("question_col", "answer_col", "min_kept"),
+    )
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _row_preview(row: dict[str, Any]) -> str:
+    text = readers.safe_text(json.dumps(row, ensure_ascii=False, default=str))
+    return text if len(text) <= 500 else text[:500] + "…"
+
+
+# ---------------------------------------------------------------------------------------------
+# the declaration
+
+MIN_ROWS = 2  # K-Means needs at least two rows
+
+
+def run(ctx: StageContext, _: int | None) -> mf.Manifest:
+    fmt = ctx.config.format.replaced(name=ctx.dataset)
+    with ctx.progress("format", None) as advance:
+        manifest = write_formatted(ctx.source, ctx.uri("formatted"), ctx.uri("rejects"), fmt, progress=advance)
+    if manifest.counts["rows_out"] < MIN_ROWS:
+        raise InputError(
+            f"only {manifest.counts['rows_out']} usable rows after formatting; need at least {MIN_ROWS} to cluster"
+        )
+    return manifest
+
+
+def ui(ctx: StageContext, manifest: mf.Manifest) -> list[UIItem]:
+    """Rows read and kept, and rejects by reason with one example message each."""
+    counts = manifest.counts
+    examples: dict[str, str] = {}
+    rejects_uri = manifest.output_uri("rejects")
+    if counts.get("rows_rejected"):
+        import polars as pl
+
+        rejects = pl.from_arrow(storage.read_parquet(rejects_uri, columns=["reason", "message"]))
+        for row in rejects.group_by("reason", maintain_order=True).first().iter_rows(named=True):
+            examples[row["reason"]] = str(row["message"] or "")[:200]
+    rows: list[dict[str, Any]] = [
+        {"what": "read", "rows": counts["rows_in"], "example": ""},
+        {"what": "kept", "rows": counts["rows_out"], "example": ""},
+    ]
+    rows += [
+        {"what": f"rejected: {reason}", "rows": n, "example": examples.get(reason, "")}
+        for reason, n in counts["rejects_by_reason"].items()
+    ]
+    description = f"format: rows read, kept and rejected by reason ({rejects_uri})"
+    return [UIItem("table", "format-counts", rows, description)]
+
+
+STAGE = Stage(
+    name="format",
+    section="format",
+    inputs=("source",),
+    outputs={"formatted": "formatted/train.parquet", "rejects": "formatted/rejects.parquet"},
+    version=VERSION,
+    run=run,
+    progress=True,
+    ui=ui,
+)

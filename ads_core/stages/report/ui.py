@@ -1,0 +1,65 @@
+"""What the report stage shows in a run's UI: difficulty quantiles, example problems, the report picture, and
+each cluster's top terms (a table and a grid picture). Computed here from the stage's outputs; the Prefect
+layer only renders the items.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ads_core import storage
+from ads_core.core.text import md_text
+from ads_core.stages.base import StageContext, UIItem
+from ads_core.storage import manifest as mf
+
+
+def cluster_terms_rows(terms: dict[str, list[dict[str, Any]]], quantiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One table row per cluster: its size, top terms (best first) and median difficulty."""
+    by_id = {int(q["cluster_id"]): q for q in quantiles}
+    return [
+        {
+            "cluster_id": cid,
+            "size": int(by_id.get(cid, {}).get("size", 0)),
+            "top_terms": ", ".join(t["term"] for t in terms[key]),
+            "median_difficulty": by_id.get(cid, {}).get("q50"),
+        }
+        for cid, key in sorted((int(k), k) for k in terms)
+    ]
+
+
+def ui_items(ctx: StageContext, manifest: mf.Manifest) -> list[UIItem]:
+    quantiles = storage.read_json(manifest.output_uri("quantiles"))
+    terms = storage.read_json(manifest.output_uri("terms"))
+    name = md_text(ctx.dataset)
+    return [
+        UIItem("table", "difficulty-quantiles", quantiles, "difficulty quantiles per cluster (token-mean NLL)"),
+        UIItem(
+            "markdown",
+            "cluster-examples",
+            storage.read_bytes(manifest.output_uri("examples")).decode(),
+            "example problems per cluster",
+        ),
+        UIItem(
+            "image",
+            "report-plot",
+            (f"{name}: build report", storage.read_bytes(manifest.output_uri("plot")), manifest.output_uri("plot")),
+            "difficulty histogram, cluster sizes, 2-D t-SNE map by cluster and by difficulty",
+        ),
+        UIItem(
+            "table",
+            "cluster-terms",
+            cluster_terms_rows(terms, quantiles),
+            "top terms per cluster by class-based TF-IDF over the question text "
+            "(math and LaTeX stop words removed), with size and median difficulty",
+        ),
+        UIItem(
+            "image",
+            "cluster-terms-image",
+            (
+                f"{name}: top terms per cluster",
+                storage.read_bytes(manifest.output_uri("terms_plot")),
+                manifest.output_uri("terms_plot"),
+            ),
+            "top c-TF-IDF terms per cluster, one cell per cluster",
+        ),
+    ]

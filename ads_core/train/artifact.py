@@ -1,0 +1,178 @@
+"""The final-artifact contract: what `OUT/final/train.parquet` holds, shared by the writer and the trainer.
+
+The sort stage writes this layout (the column names are in `ads_core.core.contract`); `ads train` and the
+`ads-train` flow check it with `validate_artifact` before a trainer sees the file.
+
+    info = validate_artifact("ads-out/final/train.parquet")   # ArtifactError names every problem
+    print(info.rows, info.clusters, info.dataset)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ads_core import storage
+from ads_core.config.sampler import ADSSamplerConfig
+from ads_core.core.contract import EXTRA_INFO_FIELDS, FINAL_DIR, REQUIRED_COLUMNS
+from ads_core.core.errors import OptionError
+from ads_core.sampler.ads import ADSSampler
+from ads_core.storage.manifest import MANIFEST_NAME
+
+
+class ArtifactError(OptionError, ValueError):
+    """The training artifact can't be trained on (missing columns, bad values): fix the data."""
+
+
+@dataclass
+class ArtifactInfo:
+    """What training needs to know about a checked artifact: sizes, its manifest and its OUT root."""
+
+    uri: str
+    rows: int
+    clusters: int
+    cluster_size_min: int
+    cluster_size_median: float
+    cluster_size_max: int
+    manifest: dict[str, Any] | None
+    out_root: str | None  # OUT when the artifact is OUT/final/train.parquet
+
+    @property
+    def policy_model(self) -> str | None:
+        return ((self.manifest or {}).get("extra") or {}).get("policy_model")
+
+    @property
+    def dataset(self) -> str | None:
+        return ((self.manifest or {}).get("extra") or {}).get("dataset")
+
+
+def parent(uri: str) -> str:
+    """The folder of a path or URI (``.`` for a bare file name)."""
+    return uri.rstrip("/").rsplit("/", 1)[0] if "/" in uri.rstrip("/") else "."
+
+
+def out_root_of(uri: str) -> str | None:
+    """OUT when ``uri`` is ``OUT/final/<file>``, else None."""
+    folder = parent(uri)
+    return parent(folder) if folder.rstrip("/").endswith("/" + FINAL_DIR) else None
+
+
+def read_manifest(artifact_uri: str) -> dict[str, Any] | None:
+    """The ``manifest.json`` next to the artifact (OUT/final/manifest.json), if any."""
+    uri = storage.join(parent(artifact_uri), MANIFEST_NAME)
+    try:
+        return storage.read_json(uri) if storage.exists(uri) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _struct_fields(typ: pa.DataType) -> set[str]:
+    return {typ.field(i).name for i in range(typ.num_fields)} if pa.types.is_struct(typ) else set()
+
+
+def check_schema(schema: pa.Schema, uri: str) -> None:
+    """Raise ArtifactError naming every column that is missing or has the wrong shape."""
+    problems = []
+    names = set(schema.names)
+    for col, what in REQUIRED_COLUMNS.items():
+        if col not in names:
+            problems.append(f"missing column {col!r} ({what})")
+    if "prompt" in names:
+        typ = schema.field("prompt").type
+        is_list = pa.types.is_list(typ) or pa.types.is_large_list(typ)
+        if not (is_list and {"role", "content"} <= _struct_fields(typ.value_type)):
+            problems.append(f"column 'prompt' must be a list of {{role, content}} messages, got {typ}")
+    if "reward_model" in names and "ground_truth" not in _struct_fields(schema.field("reward_model").type):
+        problems.append("column 'reward_model' must be a struct with a 'ground_truth' field")
+    if "extra_info" in names:
+        fields = _struct_fields(schema.field("extra_info").type)
+        missing = [f for f in EXTRA_INFO_FIELDS if f not in fields]
+        if missing:
+            problems.append(
+                f"extra_info lacks {missing}: the row identity reaches verl's batch only through "
+                f"extra_info (rebuild with `ads build`)"
+            )
+    for col in ("sample_id", "cluster_id"):
+        if col in names and not pa.types.is_integer(schema.field(col).type):
+            problems.append(f"column {col!r} must be an integer, got {schema.field(col).type}")
+    if "rank_in_cluster" in names:
+        typ = schema.field("rank_in_cluster").type
+        if not (pa.types.is_integer(typ) or pa.types.is_floating(typ)):
+            problems.append(f"column 'rank_in_cluster' must be numeric, got {typ}")
+    if problems:
+        raise ArtifactError(
+            f"{uri} is not an ADS training artifact (verl GRPO schema + sampler columns):\n  - "
+            + "\n  - ".join(problems)
+        )
+
+
+def _check_ids(uri: str, cols: pa.Table) -> None:
+    """Row ids unique and mirrored in extra_info; the sampler maps rollouts to rows by them."""
+    for col in ("sample_id", "cluster_id", "rank_in_cluster"):
+        nulls = cols.column(col).null_count
+        if nulls:
+            raise ArtifactError(f"{uri}: column {col!r} has {nulls} null values")
+    sid = cols.column("sample_id").to_numpy()
+    uniq, counts = np.unique(sid, return_counts=True)
+    if (counts > 1).any():
+        raise ArtifactError(
+            f"{uri}: sample_id is not unique ({int((counts > 1).sum())} repeated ids, e.g. "
+            f"{int(uniq[counts > 1][0])}); the sampler maps rollouts to rows by it"
+        )
+    info = cols.column("extra_info").combine_chunks()
+    if not np.array_equal(info.field("sample_id").to_numpy(zero_copy_only=False), sid):
+        raise ArtifactError(f"{uri}: extra_info.sample_id differs from sample_id")
+    inner_cid = info.field("cluster_id").to_numpy(zero_copy_only=False)
+    cid = cols.column("cluster_id").to_numpy()
+    if not np.array_equal(inner_cid.astype(np.int64), cid.astype(np.int64)):
+        raise ArtifactError(f"{uri}: extra_info.cluster_id differs from cluster_id")
+
+
+def validate_artifact(uri: str, sampler_cfg: ADSSamplerConfig | None = None) -> ArtifactInfo:
+    """Check the schema, the sampler columns and the row ids; build the sampler once as the final check."""
+    import pyarrow.parquet as pq
+
+    if not uri.endswith(".parquet"):
+        raise ArtifactError(f"{uri}: verl reads the training set from a .parquet file (OUT/final/train.parquet)")
+    if not storage.exists(uri):
+        raise ArtifactError(f"{uri}: no such file (build one with `ads build --out OUT`)")
+    fs, path = storage.get_fs(uri)
+    with fs.open(path, "rb") as f:
+        pf = pq.ParquetFile(f)
+        check_schema(pf.schema_arrow, uri)
+        cols = pf.read(columns=["sample_id", "cluster_id", "rank_in_cluster", "extra_info"])
+    if cols.num_rows == 0:
+        raise ArtifactError(f"{uri}: the artifact has no rows")
+    _check_ids(uri, cols)
+    cid = cols.column("cluster_id").to_numpy()
+    try:
+        sampler = ADSSampler(cid, cols.column("rank_in_cluster").to_numpy(), sampler_cfg or ADSSamplerConfig())
+    except ValueError as exc:
+        raise ArtifactError(f"{uri}: the ADS sampler rejects the cluster columns: {exc}") from None
+    sizes = sampler.sizes
+    return ArtifactInfo(
+        uri=uri,
+        rows=cols.num_rows,
+        clusters=int(sampler.n_clusters),
+        cluster_size_min=int(sizes.min()),
+        cluster_size_median=float(np.median(sizes)),
+        cluster_size_max=int(sizes.max()),
+        manifest=read_manifest(uri),
+        out_root=out_root_of(uri),
+    )
+
+
+def dataset_of(uri: str, manifest: dict[str, Any] | None = None) -> str:
+    """The dataset an artifact was built from: its manifest's, else OUT's name, else its folder's name.
+
+    ``ads-out/gsm8k/final/train.parquet`` without a manifest gives ``gsm8k``; ``/data/mine.parquet`` ``data``.
+    """
+    extra = (manifest or {}).get("extra") or {}
+    if extra.get("dataset"):
+        return str(extra["dataset"])
+    folder = out_root_of(uri) or parent(uri)
+    name = folder.rstrip("/").rsplit("/", 1)[-1]
+    return name if name not in ("", ".", "..") and not name.endswith(":") else "dataset"

@@ -1,0 +1,363 @@
+"""The ADS sampler as the ``sampler=`` of verl's training ``StatefulDataLoader``.
+
+verl 0.9 builds its train loader as ``StatefulDataLoader(dataset, batch_size=data.train_batch_size,
+num_workers=0, drop_last=True, sampler=<ours>, collate_fn=...)``; torchdata wraps the sampler in its own
+stateful ``BatchSampler``. ``ADSVerlSampler`` therefore
+
+* yields, per training step, exactly one ADS batch (``ADSSampler.next_batch()``, ``batch_size`` row
+  positions of the ``RLHFDataset``); the draw happens lazily when the trainer asks for the next batch, i.e.
+  after the previous step's ``update`` (``num_workers`` must be 0);
+* runs finite "epochs" of ``steps_per_epoch = max(1, len(dataset) // batch_size)`` batches, so verl's
+  epoch counter and ``total_epochs`` keep their meaning (the ADS schedule itself resets on its own clock);
+* implements ``state_dict`` / ``load_state_dict``: torchdata stores them in verl's ``data.pt`` and, on
+  load, calls ``load_state_dict`` and then ``iter()`` again, which resumes at the saved batch.
+
+``feedback(batch)`` turns a verl training batch (n rollouts per prompt, grouped by ``uid``) into the
+sampler's ``update(idx, success)`` arguments, identifying prompts by ``extra_info.sample_id`` (or
+``extra_info.index``), since verl drops custom top-level columns before the reward step.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch.utils.data
+
+from ads_core.config.sampler import ADSSamplerConfig
+from ads_core.sampler.ads import ADSSampler
+from ads_core.sampler.ads_state import check_ads_state
+from ads_core.sampler.state import SamplerStateError, refuse, state_int, state_mapping
+
+log = logging.getLogger("ads.verl")
+
+STATE_KIND = "ADSVerlSampler"
+STATE_KEYS = ("kind", "yielded", "steps_per_epoch", "batch_size", "ads")
+SUCCESS_KEYS = ("acc",)  # per-rollout 0/1 (or fraction) correctness, from the reward function's extra info
+SCORE_KEYS = ("score",)  # fallback: the sign of the reward
+SCORE_TENSORS = ("token_level_scores", "rm_scores", "token_level_rewards")
+
+
+class BatchIdentityError(ValueError):
+    """A training batch can't be mapped back to rows of the training set."""
+
+
+@dataclass
+class Feedback:
+    idx: np.ndarray  # row positions in the RLHFDataset, one per prompt group
+    success: np.ndarray  # mean correctness of each group's rollouts, in [0, 1]
+    groups: int  # uid groups in the batch
+    unmatched: int  # groups whose id is not a training row (skipped when not strict)
+    rollouts: int
+    source: str  # where correctness came from: acc, score or a tensor name
+
+
+class ADSVerlSampler(torch.utils.data.Sampler[int]):
+    """torch ``Sampler[int]`` over an ``RLHFDataset`` that emits whole ADS batches, with resumable state."""
+
+    def __init__(
+        self,
+        ads: ADSSampler,
+        sample_ids: Any,
+        index_ids: Any = None,
+        cluster_ids: Any = None,
+        *,
+        steps_per_epoch: int | None = None,
+        cluster_metrics_interval: int = 25,
+        strict_ids: bool = True,
+    ) -> None:
+        self.ads = ads
+        n = ads.n_rows
+        self._row_of_sid = _unique_map(sample_ids, n, "sample_id")
+        self._row_of_index = _unique_map(index_ids, n, "extra_info.index", required=False)
+        self._cluster_ids = None if cluster_ids is None else np.asarray(cluster_ids, dtype=np.int64)
+        self.steps_per_epoch = int(steps_per_epoch) if steps_per_epoch else max(1, n // ads.batch_size)
+        if self.steps_per_epoch < 1:
+            raise ValueError("steps_per_epoch must be >= 1")
+        self.cluster_metrics_interval = int(cluster_metrics_interval)
+        self.strict_ids = bool(strict_ids)
+        self._yielded = 0  # indices yielded by the live iterator in this epoch
+        self._resume = 0  # where the next iter() starts (set by load_state_dict)
+        self.last_feedback: Feedback | None = None
+
+    # -- construction ----------------------------------------------------------------------------
+
+    @classmethod
+    def from_dataset(cls, dataset: Any, data_config: Any = None, **kwargs: Any) -> ADSVerlSampler:
+        """Build over verl's ``RLHFDataset`` (its ``.dataframe`` after overlong-prompt filtering).
+
+        ``data_config`` is verl's ``config.data``; ``data.ads_sampler`` holds the sampler knobs.
+        """
+        from ads_core.train.verl.config import sampler_config
+
+        cfg = sampler_config(data_config) if data_config is not None else ADSSamplerConfig()
+        extra = data_config.get("ads_sampler", {}) if data_config is not None else {}
+        kwargs.setdefault("cluster_metrics_interval", int(extra.get("cluster_metrics_interval", 25) or 0))
+        kwargs.setdefault("strict_ids", bool(extra.get("strict_ids", True)))
+        cols = dataset_columns(dataset)
+        ads = ADSSampler(cols["cluster_id"], cols["rank_in_cluster"], cfg)
+        return cls(ads, cols["sample_id"], cols.get("index"), cols["cluster_id"], **kwargs)
+
+    @property
+    def batch_size(self) -> int:
+        return self.ads.batch_size
+
+    # -- torch Sampler ---------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self.steps_per_epoch * self.ads.batch_size
+
+    def __iter__(self) -> Iterator[int]:
+        start = self._resume
+        self._resume = 0
+        self._yielded = start
+        return self._generate(start // self.ads.batch_size)
+
+    def _generate(self, first_batch: int) -> Iterator[int]:
+        for _ in range(first_batch, self.steps_per_epoch):
+            rows = self.ads.next_batch()
+            for row in rows.tolist():
+                self._yielded += 1  # counted before the yield: a suspended generator has handed it out
+                yield row
+
+    # -- state (verl's data.pt, via torchdata) ---------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "kind": STATE_KIND,
+            "yielded": int(self._yielded),
+            "steps_per_epoch": self.steps_per_epoch,
+            "batch_size": self.ads.batch_size,
+            "ads": self.ads.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the schedule and the position in the epoch; the next ``iter()`` resumes there.
+
+        A checkpoint is untrusted input: every field (the nested ADS state too) is checked before anything
+        is assigned, so a refused state (a ``SamplerStateError`` naming the field, e.g.
+        ``state['ads']['steps']``) leaves this sampler exactly as it was.
+        """
+        yielded = self.check_state(state)
+        # all checked: the ADS sampler re-checks the same state (cheap), so nothing below can fail
+        self.ads.load_state_dict(state["ads"])
+        if yielded % self.ads.batch_size:
+            log.warning("ADS sampler state saved mid-batch (%d indices); resuming at the batch start", yielded)
+        self._resume = min(yielded - yielded % self.ads.batch_size, len(self))
+        self._yielded = self._resume
+
+    def check_state(self, state: Any) -> int:
+        """Validate a saved ``state_dict`` against this sampler without changing it; returns ``yielded``."""
+        if not isinstance(state, Mapping):
+            refuse("state", f"a dict (a saved {STATE_KIND} state)", state)
+        if "kind" in state and not (isinstance(state["kind"], str) and state["kind"] == STATE_KIND):
+            refuse("state['kind']", repr(STATE_KIND), state["kind"])
+        state_mapping(state, "state", STATE_KEYS)
+        batch_size = state_int(state["batch_size"], "state['batch_size']", 1)
+        if batch_size != self.ads.batch_size:
+            raise SamplerStateError(
+                "state['batch_size']",
+                f"state was saved with batch size {batch_size}, this sampler's is {self.ads.batch_size}",
+            )
+        steps = state_int(state["steps_per_epoch"], "state['steps_per_epoch']", 1)
+        if steps != self.steps_per_epoch:
+            raise SamplerStateError(
+                "state['steps_per_epoch']",
+                f"state was saved with {steps} steps per epoch, "
+                f"this sampler has {self.steps_per_epoch} (another training set?)",
+            )
+        yielded = state_int(
+            state["yielded"],
+            "state['yielded']",
+            0,
+            steps * batch_size,
+            f" (indices of this epoch: {steps} steps of {batch_size})",
+        )
+        check_nested_ads_state(state["ads"], self.ads, "state['ads']")
+        return yielded
+
+    def restore_schedule(self, ads_state: Mapping[str, Any]) -> None:
+        """Restore only the ADS schedule and start the next ``iter()`` at the beginning of an epoch.
+
+        The trainer uses this when verl skips ``data.pt`` at an epoch boundary. A refused state
+        (``SamplerStateError``) changes nothing.
+        """
+        self.ads.load_state_dict(ads_state)  # checks everything before it assigns
+        self._resume = 0
+        self._yielded = 0
+
+    # -- feedback --------------------------------------------------------------------------------
+
+    def row_of(self, extra_info: Any) -> int | None:
+        """Dataset row of one rollout, from its ``extra_info`` (``sample_id`` first, then ``index``)."""
+        if not isinstance(extra_info, Mapping):
+            return None
+        sid = extra_info.get("sample_id")
+        if sid is not None:
+            return self._row_of_sid.get(int(sid))
+        index = extra_info.get("index")
+        if index is not None and self._row_of_index is not None:
+            return self._row_of_index.get(int(index))
+        return None
+
+    def feedback(self, batch: Any) -> Feedback:
+        """Group a verl ``DataProto`` by ``uid`` and return each prompt's row and mean rollout success."""
+        ntb = batch.non_tensor_batch
+        for key in ("uid", "extra_info"):
+            if key not in ntb:
+                raise BatchIdentityError(f"training batch has no non-tensor column {key!r}; found {sorted(ntb)}")
+        uids = np.asarray([str(u) for u in ntb["uid"]], dtype=object)
+        success, source = rollout_success(batch)
+        if len(success) != len(uids):
+            raise BatchIdentityError(f"{len(success)} correctness values for {len(uids)} rollouts")
+        rows = np.array([-1 if (r := self.row_of(e)) is None else r for e in ntb["extra_info"]], dtype=np.int64)
+        _, first, inverse = np.unique(uids, return_index=True, return_inverse=True)
+        counts = np.bincount(inverse)
+        group_success = np.bincount(inverse, weights=success) / counts
+        group_rows = rows[first]
+        # every rollout of a group must point at the same row
+        if not np.array_equal(rows, group_rows[inverse]):
+            bad = int(np.flatnonzero(rows != group_rows[inverse])[0])
+            raise BatchIdentityError(
+                f"rollouts of uid {uids[bad]} map to different rows ({rows[bad]} vs {group_rows[inverse[bad]]})"
+            )
+        unknown = group_rows < 0
+        if unknown.any():
+            sample = ntb["extra_info"][int(first[np.flatnonzero(unknown)[0]])]
+            message = (
+                f"{int(unknown.sum())} of {len(group_rows)} prompt groups have no known row id in "
+                f"extra_info (first: sample_id={_get(sample, 'sample_id')!r}, "
+                f"index={_get(sample, 'index')!r}); was the run started on another artifact?"
+            )
+            if self.strict_ids:
+                raise BatchIdentityError(message + " (set data.ads_sampler.strict_ids=false to skip them)")
+            log.warning(message)
+        if self._cluster_ids is not None:
+            self._check_clusters(ntb["extra_info"], rows)
+        keep = ~unknown
+        return Feedback(
+            idx=group_rows[keep],
+            success=np.clip(group_success[keep], 0.0, 1.0),
+            groups=len(group_rows),
+            unmatched=int(unknown.sum()),
+            rollouts=len(uids),
+            source=source,
+        )
+
+    def _check_clusters(self, extra_infos: Any, rows: np.ndarray) -> None:
+        for e, r in zip(extra_infos, rows.tolist(), strict=True):
+            cid = _get(e, "cluster_id")
+            if r >= 0 and cid is not None and int(cid) != int(self._cluster_ids[r]):
+                raise BatchIdentityError(
+                    f"extra_info.cluster_id={cid} but row {r} of the training set is in cluster "
+                    f"{int(self._cluster_ids[r])}: extra_info and the cluster columns disagree"
+                )
+
+    def update_from_batch(self, batch: Any, step: int | None = None) -> dict[str, float]:
+        """``feedback`` + ``ADSSampler.update``; returns the metrics to log for this step."""
+        fb = self.feedback(batch)
+        self.ads.update(fb.idx, fb.success)
+        self.last_feedback = fb
+        return self.metrics(step)
+
+    def metrics(self, step: int | None = None) -> dict[str, float]:
+        """``ads/*`` summaries every step; per-cluster series every ``cluster_metrics_interval`` steps."""
+        every = self.cluster_metrics_interval
+        per_cluster = every > 0 and (step is None or step % every == 0 or step == 1)
+        out = {k: v for k, v in self.ads.metrics().items() if per_cluster or k.count("/") == 1}
+        fb = self.last_feedback
+        if fb is not None:
+            out["ads/groups"] = float(fb.groups)
+            out["ads/unmatched_groups"] = float(fb.unmatched)
+            out["ads/batch_success_mean"] = float(fb.success.mean()) if len(fb.success) else 0.0
+        return out
+
+
+def rollout_success(batch: Any) -> tuple[np.ndarray, str]:
+    """Per-rollout correctness in [0, 1]: ``acc`` if the reward returned it, else the sign of the score."""
+    ntb = batch.non_tensor_batch
+    for key in SUCCESS_KEYS:
+        if key in ntb:
+            vals = np.asarray(ntb[key], dtype=np.float64)
+            return np.clip(np.nan_to_num(vals, nan=0.0), 0.0, 1.0), key
+    for key in SCORE_KEYS:
+        if key in ntb:
+            vals = np.nan_to_num(np.asarray(ntb[key], dtype=np.float64), nan=0.0)
+            return (vals > 0).astype(np.float64), key
+    tensors = batch.batch
+    for key in SCORE_TENSORS:
+        if tensors is not None and key in tensors.keys():
+            total = tensors[key].float().reshape(len(tensors[key]), -1).sum(-1).cpu().numpy()
+            return (total > 0).astype(np.float64), key
+    raise BatchIdentityError(
+        f"training batch has no correctness signal: none of acc, score, {', '.join(SCORE_TENSORS)}"
+    )
+
+
+def dataset_columns(dataset: Any) -> dict[str, np.ndarray]:
+    """cluster_id, rank_in_cluster, sample_id (and extra_info.index) of an ``RLHFDataset``'s rows, in order."""
+    frame = getattr(dataset, "dataframe", None)
+    if frame is None:
+        raise ValueError("the training dataset has no .dataframe (expected verl's RLHFDataset)")
+    names = set(frame.column_names)
+    missing = [c for c in ("cluster_id", "rank_in_cluster") if c not in names]
+    if missing:
+        raise ValueError(f"training set lacks the ADS columns {missing}; build it with `ads build`")
+    wanted = ["cluster_id", "rank_in_cluster"] + [c for c in ("sample_id", "extra_info") if c in names]
+    table = frame.select_columns(wanted).with_format("arrow")[:]
+    out = {
+        "cluster_id": table.column("cluster_id").to_numpy(),
+        "rank_in_cluster": table.column("rank_in_cluster").to_numpy(),
+    }
+    info = table.column("extra_info").combine_chunks() if "extra_info" in names else None
+    info_fields = {info.type.field(i).name for i in range(info.type.num_fields)} if info is not None else set()
+    if "sample_id" in names:
+        out["sample_id"] = table.column("sample_id").to_numpy()
+    elif "sample_id" in info_fields:
+        out["sample_id"] = info.field("sample_id").to_numpy(zero_copy_only=False)
+    else:
+        raise ValueError("training set has no sample_id (top-level or extra_info.sample_id)")
+    if "index" in info_fields:
+        out["index"] = info.field("index").to_numpy(zero_copy_only=False)
+    if "sample_id" in names and "sample_id" in info_fields:
+        inner = info.field("sample_id").to_numpy(zero_copy_only=False)
+        if not np.array_equal(inner, out["sample_id"]):
+            raise ValueError("sample_id and extra_info.sample_id differ; the batch can't be mapped to rows")
+    return out
+
+
+def check_nested_ads_state(state: Any, sampler: ADSSampler, field: str) -> None:
+    """``check_ads_state`` for an ADS state stored at ``field`` of a larger one: errors name the full path."""
+    try:
+        check_ads_state(state, sampler)
+    except SamplerStateError as exc:
+        inner = exc.field.removeprefix("state")  # "state['steps']" -> "['steps']"; "state" -> ""
+        raise SamplerStateError(field + inner, exc.problem) from None
+
+
+def _unique_map(values: Any, n: int, what: str, required: bool = True) -> dict[int, int] | None:
+    if values is None:
+        if required:
+            raise ValueError(f"{what} is required")
+        return None
+    arr = np.asarray(values)
+    if len(arr) != n:
+        raise ValueError(f"{len(arr)} {what} values for {n} rows")
+    if arr.dtype == object and any(v is None for v in arr):
+        if required:
+            raise ValueError(f"{what} has null values")
+        return None
+    arr = arr.astype(np.int64)
+    uniq, counts = np.unique(arr, return_counts=True)
+    if (counts > 1).any():
+        if required:
+            raise ValueError(f"{what} is not unique (e.g. {int(uniq[counts > 1][0])} repeats)")
+        return None  # a non-unique optional id is simply not used
+    return dict(zip(arr.tolist(), range(n), strict=True))
+
+
+def _get(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, Mapping) else None

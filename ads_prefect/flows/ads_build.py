@@ -1,0 +1,307 @@
+"""The `ads-build` flow: the declared stages (`ads_core.pipeline.stages.STAGES`), each through the one generic
+cached task, each followed by the UI items it declares. No stage is named here: a stage added to the list
+runs in this flow as it does in the in-process `build()`.
+
+Every stage is keyed on input content (`ads_core.pipeline.keys.stage_key`), so rerunning a failed or finished
+build resumes from the stages whose inputs did not change. `run.force_from=<stage>` recomputes that stage and
+everything after it. A cached stage whose artifact has vanished or was overwritten is recomputed
+(`ads_prefect.tasks.stage_task.checked`). A sharded stage runs in-process by default, or on Dask
+(`dask="local"`, `"local-cuda"` for one worker per GPU, or a scheduler address), with its declared resources
+as Dask worker resources. Builds into one OUT run one at a time (`ads_prefect.tasks.locks.owning`).
+
+With `run.trigger_training=on_change` (or `always`), the finished build starts the `ads-train` deployment with
+the final artifact's URI (`run_deployment`, `timeout=0`, idempotent on the artifact's content digest), linked
+to this run as a child. Every build ends with a refresh summary.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from contextlib import nullcontext
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_progress_artifact, update_progress_artifact
+from prefect.futures import as_completed
+
+from ads_core import storage
+from ads_core.config.build import BuildConfig, ClusterConfig, FormatConfig, ReportConfig, RunConfig, ScoreConfig
+from ads_core.core.errors import InputError
+from ads_core.pipeline import lifecycle
+from ads_core.pipeline.keys import outputs_digest, stage_key
+from ads_core.pipeline.refresh import row_identities, summarize
+from ads_core.pipeline.resolve import resolve, resolve_name, resolve_source
+from ads_core.pipeline.stages import STAGES, context, stages_from
+from ads_core.stages.base import Stage, StageContext
+from ads_core.storage import manifest as mf
+from ads_prefect.tasks.base import StageOutput, artifact_key
+from ads_prefect.tasks.locks import owning
+from ads_prefect.tasks.publish import publish_build, publish_refresh, publish_stage, start_training
+from ads_prefect.tasks.stage_task import checked, configured, flow_spelling, params_of
+
+
+def build_run_name() -> str:
+    """Flow run name: build-<dataset>-<UTC time>."""
+    from prefect.runtime import flow_run
+
+    params = flow_run.parameters or {}
+    fmt = params.get("format")
+    given = fmt.get("name") if isinstance(fmt, dict) else getattr(fmt, "name", None)
+    try:
+        name = resolve_name(resolve_source(params.get("source")), params.get("dataset"), given)
+    except ValueError:  # a bad name fails the run with its own message; the run still needs a name
+        name = "dataset"
+    return f"build-{name}-{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}"
+
+
+def shard_runner(dask: str | None, workers: int | None, num_shards: int) -> Any:
+    """Dask: local, local-cuda, or a scheduler address."""
+    from prefect_dask import DaskTaskRunner
+
+    if dask == "local":
+        n = workers or max(1, min(num_shards, os.cpu_count() or 1))
+        return DaskTaskRunner(
+            cluster_kwargs={"n_workers": n, "threads_per_worker": 1, "processes": True, "dashboard_address": ":0"}
+        )
+    if dask == "local-cuda":  # dask-cuda (gpu extra): one worker per visible GPU, each pinned to its device
+        return DaskTaskRunner(
+            cluster_class="dask_cuda.LocalCUDACluster", cluster_kwargs={"n_workers": workers} if workers else {}
+        )
+    return DaskTaskRunner(address=dask if "://" in dask else f"tcp://{dask}")
+
+
+def _api_pinned() -> Any:
+    """Pin the API URL actually in use into the settings that travel to Dask workers.
+
+    In ephemeral mode the settings hold no URL, and each worker would start its own temporary server.
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    if PREFECT_API_URL.value():
+        return nullcontext()
+    with get_client(sync_client=True) as client:
+        url = str(client.api_url)
+    return temporary_settings({PREFECT_API_URL: url})
+
+
+def dask_annotations(stage: Stage, runner: Any) -> Any:
+    """The stage's declared resources as Dask worker resources, when the cluster's workers declare any
+    (`dask worker --resources "GPU=1,CPU=4"`); a cluster without them would never schedule the task."""
+    import dask
+
+    try:
+        offered = set().union(*(w.get("resources", {}) for w in runner.client.scheduler_info()["workers"].values()))
+    except Exception:  # noqa: BLE001 - no scheduler info: no annotation
+        offered = set()
+    wanted: dict[str, float] = {}
+    if stage.resources.accelerator != "none" and "GPU" in offered:
+        wanted["GPU"] = 1
+    if stage.resources.cpus and "CPU" in offered:
+        wanted["CPU"] = stage.resources.cpus
+    return dask.annotate(resources=wanted) if wanted else nullcontext()
+
+
+def progress_artifact(stage: Stage, ctx: StageContext) -> str | None:
+    """A progress artifact for a stage that declares progress (its runs update it as rows go by)."""
+    if not stage.progress:
+        return None
+    n = len(stage.shards(ctx))
+    return str(
+        create_progress_artifact(
+            progress=0.0,
+            key=artifact_key(ctx.dataset, f"{stage.name}-progress"),
+            description=f"{stage.name}: {n} run(s) into {ctx.stage_dir(stage.main, 0 if stage.sharded else None)}",
+        )
+    )
+
+
+def run_stage_runs(stage: Stage, ctx: StageContext, refresh: bool, states: dict[str, str]) -> StageOutput:
+    """Every run of one stage (one per shard of a sharded stage): in this thread one after another (the set-up
+    state is made once, and Ctrl-C / SIGTERM reach the computing stage), or mapped on Dask. Returns the
+    record of the stage's main output (the last shard's for a sharded stage)."""
+    logger = get_run_logger()
+    shards = stage.shards(ctx)
+    artifact = progress_artifact(stage, ctx)
+    rs = ctx.config.run.result_storage
+    keys = {shard: stage_key(stage, ctx, shard) for shard in shards}  # once: it hashes the inputs
+    failures: list[tuple[int | None, Any]] = []
+    outputs: dict[int | None, StageOutput] = {}
+    cached = 0
+
+    def params(shard: int | None, fresh: bool) -> dict[str, Any]:
+        return params_of(stage, ctx, shard, keys[shard], reuse=not fresh, progress_artifact=artifact)
+
+    def record(done: int, shard: int | None, state: Any, recompute: Any) -> None:
+        nonlocal cached
+        if state.is_completed():
+            outputs[shard], state = checked(state, recompute, stage.label(shard))
+            cached += state.name == "Cached"
+        else:
+            failures.append((shard, state))
+        states[stage.label(shard)] = str(state.name)
+        if artifact and len(shards) > 1:
+            update_progress_artifact(
+                artifact_id=artifact,
+                progress=100.0 * done / len(shards),
+                description=f"{done}/{len(shards)} runs finished ({cached} cached, {len(failures)} failed)",
+            )
+
+    if not (stage.sharded and ctx.config.run.dask):
+        for done, shard in enumerate(shards, start=1):
+            state = configured(stage, shard, refresh, rs)(**params(shard, refresh), return_state=True)
+            record(
+                done, shard, state, lambda s=shard: configured(stage, s, True, rs)(**params(s, True), return_state=True)
+            )
+    else:
+        with _api_pinned(), shard_runner(ctx.config.run.dask, ctx.config.run.dask_workers, len(shards)) as runner:
+
+            def recompute(shard: int | None) -> Any:
+                with dask_annotations(stage, runner):
+                    retry = runner.submit(configured(stage, shard, True, rs), parameters=params(shard, True))
+                retry.wait()
+                return retry.state
+
+            with dask_annotations(stage, runner):
+                futures = {
+                    runner.submit(configured(stage, s, refresh, rs), parameters=params(s, refresh)): s for s in shards
+                }
+            for done, future in enumerate(as_completed(list(futures)), start=1):
+                shard = futures[future]
+                future.wait()  # sets the future's final state
+                record(done, shard, future.state, lambda s=shard: recompute(s))
+    if failures:
+        logger.error("%d of %d runs of %s failed: %s", len(failures), len(shards), stage.name, [s for s, _ in failures])
+        failures[0][1].result()  # raises that run's exception
+    return outputs[shards[-1]]
+
+
+def run_stages(ctx: StageContext) -> tuple[dict[str, str], dict[str, float], dict[str, StageOutput], Any]:
+    """Every declared stage in order, each followed by the UI items it declares; no stage is special here."""
+    force = stages_from(ctx.config.run.force_from)
+    states: dict[str, str] = {}
+    seconds: dict[str, float] = {}
+    outputs: dict[str, StageOutput] = {}
+    previous = row_identities(ctx.uri("final"))  # before this build replaces it
+    config = ctx.config.model_dump()
+    for stage in STAGES:
+        t0 = time.perf_counter()
+        try:
+            outputs[stage.name] = run_stage_runs(stage, ctx, stage.name in force, states)
+        finally:
+            lifecycle.teardown(stage)  # the set-up state of runs in this process (the model) is not needed again
+        seconds[stage.name] = time.perf_counter() - t0
+        if stage.ui is not None:
+            publish_stage(stage.name, outputs[stage.name]["uri"], ctx.source, ctx.out, ctx.dataset, config)
+    publish_build(ctx.uri("final"), ctx.dataset, dict(states))
+    return states, seconds, outputs, previous
+
+
+def mark_crashed(dead: dict[str, Any]) -> None:
+    """A build killed while it held this OUT left its flow run Running: mark it Crashed."""
+    holder = str(dead.get("holder", ""))
+    if not holder.startswith("flow-run:"):
+        return
+    from prefect.client.orchestration import get_client
+    from prefect.states import Crashed
+
+    run_id = holder.removeprefix("flow-run:")
+    try:
+        with get_client(sync_client=True) as client:
+            run = client.read_flow_run(run_id)
+            if not run.state or not run.state.is_final():
+                client.set_flow_run_state(
+                    run_id, Crashed(message="its process died; a later build took over its output folder"), force=True
+                )
+                get_run_logger().warning(
+                    "flow run %s (%s) was left Running by a dead process: marked Crashed", run.name, run_id
+                )
+    except Exception as exc:  # noqa: BLE001 - another server, or the run is gone: nothing to mark
+        get_run_logger().info("could not mark the earlier flow run %s Crashed: %s", run_id, exc)
+
+
+@flow(name="ads-build", flow_run_name=build_run_name, validate_parameters=True)
+def ads_build(
+    source: str | None = None,
+    dataset: str | None = None,
+    out: str | None = None,
+    format: FormatConfig = FormatConfig(),  # noqa: A002 - the section's name in the config tree
+    score: ScoreConfig = ScoreConfig(),
+    cluster: ClusterConfig = ClusterConfig(),
+    report: ReportConfig = ReportConfig(),
+    run: RunConfig = RunConfig(),
+) -> dict[str, Any]:
+    """Build OUT/final/train.parquet (clustered, difficulty-sorted) from SOURCE, resuming from cached stages.
+
+    The sections are `ads_core.config.BuildConfig`: each field's type, default and help show in the UI.
+
+    Args:
+        source: dataset file, directory, s3:// URI or HF id (local cache); default: the bundled GSM8K sample.
+        dataset: dataset name (data_source for rows without one, run name, artifact keys); default: from source.
+        out: output root, local path or s3://; default: $ADS_OUT_DIR/<dataset>, else ./ads-out/<dataset>.
+        format: how SOURCE is read and converted (column overrides, prompt template).
+        score: the policy model and the fused embedding + NLL scorer.
+        cluster: PCA and K-Means.
+        report: the build report.
+        run: force_from, Dask, the ads-train hand-off and result storage.
+    """
+    logger = get_run_logger()
+    target = resolve(source, out, dataset, format.name)
+    cfg = BuildConfig(format=format, score=score, cluster=cluster, report=report, run=run)
+    ctx = context(target, cfg)
+    name = target.dataset
+    storage.check_writable(ctx.out)  # a missing bucket, bad credentials or a file in the way: one line, now
+    logger.info(
+        "ads-build %s: %s -> %s (model %s, %d shard(s), k=%d%s)",
+        name,
+        ctx.source,
+        ctx.out,
+        score.model,
+        score.num_shards,
+        cluster.num_clusters,
+        f", force_from={run.force_from}" if run.force_from else "",
+    )
+    from prefect.runtime import flow_run
+
+    with owning(ctx.out, f"flow-run:{flow_run.id}") as dead:  # one build at a time per OUT
+        if dead:
+            mark_crashed(dead)
+        try:
+            states, seconds, outputs, previous = run_stages(ctx)
+        except InputError as exc:  # name the flow parameter to set (format.question_col=...), in one line
+            raise InputError(exc.render(flow_spelling), exc.options, original=exc) from None
+        final = {"uri": ctx.uri("final"), "digest": outputs_digest(mf.read(ctx.stage_dir("final")))}
+
+        train_run, training = None, "not requested (run.trigger_training=never)"
+        if run.trigger_training != "never":
+            # on_change: one training run per final artifact content; always: one per build run (retries included)
+            scope = final["digest"] if run.trigger_training == "on_change" else f"{flow_run.id}:{final['digest']}"
+            # model=None: ads-train takes the policy the difficulties were scored with from the final manifest
+            train_run = start_training(
+                run.train_deployment, final["uri"], None, idempotency_key=f"ads-train:{run.train_deployment}:{scope}"
+            )
+            training = (
+                f"started {run.train_deployment} run {train_run['name']}"
+                if train_run["new"]
+                else f"not started: the final artifact is unchanged ({run.train_deployment} run "
+                f"{train_run['name']} already trains on it)"
+            )
+        summary = summarize(ctx, previous, seconds, states, training)
+        publish_refresh(summary.to_dict(), summary.lines(), name)
+        for line in summary.lines():
+            logger.info("%s", line)
+    cached = sum(s == "Cached" for s in states.values())
+    logger.info("ads-build %s done: %s (%d of %d stages cached)", name, final["uri"], cached, len(states))
+    return {
+        "dataset": name,
+        "source": ctx.source,
+        "out": ctx.out,
+        "final_uri": final["uri"],
+        "outputs": {stage: output["uri"] for stage, output in outputs.items()},
+        "stages": states,
+        "train_flow_run_id": train_run["id"] if train_run and train_run["new"] else None,
+        "refresh": summary.to_dict(),
+        "summary_lines": summary.lines(),
+    }

@@ -1,0 +1,197 @@
+"""What every stage task shares: the stage output record, the intact check, retry rules, progress hooks.
+
+A stage task returns a small JSON record `{"uri": <main output>, "digest": <hash of every output>}`,
+persisted as the Prefect cache record (JSON serializer: nothing is pickled). `intact()` re-checks
+that record against the manifest and the files in storage, so a cached stage whose artifact vanished
+or was replaced is recomputed rather than trusted (see `tasks.stage_task.run_checked`).
+
+Transient errors (network, storage I/O) are retried with exponential backoff; bad input, missing
+artifacts and invariant violations are not retried and fail fast with their own message.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from ads_core.pipeline.keys import outputs_digest
+from ads_core.stages.base import ProgressFactory
+from ads_core.storage import manifest as mf
+
+log = logging.getLogger("ads.tasks")
+
+StageOutput = dict[str, str]  # {"uri": main output URI, "digest": hash of all the stage's output hashes}
+
+FAULT_ENV = "ADS_TEST_FAIL_STAGE"  # test-only: comma-separated stage names that raise InjectedFault
+PAUSE_ENV = "ADS_TEST_PAUSE_STAGE"  # test-only: "stage:marker-file": touch the file, then sleep (to be killed)
+RETRIES_ENV = "ADS_TASK_RETRIES"
+RETRY_DELAY_ENV = "ADS_RETRY_BASE_DELAY"
+
+
+def stage_output(manifest: mf.Manifest, main: str) -> StageOutput:
+    return {"uri": manifest.output_uri(main), "digest": outputs_digest(manifest)}
+
+
+def intact(output: StageOutput) -> bool:
+    """True if the artifact a (cached) record points to is still there, unchanged, with its manifest."""
+    current = mf.verify(mf.stage_dir_of(output["uri"]))
+    return current is not None and outputs_digest(current) == output["digest"]
+
+
+# ---------------------------------------------------------------------------------------------
+# retries
+
+
+class InjectedFault(RuntimeError):
+    """Raised by the test-only fault hook (ADS_TEST_FAIL_STAGE); never retried."""
+
+
+def fault_point(stage: str) -> None:
+    """Test-only hook: fail this stage when its name is listed in ADS_TEST_FAIL_STAGE."""
+    wanted = {s.strip() for s in os.environ.get(FAULT_ENV, "").split(",") if s.strip()}
+    if stage in wanted:
+        raise InjectedFault(f"injected failure in stage {stage!r} ({FAULT_ENV})")
+
+
+def pause_point(stage: str) -> None:
+    """Test-only hook: with ADS_TEST_PAUSE_STAGE=stage:FILE, create FILE and sleep, so a test can kill -9 here."""
+    wanted, _, marker = os.environ.get(PAUSE_ENV, "").partition(":")
+    if wanted == stage and marker:
+        import time
+
+        Path(marker).write_text(str(os.getpid()))
+        time.sleep(600)
+
+
+_TRANSIENT_S3_CODES = {
+    "SlowDown",
+    "Throttling",
+    "ThrottlingException",
+    "RequestTimeout",
+    "RequestTimeTooSkewed",
+    "InternalError",
+    "ServiceUnavailable",
+    "503",
+    "500",
+    "502",
+    "504",
+}
+
+
+def expected_errors() -> tuple[type[BaseException], ...]:
+    """Errors that mean "fix your input or setup": one line in the run log, no traceback, never retried."""
+    from ads_core.core.errors import OptionError
+    from ads_core.models import ModelLoadError
+    from ads_core.storage.errors import StorageError
+    from ads_prefect.tasks.locks import LockWaitTimeout
+
+    return (OptionError, ModelLoadError, LockWaitTimeout, StorageError)
+
+
+def is_transient(exc: BaseException | None) -> bool:
+    """Network and storage hiccups are worth a retry; bad input and broken invariants are not."""
+    if exc is None:
+        return False
+    from ads_core.core.errors import InputError
+    from ads_core.models import ModelLoadError
+    from ads_core.storage.errors import StorageError
+
+    if isinstance(
+        exc,
+        (
+            InputError,
+            ModelLoadError,
+            StorageError,
+            InjectedFault,
+            FileNotFoundError,
+            PermissionError,
+            IsADirectoryError,
+            NotADirectoryError,
+            ValueError,
+            TypeError,
+            KeyError,
+        ),
+    ):
+        return False
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return True
+    module = type(exc).__module__ or ""
+    if module.startswith(("botocore", "aiobotocore")):
+        response = getattr(exc, "response", None) or {}  # connection errors carry response=None
+        code = str(response.get("Error", {}).get("Code", ""))
+        return not code or code in _TRANSIENT_S3_CODES  # connection/read errors carry no code
+    if module.startswith(("aiohttp", "urllib3", "httpx", "requests")):
+        return True
+    return isinstance(exc, OSError)  # storage I/O (s3fs maps service errors to OSError subclasses)
+
+
+def retry_if_transient(task_obj: Any, task_run: Any, state: Any) -> bool:
+    """Prefect `retry_condition_fn`: retry only transient errors; say why when not retrying."""
+    exc = state.data if isinstance(state.data, BaseException) else None
+    if exc is None:
+        try:
+            result = state.result(raise_on_failure=False)
+            exc = result if isinstance(result, BaseException) else None
+        except Exception:  # noqa: BLE001 - an unreadable state is not worth a retry
+            exc = None
+    if is_transient(exc):
+        return True
+    log.info("%s: not retrying %s: %s", getattr(task_obj, "name", "task"), type(exc).__name__, exc)
+    return False
+
+
+def retry_delays(retries: int | None = None) -> list[float]:
+    """Exponential backoff: base, 2*base, 4*base... (ADS_RETRY_BASE_DELAY, default 2 s)."""
+    n = default_retries() if retries is None else retries
+    base = float(os.environ.get(RETRY_DELAY_ENV, "2"))
+    return [base * 2**i for i in range(n)]
+
+
+def default_retries() -> int:
+    return int(os.environ.get(RETRIES_ENV, "3"))
+
+
+def report_task(name: str, **options: Any) -> Callable[[Any], Any]:
+    """Decorator for an uncached task that only publishes UI artifacts (cheap; runs on every build)."""
+    return task(
+        name=name,
+        cache_policy=NO_CACHE,
+        persist_result=False,
+        retries=2,
+        retry_delay_seconds=[1, 2],
+        retry_condition_fn=retry_if_transient,
+        tags=["ads-build"],
+        **options,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# in-process progress (the `ads build` CLI shows rich bars; deployment runs have none)
+
+_progress_factory: ProgressFactory | None = None
+
+
+def set_progress_factory(factory: ProgressFactory | None) -> None:
+    global _progress_factory
+    _progress_factory = factory
+
+
+@contextmanager
+def progress(description: str, total: int | None) -> Iterator[Callable[[int], None] | None]:
+    with _progress_factory(description, total) if _progress_factory else nullcontext() as advance:
+        yield advance
+
+
+def artifact_key(dataset: str, what: str) -> str:
+    """Prefect artifact keys allow lowercase letters, digits and dashes only."""
+    slug = "".join(c if c.isascii() and c.isalnum() else "-" for c in f"ads-{dataset}-{what}".lower())
+    while "--" in slug:
+        slug = slug.replace("--", "-")
+    return slug.strip("-")

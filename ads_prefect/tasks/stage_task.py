@@ -1,0 +1,231 @@
+"""The one Prefect task wrapper for every declared stage (`ads_core.pipeline.stages.STAGES`).
+
+It adds what the library leaves out: the cache key (the stage key, i.e. version, config section and input
+content, never paths or run ids, plus the output root), reuse of a stage whose manifest records the same
+stage key, retries of transient errors, the intact-artifact check on cache hits, the stage's set-up state
+and resources, one log line per stage (one line without a traceback for input errors), and the progress
+artifact of a stage that declares progress. The flow computes each stage key once and passes it in.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import CachePolicy
+from prefect.context import TaskRunContext
+from prefect.states import Completed, State
+
+from ads_core.config.build import BuildConfig
+from ads_core.pipeline import lifecycle
+from ads_core.pipeline.keys import cache_key, outputs_digest, reusable, run_stage
+from ads_core.pipeline.stages import layout, stages_by_name
+from ads_core.stages.base import Stage, StageContext
+from ads_prefect.tasks.base import (
+    StageOutput,
+    default_retries,
+    expected_errors,
+    fault_point,
+    intact,
+    pause_point,
+    progress,
+    retry_delays,
+    retry_if_transient,
+)
+
+log = logging.getLogger("ads.tasks")
+
+
+def flow_spelling(field: str) -> str:
+    """How a flow parameter is named in a message: `question_col` -> `format.question_col=`."""
+    for section, model in BuildConfig.model_fields.items():
+        annotation = model.annotation
+        if isinstance(annotation, type) and field in getattr(annotation, "model_fields", {}):
+            return f"{section}.{field}="
+    return f"{field}="
+
+
+class _OneLineForExpectedErrors(logging.Filter):
+    """Prefect logs failed runs with their traceback; for bad input that is noise, the message is enough."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and isinstance(exc, expected_errors()):
+            text = exc.render(flow_spelling) if hasattr(exc, "render") else str(exc)
+            record.msg, record.args = f"Run failed: {type(exc).__name__}: {text}", ()
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+for _name in ("prefect.task_runs", "prefect.flow_runs"):
+    if not any(isinstance(f, _OneLineForExpectedErrors) for f in logging.getLogger(_name).filters):
+        logging.getLogger(_name).addFilter(_OneLineForExpectedErrors())
+
+
+def context_of(params: dict[str, Any]) -> StageContext:
+    return StageContext(
+        source=params["source"],
+        out=params["out"],
+        dataset=params["dataset"],
+        config=BuildConfig.model_validate(params["config"]),
+        layout=layout(),
+    )
+
+
+def prefect_key(_: TaskRunContext, params: dict[str, Any]) -> str:
+    return cache_key(params["key"], params["out"])
+
+
+STAGE_CACHE = CachePolicy.from_cache_key_fn(prefect_key)
+
+
+def summary(manifest: Any) -> str:
+    """One log line from a manifest's counts (and the few extras people look for)."""
+    counts = ", ".join(f"{k} {v}" for k, v in manifest.counts.items() if isinstance(v, int | float))
+    extra = manifest.extra or {}
+    more = [f"{k} {extra[k]}" for k in ("backend", "layout") if k in extra and isinstance(extra[k], str)]
+    if isinstance(extra.get("tokens_per_s"), int | float):
+        more.append(f"{extra['tokens_per_s']:.0f} tokens/s")
+    return "; ".join(p for p in (counts, ", ".join(more)) if p)
+
+
+@task(
+    cache_policy=STAGE_CACHE,
+    persist_result=True,
+    result_serializer="json",
+    retries=default_retries(),
+    retry_delay_seconds=retry_delays(),
+    retry_jitter_factor=0.2,
+    retry_condition_fn=retry_if_transient,
+    tags=["ads-build"],
+)
+def stage_task(
+    stage_name: str,
+    source: str,
+    out: str,
+    dataset: str,
+    config: dict[str, Any],
+    key: str,
+    shard: int | None = None,
+    reuse: bool = True,
+    progress_artifact: str | None = None,
+) -> StageOutput | State:
+    """Run one declared stage (one shard of a sharded stage) and return its output record.
+
+    Prefect's own cache records are checked first (by the cache policy). When they are elsewhere (another
+    PREFECT_HOME, API URL or machine) the stage's manifest in OUT still says whether this exact stage
+    key was computed; then the stage is not run again and the run shows as Cached.
+    """
+    stage = stages_by_name()[stage_name]
+    ctx = context_of({"source": source, "out": out, "dataset": dataset, "config": config})
+    record = {"uri": stage.main_uri(ctx, shard)}
+    found = reusable(stage, ctx, shard, key) if reuse else None
+    if found is not None:
+        get_run_logger().info("%s: reusing %s (its manifest records this stage key)", stage.label(shard), record["uri"])
+        return Completed(
+            name="Cached",
+            data={**record, "digest": outputs_digest(found)},
+            message="reused: the artifact's manifest records this stage key",
+        )
+    fault_point(stage_name)
+    pause_point(stage_name)
+    ctx.progress = progress if progress_artifact is None else with_artifact(progress_artifact, stage, ctx, shard)
+    ctx.state = lifecycle.state_for(stage, ctx)
+    with lifecycle.resources(stage):
+        manifest = run_stage(stage, ctx, shard, key)
+    get_run_logger().info("%s: %s -> %s", stage.label(shard), summary(manifest), record["uri"])
+    return {**record, "digest": outputs_digest(manifest)}
+
+
+def with_artifact(artifact_id: str, stage: Stage, ctx: StageContext, shard: int | None, every_s: float = 2.0) -> Any:
+    """A progress factory that drives the CLI bar (if any) and updates a Prefect progress artifact every
+    few seconds with rows done, rows/s and an ETA, so the UI moves during a run, not only between runs.
+    The ETA is shown only once a first measured batch gives a rate."""
+    from prefect.artifacts import update_progress_artifact
+
+    parts = len(stage.shards(ctx))
+    index = shard or 0
+
+    @contextmanager
+    def factory(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+        done, t0, last = 0, time.monotonic(), 0.0
+        with progress(description, total) as bar:
+
+            def advance(n: int) -> None:
+                nonlocal done, last
+                if bar:
+                    bar(n)
+                done += n
+                now = time.monotonic()
+                if now - last < every_s and not (total and done >= total):
+                    return
+                last = now
+                rate = done / max(now - t0, 1e-9)
+                where = f"{stage.label(shard)} ({index + 1}/{parts}): " if parts > 1 else f"{stage.name}: "
+                if total:
+                    eta = f", ETA {(total - done) / rate:.0f} s" if rate > 0 else ""
+                    text, share = f"{where}{done}/{total} rows, {rate:.1f} rows/s{eta}", done / total
+                else:
+                    text, share = f"{where}{done} rows, {rate:.1f} rows/s", 0.0
+                try:
+                    update_progress_artifact(
+                        artifact_id=artifact_id, progress=100.0 * (index + share) / parts, description=text
+                    )
+                except Exception as exc:  # noqa: BLE001 - the UI missing an update never fails a build
+                    log.debug("progress artifact update failed: %s", exc)
+
+            yield advance
+
+    return factory
+
+
+def configured(stage: Stage, shard: int | None, refresh: bool, result_storage: str | None) -> Any:
+    options: dict[str, Any] = {
+        "name": stage.name,
+        "task_run_name": stage.label(shard),
+        "refresh_cache": True if refresh else None,
+        "retry_delay_seconds": retry_delays(),
+    }
+    if stage.resources.accelerator != "none":
+        options["tags"] = ["ads-build", f"gpu-{stage.resources.accelerator}"]
+    if result_storage:
+        options["result_storage"] = result_storage
+    return stage_task.with_options(**options)
+
+
+def params_of(
+    stage: Stage,
+    ctx: StageContext,
+    shard: int | None,
+    key: str,
+    reuse: bool = True,
+    progress_artifact: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "stage_name": stage.name,
+        "source": ctx.source,
+        "out": ctx.out,
+        "dataset": ctx.dataset,
+        "config": ctx.config.model_dump(),
+        "key": key,
+        "shard": shard,
+        "reuse": reuse,
+        "progress_artifact": progress_artifact,
+    }
+
+
+def checked(state: State, recompute: Callable[[], State], label: str) -> tuple[StageOutput, State]:
+    """The output of a finished stage run; a cache hit whose artifact is gone or changed is recomputed.
+
+    `recompute()` runs the same stage with the cache refreshed and returns its final state.
+    """
+    output: StageOutput = state.result()  # raises the stage's own exception when it failed
+    if state.name == "Cached" and not intact(output):
+        get_run_logger().warning("%s: the cached artifact %s is missing or changed; recomputing", label, output["uri"])
+        state = recompute()
+        output = state.result()
+    return output, state
