@@ -7,12 +7,12 @@ refreshed dataset, written over the same file, drops 1% of them, edits the solut
 is put in front of the reasoning, the final answer is kept) and appends the next 5% rows of SOURCE. The rows
 picked are seeded (--seed). The solution field is `solution` when rows have one, else `answer` (GSM8K).
 
-Both builds run `ads_core.build.build`'s loop (iter_runs -> reusable or run_stage, as build() does) into the
-same OUT, each stage timed; the refresh reuses what it can (its cluster ids carry over from the cold build in
+Both builds are `ads_core.pipeline.build.build` into the same OUT, each stage timed through its `on_stage`
+hook; the refresh reuses what it can (its cluster ids carry over from the cold build in
 OUT). The row score cache lives in a fresh temp dir, so the cold build really is cold. Model: the locally built
 47M `bench` preset (built, if needed, before any timing), fp32 on CPU. torch/transformers are imported before
-timing, and the process-wide loaded model is dropped before each build, so each build pays its own model load
-as a new process would (the refresh only when it has rows to score).
+timing; build() tears the scorer's model down after the score stage, so each build pays its own model load as a
+new process would (the refresh only when it has rows to score).
 
 Printed: the rows the refresh changed (edited + appended, from the two builds' row identities, and as planned),
 rows scored and reused (OUT/scores/manifest.json), the share of rows present in both builds that kept their
@@ -84,25 +84,21 @@ def plan_refresh(rows: list[dict], extra: list[dict], seed: int) -> tuple[list[d
 
 
 def timed_build(source: str, out: str, cfg) -> dict[str, Any]:
-    """build()'s loop with every stage timed: wall and own-CPU seconds by stage, ran/reused by stage label,
-    the build's wall seconds and the cores other processes used meanwhile."""
-    from ads_core.pipeline import stages
+    """One in-process build with every stage timed through build()'s `on_stage` hook: wall and own-CPU seconds
+    by stage, ran/reused by stage label, the build's wall seconds and the cores other processes used meanwhile."""
+    from ads_core.pipeline.build import StageEvent, build
 
-    stages._scorer = None  # as in a new process: this build loads the model itself, if it scores anything
-    ctx = stages.BuildContext(source=source, out=out, config=cfg)
     wall: dict[str, float] = defaultdict(float)
     cpu: dict[str, float] = defaultdict(float)
     states: dict[str, str] = {}
+
+    def record(event: StageEvent) -> None:
+        wall[event.stage.name] += event.seconds
+        cpu[event.stage.name] += event.cpu_seconds
+        states[event.stage.label(event.shard)] = "reused" if event.reused else "ran"
+
     t_start, own0, busy0 = time.perf_counter(), own_cpu(), busy_cpu()
-    for stage, shard in stages.iter_runs(ctx):
-        t0, c0 = time.perf_counter(), own_cpu()
-        key = stages.stage_key(stage, ctx, shard)
-        found = stages.reusable(stage, ctx, shard, key)
-        if found is None:
-            stages.run_stage(stage, ctx, shard, key)
-        wall[stage.name] += time.perf_counter() - t0
-        cpu[stage.name] += own_cpu() - c0
-        states[stage.label(shard)] = "reused" if found is not None else "ran"
+    build(source, out, cfg, on_stage=record)  # each build loads the model itself (torn down after its stage)
     total, own = time.perf_counter() - t_start, own_cpu() - own0
     other = max(0.0, (busy_cpu() - busy0) - own) / total if total > 0 else 0.0
     return {

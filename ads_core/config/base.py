@@ -62,8 +62,3 @@ def error_line(exc: ValidationError, prefix: str = "") -> str:
         shown = "" if isinstance(got, dict) else f", got {got!r}"
         parts.append(f"{prefix}{where}: {err['msg']}{shown}")
     return "; ".join(parts)
-
-
-def section_fields(section: type[BaseModel]) -> dict[str, Any]:
-    """Field name -> pydantic FieldInfo, in declaration order."""
-    return dict(section.model_fields)

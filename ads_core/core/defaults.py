@@ -7,7 +7,6 @@ from importlib import resources
 from pathlib import Path
 
 DEFAULT_OUT = "ads-out"
-SAMPLE_NAME = "gsm8k_sample"
 
 
 def sample_path() -> str:

@@ -23,6 +23,10 @@ class UnknownBackendError(ValueError):
     """A backend name that is neither registered nor an importable class path."""
 
 
+class DuplicateBackendError(ValueError):
+    """A second registration under a name already taken (it would silently replace the first)."""
+
+
 def load_by_path(path: str) -> Any:
     """Import `pkg.module:Attr` or `pkg.module.Attr`."""
     module_name, sep, attr = path.partition(":")
@@ -44,15 +48,20 @@ class Registry:
         self._entries: dict[str, Any] = {}
 
     def register(self, name: str, target: str | None = None) -> Callable[[T], T]:
-        """Decorator (or, with `target="module:attr"`, a lazy registration) under `name`."""
+        """Decorator (or, with `target="module:attr"`, a lazy registration) under `name`; a name is taken once."""
         if target is not None:
-            self._entries[name] = target
+            self._add(name, target)
 
         def deco(obj: T) -> T:
-            self._entries[name] = obj
+            self._add(name, obj)
             return obj
 
         return deco
+
+    def _add(self, name: str, entry: Any) -> None:
+        if name in self._entries:
+            raise DuplicateBackendError(f"{self.kind} {name!r} is already registered ({self._entries[name]!r})")
+        self._entries[name] = entry
 
     def names(self) -> list[str]:
         return list(self._entries)

@@ -44,10 +44,9 @@ from fsspec.implementations.local import LocalFileSystem
 from ads_core.storage.errors import (
     StorageError,
     _limit,
-    _translated,
-    _translating,
     endpoint_of,
     storage_options,
+    translating,
 )
 
 log = logging.getLogger("ads.storage")
@@ -129,7 +128,7 @@ def check_writable(out_uri: str) -> None:
 
 
 def _write_probe(fs: fsspec.AbstractFileSystem, path: str, probe: str, out_uri: str) -> None:
-    with _translating(out_uri):
+    with translating(out_uri):
         if isinstance(fs, LocalFileSystem):
             Path(path).mkdir(parents=True, exist_ok=True)
             os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
@@ -236,46 +235,40 @@ def file_mode() -> int:
     return 0o666 & ~_umask()
 
 
-@_translated
 def exists(uri: str) -> bool:
-    fs, path = get_fs(uri)
-    return fs.exists(path)
+    with translating(uri):
+        fs, path = get_fs(uri)
+        return fs.exists(path)
 
 
-@_translated
-def makedirs(uri: str) -> None:
-    fs, path = get_fs(uri)
-    fs.makedirs(path, exist_ok=True)
-
-
-@_translated
 def read_bytes(uri: str) -> bytes:
-    fs, path = get_fs(uri)
-    return fs.cat_file(path)
+    with translating(uri):
+        fs, path = get_fs(uri)
+        return fs.cat_file(path)
 
 
-@_translated
 def write_bytes(uri: str, data: bytes) -> None:
     """Atomically write bytes: temp file + rename locally (mode 0o666 & ~umask), a single PUT remotely."""
-    fs, path = get_fs(uri)
-    if not isinstance(fs, LocalFileSystem):
-        fs.pipe_file(path, data)
-        return
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _clean_once(target.parent)
-    tmp = target.parent / _temp_name(target.name)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)  # umask applies
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with translating(uri):
+        fs, path = get_fs(uri)
+        if not isinstance(fs, LocalFileSystem):
+            fs.pipe_file(path, data)
+            return
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _clean_once(target.parent)
+        tmp = target.parent / _temp_name(target.name)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)  # umask applies
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
 
 
 @contextlib.contextmanager
@@ -287,7 +280,7 @@ def atomic_local_file(uri: str, suffix: str = "") -> Iterator[Path]:
     """
     fs, path = get_fs(uri)
     local = isinstance(fs, LocalFileSystem)
-    with _translating(uri):
+    with translating(uri):
         if local:
             target = Path(path)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -298,7 +291,7 @@ def atomic_local_file(uri: str, suffix: str = "") -> Iterator[Path]:
     tmp = folder / _temp_name(name, suffix)
     try:
         yield tmp
-        with _translating(uri):
+        with translating(uri):
             if local:
                 with open(tmp, "rb") as fh:  # data on disk before the rename, as write_bytes does
                     os.fsync(fh.fileno())
@@ -325,47 +318,47 @@ def write_parquet(uri: str, table: pa.Table) -> None:
     write_bytes(uri, buf.getvalue())
 
 
-@_translated
 def read_parquet(uri: str, columns: list[str] | None = None) -> pa.Table:
-    fs, path = get_fs(uri)
-    with fs.open(path, "rb") as fh:
-        return pq.read_table(fh, columns=columns)
+    with translating(uri):
+        fs, path = get_fs(uri)
+        with fs.open(path, "rb") as fh:
+            return pq.read_table(fh, columns=columns)
 
 
-@_translated
 def parquet_num_rows(uri: str) -> int:
-    fs, path = get_fs(uri)
-    with fs.open(path, "rb") as fh:
-        return pq.ParquetFile(fh).metadata.num_rows
+    with translating(uri):
+        fs, path = get_fs(uri)
+        with fs.open(path, "rb") as fh:
+            return pq.ParquetFile(fh).metadata.num_rows
 
 
-@_translated
 def content_hash(uri: str) -> str:
     """sha256 of a file's bytes, streamed; the cache keys of every later stage build on it."""
-    fs, path = get_fs(uri)
-    digest = hashlib.sha256()
-    with fs.open(path, "rb") as fh:
-        while chunk := fh.read(_HASH_CHUNK):
-            digest.update(chunk)
-    return "sha256:" + digest.hexdigest()
-
-
-@_translated
-def tree_hash(uri: str, suffixes: tuple[str, ...] | None = None) -> str:
-    """Content hash of a file, or of every file below a directory (names and bytes)."""
-    fs, path = get_fs(uri)
-    if not fs.isdir(path):
-        return content_hash(uri)
-    digest = hashlib.sha256()
-    for file in sorted(fs.find(path)):
-        if suffixes and not file.endswith(suffixes):
-            continue
-        rel = file[len(path.rstrip("/")) + 1 :]
-        digest.update(rel.encode() + b"\0")
-        with fs.open(file, "rb") as fh:
+    with translating(uri):
+        fs, path = get_fs(uri)
+        digest = hashlib.sha256()
+        with fs.open(path, "rb") as fh:
             while chunk := fh.read(_HASH_CHUNK):
                 digest.update(chunk)
-    return "sha256:" + digest.hexdigest()
+        return "sha256:" + digest.hexdigest()
+
+
+def tree_hash(uri: str, suffixes: tuple[str, ...] | None = None) -> str:
+    """Content hash of a file, or of every file below a directory (names and bytes)."""
+    with translating(uri):
+        fs, path = get_fs(uri)
+        if not fs.isdir(path):
+            return content_hash(uri)
+        digest = hashlib.sha256()
+        for file in sorted(fs.find(path)):
+            if suffixes and not file.endswith(suffixes):
+                continue
+            rel = file[len(path.rstrip("/")) + 1 :]
+            digest.update(rel.encode() + b"\0")
+            with fs.open(file, "rb") as fh:
+                while chunk := fh.read(_HASH_CHUNK):
+                    digest.update(chunk)
+        return "sha256:" + digest.hexdigest()
 
 
 def bytes_hash(data: bytes) -> str:

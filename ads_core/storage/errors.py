@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import os
 import re
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -194,24 +193,9 @@ def as_storage_error(exc: BaseException, uri: str) -> StorageError | None:
     return None
 
 
-def _translated(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Raise StorageError instead of the user-fixable errors `fn(uri, ...)` meets; everything else unchanged."""
-
-    @functools.wraps(fn)
-    def wrapper(uri: str, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(uri, *args, **kwargs)
-        except Exception as exc:
-            err = as_storage_error(exc, uri)
-            if err is None or err is exc:
-                raise
-            raise err from exc
-
-    return wrapper
-
-
 @contextlib.contextmanager
-def _translating(uri: str) -> Iterator[None]:
+def translating(uri: str) -> Iterator[None]:
+    """Raise StorageError instead of the user-fixable errors met inside; everything else unchanged."""
     try:
         yield
     except Exception as exc:

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import hashlib
-import inspect
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 from ads_core import __version__, storage
@@ -23,14 +20,6 @@ MANIFEST_NAME = "manifest.json"
 def version_of(stage: str, version: str) -> str:
     """A stage's code version: the package version plus the stage's explicit VERSION (bumped by hand)."""
     return f"{__version__}+{stage}.v{version}"
-
-
-def code_version(*modules: ModuleType) -> str:
-    """Deprecated: a hash of module source (a docstring edit changes it); use `version_of`."""
-    digest = hashlib.sha256()
-    for module in modules:
-        digest.update(inspect.getsource(module).encode())
-    return f"{__version__}+{digest.hexdigest()[:12]}"
 
 
 def config_dict(config: Any) -> dict[str, Any]:

@@ -31,7 +31,6 @@ from ads_core.core import defaults
 log = logging.getLogger("ads.score")
 
 CACHE_VERSION = "1"
-VALUE_COLUMNS = ("embedding", "difficulty", "n_tokens", "n_target_tokens", "truncated", "nll_target")
 
 
 def default_root() -> str:

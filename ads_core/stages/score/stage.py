@@ -28,17 +28,6 @@ STAGE_MERGE = "merge_scores"
 VERSION = "1"  # bump when the scores change for the same input (part of the cache key)
 
 
-SCORES_SCHEMA_FIELDS = [
-    "sample_id",
-    "embedding",
-    "difficulty",
-    "n_tokens",
-    "n_target_tokens",
-    "truncated",
-    "nll_target",
-]
-
-
 def shard_bounds(n_rows: int, num_shards: int, index: int) -> tuple[int, int]:
     return index * n_rows // num_shards, (index + 1) * n_rows // num_shards
 
