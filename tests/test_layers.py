@@ -150,3 +150,16 @@ def test_no_folder_is_a_heap():
             per_folder[p.parent] += 1
     heaps = [f"{d.relative_to(REPO)}: {n} modules" for d, n in per_folder.items() if n > MAX_MODULES_PER_FOLDER]
     assert not heaps, "\n".join(heaps)
+
+
+def test_the_wheel_installs_no_generic_top_level_package():
+    """`pip install .` installs what pyproject's package finder selects: only project-named top-level packages."""
+    import tomllib
+
+    from setuptools import find_packages
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    installed = find_packages(where=str(REPO), include=config["include"], exclude=config.get("exclude", ()))
+    top = {name.split(".")[0] for name in installed}
+    assert top == set(PACKAGES), top
+    assert not {"flows", "tasks"} & top

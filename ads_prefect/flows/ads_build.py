@@ -33,7 +33,8 @@ from ads_core.pipeline import lifecycle
 from ads_core.pipeline.keys import outputs_digest, stage_key
 from ads_core.pipeline.refresh import row_identities, summarize
 from ads_core.pipeline.resolve import resolve, resolve_name, resolve_source
-from ads_core.pipeline.stages import STAGES, context, stages_from
+from ads_core.pipeline import stages as declared
+from ads_core.pipeline.stages import context, stages_from
 from ads_core.stages.base import Stage, StageContext
 from ads_core.storage import manifest as mf
 from ads_prefect.tasks.base import StageOutput, artifact_key
@@ -186,7 +187,7 @@ def run_stages(ctx: StageContext) -> tuple[dict[str, str], dict[str, float], dic
     outputs: dict[str, StageOutput] = {}
     previous = row_identities(ctx.uri("final"))  # before this build replaces it
     config = ctx.config.model_dump()
-    for stage in STAGES:
+    for stage in declared.STAGES:  # read at call time: a stage added to the list runs with no other edit
         t0 = time.perf_counter()
         try:
             outputs[stage.name] = run_stage_runs(stage, ctx, stage.name in force, states)

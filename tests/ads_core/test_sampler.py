@@ -217,7 +217,7 @@ def test_reset_disabled_with_zero():
 
 
 class ReferenceModel:
-    """A direct, dict-and-loop transcription of the reference pseudocode (spec section 3.7)."""
+    """The reference pseudocode (spec section 3.7) with dicts and sets, written from the spec, not from ours."""
 
     def __init__(self, cid: np.ndarray, rank: np.ndarray, cfg: ADSSamplerConfig) -> None:
         members: dict[int, list[tuple[float, int]]] = {}
@@ -273,24 +273,18 @@ class ReferenceModel:
 
     @staticmethod
     def shift(window: set[int], d: dict[int, int], size: int) -> set[int]:
+        """Spec 3.4 step 4, stated declaratively (not the implementation's search loop): stayers keep their
+        slot; each mover, easier ones ascending then harder ones descending, takes the free slot closest to one
+        step in its direction (the clamped target), a tie going to the side of its direction."""
         if size <= len(window):
             return window
         occupied = {q for q in window if d.get(q, 0) == 0}
-
-        def nearest_free(desired: int, direction: int, own: int) -> int:
-            desired = min(max(desired, 0), size - 1)
-            if desired not in occupied:
-                return desired
-            for radius in range(1, size):
-                for c in (desired + direction * radius, desired - direction * radius):
-                    if 0 <= c < size and c not in occupied:
-                        return c
-            return own
-
-        for q in sorted(q for q in window if d.get(q) == -1):
-            occupied.add(nearest_free(q - 1, -1, q))
-        for q in sorted((q for q in window if d.get(q) == 1), reverse=True):
-            occupied.add(nearest_free(q + 1, 1, q))
+        movers = [(q, -1) for q in sorted(q for q in window if d.get(q) == -1)]
+        movers += [(q, 1) for q in sorted((q for q in window if d.get(q) == 1), reverse=True)]
+        for q, direction in movers:
+            target = min(max(q + direction, 0), size - 1)
+            free = [c for c in range(size) if c not in occupied]
+            occupied.add(min(free, key=lambda c: (abs(c - target), (c - target) * direction < 0)))
         return occupied
 
 
@@ -497,7 +491,7 @@ def test_config_and_column_validation():
     for bad in (dict(active_clusters=0), dict(mini_cluster_size=0), dict(boundary_eps=0.6), dict(alpha=2.0)):
         with pytest.raises(ValueError):
             ADSSamplerConfig(**bad)  # type: ignore[arg-type]
-    assert ADSSamplerConfig().batch_size == 128
+    assert ADSSamplerConfig(active_clusters=3, mini_cluster_size=5).batch_size == 15
     with pytest.raises(ValueError, match="length mismatch"):
         ADSSampler([1, 2], [0])
     with pytest.raises(ValueError, match="no rows"):

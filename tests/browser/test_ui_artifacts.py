@@ -112,11 +112,9 @@ def test_report_plot_renders_inline(
 def test_cluster_terms_picture_renders_inline(
     ads_server: Any, web: Any, browser: Any, build: dict[str, Any], tmp_path: Path
 ):
-    # The cluster-terms picture is being added to the report stage in parallel work: until a build publishes
-    # it, this skips (see the reason) rather than fails; once it is there it must render like the report plot.
+    # The report stage declares the picture (ads_core/stages/report/ui.py): a build that lacks it is a failure.
     artifact = build["artifacts"].get(f"ads-{DATASET}-cluster-terms-image")
-    if artifact is None:
-        pytest.skip(f"this build publishes no ads-{DATASET}-cluster-terms-image artifact yet")
+    assert artifact is not None, f"the build published no ads-{DATASET}-cluster-terms-image artifact"
     state = open_page(
         browser, web, ui_page(ads_server, web, "v2", f"/artifacts/artifact/{artifact['id']}"), image_ready
     )

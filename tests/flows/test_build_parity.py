@@ -84,3 +84,62 @@ def test_weights_changed_in_place_rescore_every_row(
     assert counts["rows_scored"] == 60 and counts["rows_reused"] == 0  # nothing served from the row cache
     after = storage.read_parquet(second["outputs"]["merge"]).column("difficulty").to_pylist()
     assert sum(a != b for a, b in zip(after, before, strict=True)) > 50
+
+
+def row_stats_stage() -> Any:
+    """A stage declared only here: row counts per cluster of the final artifact, with a UI table."""
+    import polars as pl
+
+    from ads_core.stages.base import Stage, StageContext, UIItem
+
+    def run(ctx: StageContext, _: int | None) -> mf.Manifest:
+        final = pl.from_arrow(storage.read_parquet(ctx.uri("final"), columns=["cluster_id"]))
+        counts = {str(k): n for k, n in final.group_by("cluster_id").len().sort("cluster_id").iter_rows()}
+        uri = ctx.uri("row_stats")
+        storage.write_json(uri, counts)
+        manifest = mf.Manifest(
+            stage="row-stats",
+            inputs={"final": mf.input_entry(ctx.uri("final"))},
+            outputs={"row_stats": mf.output_entry(uri)},
+            config={},
+            code_version="test",
+        )
+        mf.write(mf.stage_dir_of(uri), manifest)
+        return manifest
+
+    def ui(ctx: StageContext, manifest: mf.Manifest) -> list[Any]:
+        rows = [{"cluster_id": k, "rows": n} for k, n in storage.read_json(manifest.output_uri("row_stats")).items()]
+        return [UIItem("table", "row-stats", rows, "rows per cluster")]
+
+    return Stage("row-stats", None, ("final",), {"row_stats": "row-stats/rows.json"}, "1", run, ui=ui)
+
+
+def test_a_stage_added_to_the_declarations_runs_in_build_and_in_the_flow(
+    helpers: Any, prefect_api: Any, tiny_model: str, sample_source: Path, tmp_path: Path, monkeypatch: Any
+):
+    """No other edit: the in-process build and the flow pick the new stage up from the list alone, the flow runs
+    it through the generic task (a rerun is Cached) and publishes the UI table it declares."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from ads_core.config.build import BuildConfig
+    from ads_core.pipeline import stages
+    from ads_core.pipeline.build import build
+
+    monkeypatch.setattr(stages, "STAGES", (*stages.STAGES, row_stats_stage()))
+    params = helpers.build_params()
+    cfg = BuildConfig(format={"name": params["dataset"]}, score=params["score"], cluster=params["cluster"])
+    result = build(str(sample_source), str(tmp_path / "local"), cfg)
+    assert "row-stats" in result.manifests
+    state, flow_result = helpers.run_build(sample_source, tmp_path / "flow")
+    assert state.is_completed(), state.message
+    assert flow_result["stages"]["row-stats"] == "Completed"
+    local = json.loads((tmp_path / "local" / "row-stats" / "rows.json").read_text())
+    assert local == json.loads((tmp_path / "flow" / "row-stats" / "rows.json").read_text())
+    assert sum(local.values()) == mf.read(str(tmp_path / "flow" / "final")).counts["rows"]
+    _, again = helpers.run_build(sample_source, tmp_path / "flow")
+    assert again["stages"]["row-stats"] == "Cached"
+    key = f"ads-{params['dataset']}-row-stats".lower().replace("_", "-")
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+    assert found and found[0].type == "table"

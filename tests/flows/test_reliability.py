@@ -140,15 +140,15 @@ def test_sigterm_stops_a_build_within_seconds_and_leaves_no_lock(
     proc = h.start_process(cmd, tmp_path / "cli.log", env)
     try:
         wait_for(marker, proc)
-        t0 = time.monotonic()
         os.kill(proc.pid, signal.SIGTERM)
-        code = proc.wait(30)
-        stopped_in = time.monotonic() - t0
+        try:
+            code = proc.wait(30)  # a generous bound, not a timing claim: it must stop, not finish the shard
+        except subprocess.TimeoutExpired:
+            pytest.fail("the build was still running 30 s after SIGTERM")
     finally:
         h.stop_process(proc)
     log = (tmp_path / "cli.log").read_text()
     assert code == 130 and "interrupted" in log, log[-3000:]
-    assert stopped_in < 30
     assert not list(Path(os.environ["ADS_LOCK_DIR"]).glob("*.lock"))
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(like_="build-sigterm60")))

@@ -17,6 +17,7 @@ pytest.importorskip("verl")
 from omegaconf import OmegaConf  # noqa: E402
 
 from ads_cli.main import app  # noqa: E402
+from ads_core.config.sampler import ADSSamplerConfig
 from ads_core.train import artifact as ta
 from ads_core.train import launch as tl
 from ads_core.train import launch as train_launch
@@ -35,7 +36,8 @@ def verl_validate(cfg) -> None:
 
 def test_defaults_set_the_batch_from_the_sampler():
     cfg = vc.resolve(BASE)
-    assert cfg.data.train_batch_size == 128 and cfg.data.dataloader_num_workers == 0
+    batch = ADSSamplerConfig().active_clusters * ADSSamplerConfig().mini_cluster_size
+    assert cfg.data.train_batch_size == batch and cfg.data.dataloader_num_workers == 0
     assert cfg.trainer.use_v1 is False and cfg.algorithm.adv_estimator == "grpo"
     cfg = vc.resolve(
         [
