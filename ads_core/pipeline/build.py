@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from ads_core.config.build import BuildConfig
 from ads_core.pipeline import lifecycle
+from ads_core.pipeline import stages as declared
 from ads_core.pipeline.keys import reusable, run_stage, stage_key
 from ads_core.pipeline.resolve import resolve
-from ads_core.pipeline import stages as declared
 from ads_core.pipeline.stages import context, stages_from
 from ads_core.stages.base import ProgressFactory, Stage
 from ads_core.storage import manifest as mf

@@ -30,10 +30,10 @@ from ads_core import storage
 from ads_core.config.build import BuildConfig, ClusterConfig, FormatConfig, ReportConfig, RunConfig, ScoreConfig
 from ads_core.core.errors import InputError
 from ads_core.pipeline import lifecycle
+from ads_core.pipeline import stages as declared
 from ads_core.pipeline.keys import outputs_digest, stage_key
 from ads_core.pipeline.refresh import row_identities, summarize
 from ads_core.pipeline.resolve import resolve, resolve_name, resolve_source
-from ads_core.pipeline import stages as declared
 from ads_core.pipeline.stages import context, stages_from
 from ads_core.stages.base import Stage, StageContext
 from ads_core.storage import manifest as mf
