@@ -28,14 +28,13 @@ stays a single answer.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
-from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from ads_core.core.answers import ground_truth_answers, strip_math_delimiters
 from ads_core.core.text import last_boxed
 
 log = logging.getLogger("ads.reward")
@@ -48,19 +47,6 @@ _SPACES = re.compile(r"\s+|\\[,;:! ]|~")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _LEADING_VAR = re.compile(r"^[a-zA-Z]\s*(?:=|\\in)\s*(?=\S)")
 _DEGREES = re.compile(r"\^\s*\{?\\circ\}?|°")
-_DELIMITED = re.compile(r"^(?:\$\$(.*)\$\$|\$(.*)\$|\\\((.*)\\\)|\\\[(.*)\\\])$", re.DOTALL)
-
-
-def strip_math_delimiters(text: str) -> str:
-    """``$x$``, ``$$x$$``, ``\\(x\\)`` or ``\\[x\\]`` -> ``x`` (whole-string wrappers only)."""
-    s = str(text).strip()
-    m = _DELIMITED.match(s)
-    if m is None:
-        return s
-    inner = next(g for g in m.groups() if g is not None).strip()
-    if any(d in inner for d in ("$", "\\(", "\\)", "\\[", "\\]")):
-        return s  # "$2$ or $3$" is two formulas, not one wrapped answer
-    return inner
 
 
 def normalize_answer(text: str) -> str:
@@ -113,42 +99,6 @@ def is_equivalent(prediction: str, ground_truth: str) -> bool:
     except Exception as exc:  # noqa: BLE001 - a reward must never crash a training step
         log.debug("math-verify failed on %r vs %r: %s", prediction, ground_truth, exc)
         return False
-
-
-def ground_truth_answers(ground_truth: Any) -> list[str]:
-    """The accepted answers: a JSON list of strings (or a list) gives alternatives, anything else one answer."""
-    items: list[Any] | None = None
-    if hasattr(ground_truth, "tolist") and not isinstance(ground_truth, str):
-        ground_truth = ground_truth.tolist()  # a numpy array from a list-typed parquet column
-    if isinstance(ground_truth, list | tuple):
-        items = list(ground_truth)
-    elif isinstance(ground_truth, str) and ground_truth.lstrip().startswith("["):
-        try:
-            parsed = json.loads(ground_truth)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, list) and parsed and all(isinstance(x, str) for x in parsed):
-            items = parsed
-    if items is None:
-        return [str(ground_truth)]
-    answers = [str(x) for x in items if x is not None and str(x).strip()]
-    return answers or [str(ground_truth)]
-
-
-def encode_alternatives(answers: Sequence[str]) -> str:
-    """Ground truth accepting any one of ``answers``: one answer stays itself, several become a JSON list."""
-    kept = [strip_math_delimiters(a) for a in answers if str(a).strip()]
-    if not kept:
-        raise ValueError("no answers to encode")
-    return kept[0] if len(kept) == 1 else json.dumps(kept, ensure_ascii=False)
-
-
-def encode_answer_set(answers: Sequence[str]) -> str:
-    """Ground truth needing all of ``answers`` in any order: comma-separated, as MATH writes them."""
-    kept = [strip_math_delimiters(a) for a in answers if str(a).strip()]
-    if not kept:
-        raise ValueError("no answers to encode")
-    return ", ".join(kept)
 
 
 def is_correct(prediction: str, ground_truth: Any) -> bool:

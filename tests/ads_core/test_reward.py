@@ -9,16 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from ads_core.core.answers import encode_alternatives, encode_answer_set, ground_truth_answers, strip_math_delimiters
 from ads_core.evals.sets import packaged_data_dir
 from ads_core.train.reward import (
     compute_score,
-    encode_alternatives,
-    encode_answer_set,
     extract_answer,
-    ground_truth_answers,
     is_equivalent,
     normalize_answer,
-    strip_math_delimiters,
 )
 
 

@@ -1,0 +1,63 @@
+"""How a ground truth is written down, shared by its writer (the format stage) and its reader (the reward).
+
+One answer is a plain string. Several accepted answers (alternatives) are a JSON list of strings; a set answer
+("find all solutions") is one comma-separated string, as MATH writes them. Math delimiters around an answer
+(`$x$`, `$$x$$`, `\\(x\\)`, `\\[x\\]`) are not part of it. See `ads_core.train.reward` for how each is checked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+_DELIMITED = re.compile(r"^(?:\$\$(.*)\$\$|\$(.*)\$|\\\((.*)\\\)|\\\[(.*)\\\])$", re.DOTALL)
+
+
+def strip_math_delimiters(text: str) -> str:
+    """``$x$``, ``$$x$$``, ``\\(x\\)`` or ``\\[x\\]`` -> ``x`` (whole-string wrappers only)."""
+    s = str(text).strip()
+    m = _DELIMITED.match(s)
+    if m is None:
+        return s
+    inner = next(g for g in m.groups() if g is not None).strip()
+    if any(d in inner for d in ("$", "\\(", "\\)", "\\[", "\\]")):
+        return s  # "$2$ or $3$" is two formulas, not one wrapped answer
+    return inner
+
+
+def ground_truth_answers(ground_truth: Any) -> list[str]:
+    """The accepted answers: a JSON list of strings (or a list) gives alternatives, anything else one answer."""
+    items: list[Any] | None = None
+    if hasattr(ground_truth, "tolist") and not isinstance(ground_truth, str):
+        ground_truth = ground_truth.tolist()  # a numpy array from a list-typed parquet column
+    if isinstance(ground_truth, list | tuple):
+        items = list(ground_truth)
+    elif isinstance(ground_truth, str) and ground_truth.lstrip().startswith("["):
+        try:
+            parsed = json.loads(ground_truth)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, list) and parsed and all(isinstance(x, str) for x in parsed):
+            items = parsed
+    if items is None:
+        return [str(ground_truth)]
+    answers = [str(x) for x in items if x is not None and str(x).strip()]
+    return answers or [str(ground_truth)]
+
+
+def encode_alternatives(answers: Sequence[str]) -> str:
+    """Ground truth accepting any one of ``answers``: one answer stays itself, several become a JSON list."""
+    kept = [strip_math_delimiters(a) for a in answers if str(a).strip()]
+    if not kept:
+        raise ValueError("no answers to encode")
+    return kept[0] if len(kept) == 1 else json.dumps(kept, ensure_ascii=False)
+
+
+def encode_answer_set(answers: Sequence[str]) -> str:
+    """Ground truth needing all of ``answers`` in any order: comma-separated, as MATH writes them."""
+    kept = [strip_math_delimiters(a) for a in answers if str(a).strip()]
+    if not kept:
+        raise ValueError("no answers to encode")
+    return ", ".join(kept)
