@@ -25,8 +25,8 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_tiny_model_is_deterministic(tmp_path: Path):
-    a = models.make_tiny_model(tmp_path / "a")
+def test_tiny_model_is_deterministic(tiny_model_dir: Path, tmp_path: Path):
+    a = tiny_model_dir  # the session's default model, built the same way earlier (or by another process)
     b = models.make_tiny_model(tmp_path / "b")
     assert _sha(a / "model.safetensors") == _sha(b / "model.safetensors")
     assert _sha(a / "tokenizer.json") == _sha(b / "tokenizer.json")
