@@ -143,3 +143,28 @@ def test_a_stage_added_to_the_declarations_runs_in_build_and_in_the_flow(
     with get_client(sync_client=True) as client:
         found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
     assert found and found[0].type == "table"
+
+
+def test_a_relative_source_and_no_dataset_name_resolve_as_in_the_flow(
+    helpers: Any, prefect_api: Any, tiny_model: str, sample_source: Path, tmp_path: Path, monkeypatch: Any
+):
+    """build() resolves SOURCE, the dataset name and OUT as the flow does: a relative source is made absolute
+    (the rows record where they came from), the name comes from the file, OUT defaults to ads-out/<name>."""
+    from ads_core.config.build import BuildConfig
+    from ads_core.pipeline.build import build
+
+    params = helpers.build_params()
+    flow_params = {k: v for k, v in params.items() if k != "dataset"}  # no name: both derive it from SOURCE
+    from ads_prefect.flows.ads_build import ads_build
+
+    flow_result = ads_build(source=str(sample_source), out=str(tmp_path / "flow"), **flow_params)
+    monkeypatch.chdir(sample_source.parent)
+    cfg = BuildConfig(score=params["score"], cluster=params["cluster"])
+    result = build(sample_source.name, None, cfg)  # relative source, default OUT under the working directory
+    assert result.dataset == flow_result["dataset"] == sample_source.stem
+    assert result.out == str(sample_source.parent / "ads-out" / sample_source.stem)
+    local = helpers.read_final(result.final_uri)
+    files = set(local["extra_info"].struct.field("source_file").to_list())
+    assert files == {str(sample_source.resolve())}
+    helpers.assert_same_rows(local, helpers.read_final(flow_result["final_uri"]))
+    assert set(helpers.read_final(flow_result["final_uri"])["extra_info"].struct.field("source_file")) == files
