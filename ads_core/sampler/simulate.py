@@ -1,17 +1,7 @@
-"""A synthetic GRPO learner for comparing data schedulers before spending GPU hours.
+"""`ads simulate`: train every sampler on a synthetic GRPO learner and time each to uniform's final accuracy.
 
-The model (a model, not evidence about real LLMs):
-
-* Problems have latent difficulties d (logits) and belong to clusters; cluster means differ.
-* The policy has one ability theta_k per cluster; a rollout on problem i of cluster k succeeds with
-  probability sigmoid(theta_k - d_i). Each prompt gets ``n_rollouts`` Bernoulli rollouts.
-* GRPO's signal is proportional to the reward variance within a group: g_i = rho_i (1 - rho_i) for the
-  group's observed success rate rho_i, so all-correct and all-wrong groups teach nothing.
-* Learning transfers partly between clusters: a fraction ``transfer`` of the batch's signal raises every
-  cluster equally, the rest raises only the cluster it came from. The split is scaled so that a batch
-  spread evenly over clusters gives every cluster the same gain whatever ``transfer`` is.
-* The sampler sees rank_in_cluster from a noisy offline difficulty estimate (d plus Gaussian noise), like
-  the pipeline's NLL score, never d itself. Accuracy is the exact expected accuracy on held-out problems.
+The worlds and learners (a model, not evidence about real LLMs) are in ``ads_core.sampler.learners``; this
+module runs them, reports the comparison and draws it.
 """
 
 from __future__ import annotations
@@ -28,23 +18,7 @@ from ads_core.config.simulate import SimulatedSampler, SimulationConfig
 from ads_core.sampler.ads import ADSSampler
 from ads_core.sampler.base import Sampler
 from ads_core.sampler.baselines import DifficultyTargetedSampler, UniformSampler
-
-
-@dataclass
-class World:
-    """One seed's synthetic dataset: the artifact's columns plus the hidden truth."""
-
-    cluster_of: np.ndarray  # (N,) cluster index of each training row
-    difficulty: np.ndarray  # (N,) latent difficulty
-    rank_in_cluster: np.ndarray  # (N,) 0 = easiest by the noisy estimate
-    test_cluster: np.ndarray
-    test_difficulty: np.ndarray
-    n_clusters: int
-    initial_ability: float
-
-    def accuracy(self, theta: np.ndarray) -> float:
-        """Expected held-out accuracy of a policy with per-cluster abilities ``theta``."""
-        return float(_sigmoid(theta[self.test_cluster] - self.test_difficulty).mean())
+from ads_core.sampler.learners import World, make_learner, make_world
 
 
 @dataclass
@@ -110,67 +84,18 @@ SAMPLER_FACTORIES: dict[str, SamplerFactory] = {
 assert set(SAMPLER_FACTORIES) == set(get_args(SimulatedSampler)), "one factory per SimulatedSampler name"
 
 
-def make_world(cfg: SimulationConfig, seed: int) -> World:
-    """Draw clusters, difficulties, the noisy offline ranking and a held-out test set for one seed."""
-    rng = np.random.default_rng([seed, 0])
-    k = cfg.n_clusters
-    sizes = np.maximum(
-        cfg.min_cluster_size, np.round(cfg.median_cluster_size * rng.lognormal(0.0, cfg.cluster_size_sd, k))
-    ).astype(np.int64)
-    means = rng.normal(0.0, cfg.cluster_difficulty_sd, k)
-    cluster_of = np.repeat(np.arange(k), sizes)
-    difficulty = means[cluster_of] + rng.normal(0.0, cfg.within_difficulty_sd, len(cluster_of))
-    estimate = difficulty + rng.normal(0.0, cfg.rank_noise_sd, len(cluster_of))
-    order = np.lexsort((estimate, cluster_of))
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    rank = np.empty(len(cluster_of), dtype=np.int64)
-    rank[order] = np.arange(len(cluster_of)) - starts[cluster_of[order]]
-    # Shuffle rows so nothing depends on the artifact's row order.
-    perm = rng.permutation(len(cluster_of))
-    test_sizes = np.maximum(1, np.round(sizes * cfg.test_fraction)).astype(np.int64)
-    test_cluster = np.repeat(np.arange(k), test_sizes)
-    test_difficulty = means[test_cluster] + rng.normal(0.0, cfg.within_difficulty_sd, len(test_cluster))
-    return World(
-        cluster_of=cluster_of[perm],
-        difficulty=difficulty[perm],
-        rank_in_cluster=rank[perm],
-        test_cluster=test_cluster,
-        test_difficulty=test_difficulty,
-        n_clusters=k,
-        initial_ability=cfg.initial_ability,
-    )
-
-
 def train(world: World, sampler: Sampler, cfg: SimulationConfig, seed: int) -> np.ndarray:
     """Run the learner for ``cfg.steps`` steps; return held-out accuracy at 0, eval_every, ..., steps."""
-    rng = np.random.default_rng([seed, 1])
-    k = world.n_clusters
-    theta = np.full(k, world.initial_ability)
-    curve = [world.accuracy(theta)]
+    learner = make_learner(world, cfg, seed)
+    curve = [learner.accuracy()]
     for step in range(1, cfg.steps + 1):
         rows = sampler.next_batch()
-        ks = world.cluster_of[rows]
-        p = _sigmoid(theta[ks] - world.difficulty[rows])
-        rho = rng.binomial(cfg.n_rollouts, p) / cfg.n_rollouts
+        rho = learner.rollout(rows)
         sampler.update(rows, rho)
-        theta += ability_gain(ks, group_signal(rho, cfg.signal), k, cfg)
+        learner.learn(rows, rho)
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            curve.append(world.accuracy(theta))
+            curve.append(learner.accuracy())
     return np.asarray(curve)
-
-
-def group_signal(rho: np.ndarray, kind: str = "variance") -> np.ndarray:
-    """GRPO's learning signal per prompt: the within-group reward variance (or its square root)."""
-    var = rho * (1.0 - rho)
-    return np.sqrt(var) if kind == "std" else var
-
-
-def ability_gain(ks: np.ndarray, signal: np.ndarray, n_clusters: int, cfg: SimulationConfig) -> np.ndarray:
-    """Per-cluster ability change from one batch: a ``transfer`` share of the mean signal lifts every
-    cluster, the rest lifts the prompt's own cluster (scaled by K so an even spread lifts all equally)."""
-    own = np.bincount(ks, weights=signal, minlength=n_clusters)
-    shared = (1.0 - cfg.transfer) * n_clusters * own + cfg.transfer * signal.sum()
-    return cfg.learning_rate * shared / len(ks)
 
 
 def eval_steps(cfg: SimulationConfig) -> np.ndarray:
@@ -255,7 +180,8 @@ def format_curves(result: SimulationResult, columns: int = 9) -> str:
     """The run's setting and the mean held-out accuracy of each sampler at ``columns`` steps."""
     cfg = result.config
     lines = [
-        f"Synthetic GRPO learner (a model, not evidence about LLMs): {len(cfg.seeds)} seeds, {cfg.steps} steps, "
+        f"Synthetic GRPO learner '{cfg.learner}' (a model, not evidence about LLMs): {len(cfg.seeds)} seeds, "
+        f"{cfg.steps} steps, "
         f"batch {cfg.ads.batch_size}, {cfg.n_clusters} clusters, |D| ~ {int(np.mean(result.n_rows))}, "
         f"n={cfg.n_rollouts}, transfer={cfg.transfer}, rank noise sd={cfg.rank_noise_sd}",
         "",
@@ -313,7 +239,3 @@ def save_plot(result: SimulationResult, path: str, names: Sequence[str] | None =
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, format="png")
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))

@@ -10,18 +10,9 @@ import typer
 from typer.testing import CliRunner
 
 from ads_cli.simulate_cmd import register
-from ads_core.sampler.simulate import (
-    SAMPLER_FACTORIES,
-    SimulationConfig,
-    ability_gain,
-    format_report,
-    group_signal,
-    make_world,
-    run_simulation,
-    save_plot,
-    summary_rows,
-    train,
-)
+from ads_core.config.simulate import SimulationConfig
+from ads_core.sampler.learners import CoupledLearner, ability_gain, group_signal, make_world
+from ads_core.sampler.simulate import SAMPLER_FACTORIES, format_report, run_simulation, save_plot, summary_rows, train
 
 SMALL = SimulationConfig(
     n_clusters=8,
@@ -181,3 +172,80 @@ def test_cli_simulate_writes_table_json_and_png(tmp_path):
     bad = CliRunner().invoke(app, ["simulate", "--samplers", "uniform,nope", "--out", str(out)])
     assert bad.exit_code == 2 and "samplers" in bad.output and "nope" in bad.output
     assert "--transfer" in CliRunner().invoke(app, ["simulate", "--help"]).output
+
+
+# -- the second learner ("coupled") ----------------------------------------------------------------------
+
+COUPLED = SMALL.replaced(learner="coupled")
+
+
+def test_coupled_world_shares_the_simple_world_but_ranks_worse():
+    simple, coupled = make_world(SMALL, 2), make_world(COUPLED, 2)
+    for name in ("cluster_of", "difficulty", "test_cluster", "test_difficulty"):
+        assert np.array_equal(getattr(simple, name), getattr(coupled, name)), name
+    assert coupled.broken is not None and 0 < coupled.broken.mean() < 0.15
+    assert coupled.skill_pos is not None and coupled.skill_pos.shape == (SMALL.n_clusters, 2)
+
+    def rank_corr(world):
+        return np.mean(
+            [
+                np.corrcoef(world.rank_in_cluster[m], world.difficulty[m])[0, 1]
+                for m in (world.cluster_of == k for k in range(world.n_clusters))
+            ]
+        )
+
+    assert rank_corr(coupled) < rank_corr(simple) - 0.05  # outliers and uneven noise
+    with pytest.raises(ValueError, match="coupled"):
+        CoupledLearner(simple, COUPLED, 0)
+
+
+def test_coupled_broken_rows_never_succeed_and_memorising_is_not_generalising():
+    world = make_world(COUPLED, 0)
+    learner = CoupledLearner(world, COUPLED, 0)
+    broken = np.flatnonzero(world.broken)[:32]
+    world.difficulty[broken] = -50.0  # trivially easy, but the reference answer is wrong
+    assert np.all(learner.rollout(broken) == 0.0)
+    row = np.flatnonzero(~world.broken)[:1]
+    world.difficulty[row] = COUPLED.initial_ability + 2.0  # hard for the start policy: success ~ 0.12
+    trained = {}
+    for memorize in (0.0, 5.0):
+        cfg = COUPLED.replaced(coupled=COUPLED.coupled.replaced(memorize=memorize))
+        learner = CoupledLearner(world, cfg, 0)
+        learner.learn(np.repeat(row, 4), np.full(4, 0.5))
+        assert np.count_nonzero(learner.offset) == (memorize > 0)
+        trained[memorize] = (learner.accuracy(), learner.rollout(np.repeat(row, 4000)).mean())
+    assert trained[0.0][0] == trained[5.0][0]  # held-out accuracy: memorising does not generalise
+    assert trained[5.0][1] > trained[0.0][1] + 0.3  # but the trained row itself looks much easier
+
+
+def test_coupled_transfer_follows_skill_distance_and_repeats_teach_less():
+    cfg = COUPLED.replaced(transfer=0.0, coupled=COUPLED.coupled.replaced(forget_rate=0.0))
+    world = make_world(cfg, 1)
+    learner = CoupledLearner(world, cfg, 1)
+    rows = np.flatnonzero(world.cluster_of == 0)[:8]
+    start = learner.theta.copy()
+    learner.learn(rows, np.full(8, 0.5))
+    first = learner.theta - start
+    distance = np.linalg.norm(world.skill_pos - world.skill_pos[0], axis=1)
+    near, far = np.argsort(distance)[1], np.argsort(distance)[-1]
+    assert first[0] > first[near] > first[far] >= 0
+    assert first.sum() == pytest.approx(cfg.coupled.learning_rate * cfg.n_clusters * 0.25)  # signal is conserved
+    again = learner.theta.copy()
+    learner.learn(rows, np.full(8, 0.5))  # the same rows, trained once before: 1 / (1 + 1/4) as much
+    assert (learner.theta - again)[0] == pytest.approx(first[0] / (1 + 1 / cfg.coupled.repeat_scale))
+
+
+def test_coupled_forgetting_decays_towards_the_start():
+    world = make_world(COUPLED, 0)
+    learner = CoupledLearner(world, COUPLED, 0)
+    learner.theta = learner.theta + 1.0
+    solved = np.flatnonzero(world.cluster_of == 0)[:4]
+    learner.learn(solved, np.ones(4))  # all-correct groups: no signal, only forgetting
+    assert np.allclose(learner.theta - world.initial_ability, 1.0 - COUPLED.coupled.forget_rate)
+
+
+def test_coupled_learner_runs_every_sampler():
+    result = run_simulation(COUPLED.replaced(steps=40, seeds=(0,), samplers=("uniform", "ads", "dots")))
+    assert "'coupled'" in format_report(result)
+    for curve in result.curves.values():
+        assert np.all((curve > 0) & (curve < 1)) and curve[0, -1] != curve[0, 0]
