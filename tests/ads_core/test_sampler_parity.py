@@ -26,6 +26,9 @@ RECORDED = json.loads((Path(__file__).parent / "data" / "ads_reference_batches.j
 def test_reference_window_replays_recorded_batches_bit_for_bit(name):
     case = RECORDED["scenarios"][name]
     s = ADSSampler(np.array(case["cluster_ids"]), np.array(case["rank_in_cluster"]), ADSSamplerConfig(**case["config"]))
+    assert s.cfg.window == "reference" and s.cfg.cluster_weighting == case["config"].get(
+        "inter_cluster_weighting", "success"
+    )
     for step, (batch, success) in enumerate(zip(case["batches"], case["success"], strict=True)):
         rows = s.next_batch()
         assert rows.tolist() == batch, f"{name}: batch of step {step} differs"

@@ -44,6 +44,9 @@ CASES: dict[str, Callable[[], Any]] = {
     "ads_few_clusters": lambda: ADSSampler(
         CID2, RANK2, ADSSamplerConfig(active_clusters=3, mini_cluster_size=4, reset_every=0, prob_floor=0.1, seed=7)
     ),
+    "ads_frontier": lambda: ADSSampler(
+        CID, RANK, ADSSamplerConfig(active_clusters=2, mini_cluster_size=3, window="frontier", frontier_band=0.3)
+    ),
     "uniform": lambda: UniformSampler(CID, RANK, UniformSamplerConfig(batch_size=7, seed=3)),
     "dots": lambda: DifficultyTargetedSampler(
         CID, RANK, DifficultyTargetedConfig(batch_size=6, memory_size=10, candidate_pool=20, seed=5)
@@ -106,7 +109,7 @@ def put(state: Any, path: Path, value: Any) -> Any:
 
 def is_exact(case: str, path: Path) -> bool:
     """Leaves that must equal this sampler's own value (any change refuses the state)."""
-    if path[0] in ("kind", "version", "n_rows", "fingerprint") or path == ("rng", "bit_generator"):
+    if path[0] in ("kind", "version", "n_rows", "fingerprint", "window") or path == ("rng", "bit_generator"):
         return True
     return path[0] == "config" and not (path[1] == "seed" and case.startswith("ads"))
 
@@ -309,7 +312,7 @@ FULL = _SIZES.index(4)  # a window of B = 4 positions in a larger cluster
         (_set(("config", "mini_cluster_size"), 4.0), "state['config']['mini_cluster_size']: state was saved with"),
         (_set(("config", "seed"), -1), "state['config']['seed']: expected an int >= 0, got -1"),
         (_set(("kind",), "UniformSampler"), "state['kind']: expected 'ADSSampler', got 'UniformSampler'"),
-        (_set(("version",), True), "state['version']: expected state version 1, got True"),
+        (_set(("version",), True), "state['version']: expected state version 2, got True"),
         (_set(("n_rows",), 51), "state['n_rows']: state was saved for another artifact: expected 52 rows, got 51"),
         (_set(("fingerprint",), "0" * 32), "state['fingerprint']: state was saved for another artifact"),
         (_set(("rng",), MT19937_STATE), "state['rng']['bit_generator']: expected 'PCG64' (numpy's default_rng)"),
