@@ -121,3 +121,20 @@ class DifficultyTargetedConfig(FrozenSection):
     cross_cluster_weight: float = Field(0.0, ge=0, le=1, description="Kernel factor for other clusters' rows.")
     prior_strength: float = Field(1.0, gt=0, description="Pseudo-observations at the memory's mean success.")
     temperature: float = Field(0.1, gt=0, description="Attention temperature when embeddings are given.")
+
+
+class DynamicSamplingConfig(FrozenSection):
+    """DAPO-style dynamic sampling (verl's ``algorithm.filter_groups``): prompts come from shuffled epochs in
+    generation batches of ``batch_size`` (verl's default gen_batch_size); a group whose rollouts all agree (all
+    wrong or all right) is dropped and another generation batch is drawn, until the step has ``batch_size``
+    informative groups or ``max_draws`` generation batches were rolled out."""
+
+    batch_size: int = Field(128, ge=1, strict=True, description="Groups per optimizer step.")
+    seed: int = Field(42, ge=0, strict=True, description="Seed of every epoch's permutation.")
+    max_draws: int = Field(
+        10,
+        ge=1,
+        strict=True,
+        description="Generation batches per step at most (verl's max_num_gen_batches); a step still short then "
+        "trains on what it has, topped up with dropped groups (verl raises instead).",
+    )

@@ -12,11 +12,21 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from ads_core.config.base import FrozenSection, tuning
-from ads_core.config.sampler import ADSSamplerConfig, DifficultyTargetedConfig
+from ads_core.config.sampler import ADSSamplerConfig, DifficultyTargetedConfig, DynamicSamplingConfig
 
 # Every sampler the simulator can run (ads_core.sampler.simulate.SAMPLER_FACTORIES has one factory each).
-SimulatedSampler = Literal["uniform", "dots", "ads", "ads-learnability", "ads-inverse", "ads-noreset", "ads-floor"]
-DEFAULT_SAMPLERS: tuple[SimulatedSampler, ...] = ("uniform", "dots", "ads", "ads-learnability", "ads-inverse")
+SimulatedSampler = Literal[
+    "uniform", "dots", "dynamic", "ads", "ads-frontier", "ads-learnability", "ads-inverse", "ads-noreset", "ads-floor"
+]
+DEFAULT_SAMPLERS: tuple[SimulatedSampler, ...] = (
+    "uniform",
+    "dots",
+    "dynamic",
+    "ads",
+    "ads-frontier",
+    "ads-learnability",
+    "ads-inverse",
+)
 Learner = Literal["simple", "coupled"]
 
 
@@ -106,6 +116,9 @@ class SimulationConfig(FrozenSection):
     ads: ADSSamplerConfig = Field(default_factory=ADSSamplerConfig, description="ADS knobs (reference defaults).")
     dots: DifficultyTargetedConfig = Field(
         default_factory=DifficultyTargetedConfig, description="DOTS-style baseline knobs (its batch is ADS's)."
+    )
+    dynamic: DynamicSamplingConfig = Field(
+        default_factory=DynamicSamplingConfig, description="DAPO-style dynamic sampling knobs (its batch is ADS's)."
     )
 
     @field_validator("seeds")

@@ -1,13 +1,15 @@
 """`ads simulate`: train every sampler on a synthetic GRPO learner and time each to uniform's final accuracy.
 
 The worlds and learners (a model, not evidence about real LLMs) are in ``ads_core.sampler.learners``; this
-module runs them, reports the comparison and draws it.
+module runs them and reports the comparison, in optimizer steps and in rollouts (prompts rolled out, each
+with ``n_rollouts`` completions): every step goes through ``fill_step``, so DAPO-style dynamic sampling pays
+for the generation batches it drops. The plots are in ``ads_core.sampler.plots``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import get_args
 
@@ -18,7 +20,9 @@ from ads_core.config.simulate import SimulatedSampler, SimulationConfig
 from ads_core.sampler.ads import ADSSampler
 from ads_core.sampler.base import Sampler
 from ads_core.sampler.baselines import DifficultyTargetedSampler, UniformSampler
+from ads_core.sampler.dynamic import DynamicSamplingSampler, fill_step
 from ads_core.sampler.learners import World, make_learner, make_world
+from ads_core.sampler.plots import WindowTrace
 
 
 @dataclass
@@ -31,6 +35,8 @@ class SimulationResult:
     seconds: dict[str, float]  # wall time per sampler over all seeds
     n_rows: list[int] = field(default_factory=list)  # training rows of each seed's world
     window_frac: dict[str, float] = field(default_factory=dict)  # ADS: mean window position at the end
+    prompts: dict[str, np.ndarray] = field(default_factory=dict)  # sampler -> (n_seeds, E) prompts rolled out so far
+    window_traces: dict[str, WindowTrace] = field(default_factory=dict)  # ADS, first seed: windows at each eval
 
     def ratio(self, name: str) -> tuple[float, int]:
         """Mean over seeds of steps(name) / steps(baseline); unreached seeds count as the full run.
@@ -46,6 +52,17 @@ class SimulationResult:
         ]
         return float(np.mean(ratios)), sum(m is None for m in mine)
 
+    def rollout_ratio(self, name: str) -> tuple[float, int]:
+        """Like ``ratio``, in prompts rolled out (each with n rollouts) until the target instead of steps."""
+        full = {n: p[:, -1] for n, p in self.prompts.items()}
+        base, mine = self.config.baseline, name
+        ratios = []
+        for i, (m, b) in enumerate(zip(self.steps_to_target[mine], self.steps_to_target[base], strict=True)):
+            spent = self.prompts[mine][i, list(self.eval_steps).index(m)] if m is not None else full[mine][i]
+            paid = self.prompts[base][i, list(self.eval_steps).index(b)] if b is not None else full[base][i]
+            ratios.append(spent / max(paid, 1))
+        return float(np.mean(ratios)), sum(m is None for m in self.steps_to_target[mine])
+
     def to_dict(self) -> dict[str, object]:
         """JSON-able summary: config, per-seed curves and targets, and the summary rows."""
         cfg = self.config.model_dump()
@@ -57,6 +74,8 @@ class SimulationResult:
             "steps_to_target": self.steps_to_target,
             "n_rows": self.n_rows,
             "window_frac": self.window_frac,
+            "prompts": {name: p.tolist() for name, p in self.prompts.items()},
+            "window_traces": {name: t.to_dict() for name, t in self.window_traces.items()},
             "summary": summary_rows(self),
         }
 
@@ -75,7 +94,11 @@ SAMPLER_FACTORIES: dict[str, SamplerFactory] = {
     "dots": lambda w, c, s: DifficultyTargetedSampler(
         w.cluster_of, w.rank_in_cluster, c.dots.replaced(batch_size=c.ads.batch_size, seed=s)
     ),
+    "dynamic": lambda w, c, s: DynamicSamplingSampler(
+        w.cluster_of, w.rank_in_cluster, c.dynamic.replaced(batch_size=c.ads.batch_size, seed=s)
+    ),
     "ads": lambda w, c, s: _ads(w, c, s),
+    "ads-frontier": lambda w, c, s: _ads(w, c, s, window="frontier"),
     "ads-learnability": lambda w, c, s: _ads(w, c, s, inter_cluster_weighting="learnability"),
     "ads-inverse": lambda w, c, s: _ads(w, c, s, inter_cluster_weighting="inverse"),
     "ads-noreset": lambda w, c, s: _ads(w, c, s, reset_every=0),
@@ -84,18 +107,28 @@ SAMPLER_FACTORIES: dict[str, SamplerFactory] = {
 assert set(SAMPLER_FACTORIES) == set(get_args(SimulatedSampler)), "one factory per SimulatedSampler name"
 
 
-def train(world: World, sampler: Sampler, cfg: SimulationConfig, seed: int) -> np.ndarray:
-    """Run the learner for ``cfg.steps`` steps; return held-out accuracy at 0, eval_every, ..., steps."""
+@dataclass
+class TrainingRun:
+    accuracy: np.ndarray  # (E,) held-out accuracy at each eval step
+    prompts: np.ndarray  # (E,) prompts rolled out up to each eval step
+    trace: WindowTrace | None = None  # ADS samplers: window position and success at each eval step
+
+
+def train(world: World, sampler: Sampler, cfg: SimulationConfig, seed: int) -> TrainingRun:
+    """Run the learner for ``cfg.steps`` optimizer steps; measure at 0, eval_every, ..., steps."""
     learner = make_learner(world, cfg, seed)
-    curve = [learner.accuracy()]
+    accuracy, prompts, spent = [learner.accuracy()], [0], 0
+    trace = WindowTrace.start(sampler) if isinstance(sampler, ADSSampler) else None
     for step in range(1, cfg.steps + 1):
-        rows = sampler.next_batch()
-        rho = learner.rollout(rows)
-        sampler.update(rows, rho)
-        learner.learn(rows, rho)
+        batch = fill_step(sampler, learner.rollout)
+        learner.learn(batch.rows, batch.success)
+        spent += batch.prompts
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            curve.append(learner.accuracy())
-    return np.asarray(curve)
+            accuracy.append(learner.accuracy())
+            prompts.append(spent)
+            if trace is not None:
+                trace.record(step, sampler)
+    return TrainingRun(np.asarray(accuracy), np.asarray(prompts), trace)
 
 
 def eval_steps(cfg: SimulationConfig) -> np.ndarray:
@@ -113,6 +146,8 @@ def run_simulation(
     names = list(dict.fromkeys((cfg.baseline, *cfg.samplers)))
     steps = eval_steps(cfg)
     curves = {name: np.zeros((len(cfg.seeds), len(steps))) for name in names}
+    prompts = {name: np.zeros((len(cfg.seeds), len(steps)), dtype=np.int64) for name in names}
+    traces: dict[str, WindowTrace] = {}
     seconds = dict.fromkeys(names, 0.0)
     window_frac: dict[str, list[float]] = {}
     n_rows = []
@@ -122,8 +157,11 @@ def run_simulation(
         for name in names:
             start = time.perf_counter()
             sampler = SAMPLER_FACTORIES[name](world, cfg, seed)
-            curves[name][i] = train(world, sampler, cfg, seed)
+            run = train(world, sampler, cfg, seed)
+            curves[name][i], prompts[name][i] = run.accuracy, run.prompts
             seconds[name] += time.perf_counter() - start
+            if run.trace is not None and i == 0:
+                traces[name] = run.trace
             if isinstance(sampler, ADSSampler):
                 window_frac.setdefault(name, []).append(sampler.metrics()["ads/window_frac_mean"])
             if progress is not None:
@@ -141,6 +179,8 @@ def run_simulation(
         seconds=seconds,
         n_rows=n_rows,
         window_frac={name: float(np.mean(v)) for name, v in window_frac.items()},
+        prompts=prompts,
+        window_traces=traces,
     )
 
 
@@ -155,6 +195,7 @@ def summary_rows(result: SimulationResult) -> list[dict[str, object]]:
     for name, curve in result.curves.items():
         reached = [s for s in result.steps_to_target[name] if s is not None]
         ratio, missed = result.ratio(name)
+        rollout_ratio, _ = result.rollout_ratio(name)
         rows.append(
             {
                 "sampler": name,
@@ -165,6 +206,8 @@ def summary_rows(result: SimulationResult) -> list[dict[str, object]]:
                 "seeds": len(curve),
                 "ratio": ratio,
                 "ratio_is_lower_bound": missed > 0,
+                "prompts_per_step": float(result.prompts[name][:, -1].mean() / result.config.steps),
+                "rollout_ratio": rollout_ratio,
                 "seconds": result.seconds[name],
             }
         )
@@ -202,40 +245,23 @@ def format_summary(result: SimulationResult) -> str:
     width = max(len(n) for n in result.curves) + 2
     lines = [
         f"Steps to reach {cfg.baseline}'s final accuracy (per-seed target, mean {result.targets.mean():.3f}):",
-        "sampler".ljust(width) + f"{'final acc':>16}{'steps':>9}{'reached':>9}{'ratio':>9}{'time s':>8}",
+        "sampler".ljust(width)
+        + f"{'final acc':>16}{'steps':>9}{'reached':>9}{'ratio':>9}{'prompts/step':>14}{'rollout ratio':>15}"
+        + f"{'time s':>8}",
     ]
     for row in summary_rows(result):
         steps = f"{row['steps_mean']:.0f}" if row["steps_mean"] is not None else "-"
-        ratio = ("≥" if row["ratio_is_lower_bound"] else "") + f"{row['ratio']:.2f}"
+        bound = "≥" if row["ratio_is_lower_bound"] else ""
+        ratio, rollouts = f"{bound}{row['ratio']:.2f}", f"{bound}{row['rollout_ratio']:.2f}"
         lines.append(
             str(row["sampler"]).ljust(width)
             + f"{row['final_mean']:>9.3f} ± {row['final_sd']:.3f}"
-            + f"{steps:>9}{row['reached']:>6}/{row['seeds']:<2}{ratio:>9}{row['seconds']:>8.1f}"
+            + f"{steps:>9}{row['reached']:>6}/{row['seeds']:<2}{ratio:>9}{row['prompts_per_step']:>14.1f}"
+            + f"{rollouts:>15}{row['seconds']:>8.1f}"
         )
     lines.append("ratio = mean over seeds of steps(sampler) / steps(baseline); ≥: some seeds never reached it.")
+    lines.append("rollout ratio = the same in prompts rolled out (dynamic sampling also pays for dropped groups).")
     if result.window_frac:
         fracs = ", ".join(f"{k} {v:.3f}" for k, v in result.window_frac.items())
         lines.append(f"ADS mean window position at the end (0 = easiest, 1 = hardest): {fracs}")
     return "\n".join(lines)
-
-
-def save_plot(result: SimulationResult, path: str, names: Sequence[str] | None = None) -> None:
-    """Accuracy-versus-step curves (mean and min-max band over seeds) as a PNG, without a display."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(8, 5), dpi=120)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    for name in names or list(result.curves):
-        curve = result.curves[name]
-        (line,) = ax.plot(result.eval_steps, curve.mean(axis=0), label=name)
-        ax.fill_between(result.eval_steps, curve.min(axis=0), curve.max(axis=0), color=line.get_color(), alpha=0.15)
-    ax.axhline(result.targets.mean(), color="grey", ls="--", lw=1, label=f"{result.config.baseline} final")
-    ax.set_xlabel("training step")
-    ax.set_ylabel("expected held-out accuracy")
-    ax.set_title(f"Synthetic GRPO learner, {len(result.config.seeds)} seeds (a model, not LLM evidence)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, format="png")

@@ -19,9 +19,15 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ads_core.config.sampler import ADSSamplerConfig, DifficultyTargetedConfig, UniformSamplerConfig
+from ads_core.config.sampler import (
+    ADSSamplerConfig,
+    DifficultyTargetedConfig,
+    DynamicSamplingConfig,
+    UniformSamplerConfig,
+)
 from ads_core.sampler.ads import ADSSampler
 from ads_core.sampler.baselines import DifficultyTargetedSampler, UniformSampler
+from ads_core.sampler.dynamic import DynamicSamplingSampler
 from ads_core.sampler.state import SamplerStateError
 
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -48,12 +54,17 @@ CASES: dict[str, Callable[[], Any]] = {
         CID, RANK, ADSSamplerConfig(active_clusters=2, mini_cluster_size=3, window="frontier", frontier_band=0.3)
     ),
     "uniform": lambda: UniformSampler(CID, RANK, UniformSamplerConfig(batch_size=7, seed=3)),
+    "dynamic": lambda: DynamicSamplingSampler(CID, RANK, DynamicSamplingConfig(batch_size=5, max_draws=3, seed=2)),
     "dots": lambda: DifficultyTargetedSampler(
         CID, RANK, DifficultyTargetedConfig(batch_size=6, memory_size=10, candidate_pool=20, seed=5)
     ),
 }
 # Two fields checked against each other: a plausible change to one may be reported on the other.
-PARTNERS = {"steps": {"steps", "steps_in_epoch"}, "memory_rows": {"memory_rows", "memory_success"}}
+PARTNERS = {
+    "steps": {"steps", "steps_in_epoch"},
+    "memory_rows": {"memory_rows", "memory_success"},
+    "draws": {"draws", "informative"},
+}
 
 
 def drive(s: Any, steps: int, seed: int) -> Any:

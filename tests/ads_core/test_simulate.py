@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from ads_cli.simulate_cmd import register
 from ads_core.config.simulate import SimulationConfig
 from ads_core.sampler.learners import CoupledLearner, ability_gain, group_signal, make_world
-from ads_core.sampler.simulate import SAMPLER_FACTORIES, format_report, run_simulation, save_plot, summary_rows, train
+from ads_core.sampler.plots import WindowTrace, save_plot, save_window_plot
+from ads_core.sampler.simulate import SAMPLER_FACTORIES, format_report, run_simulation, summary_rows, train
 
 SMALL = SimulationConfig(
     n_clusters=8,
@@ -82,10 +83,10 @@ def test_learner_gains_only_from_informative_groups():
     world = make_world(cfg, 0)
     rows = np.arange(16)
     world.difficulty[rows] = -50.0  # always solved: zero reward variance
-    curve = train(world, FixedRows(rows), cfg, 0)
+    curve = train(world, FixedRows(rows), cfg, 0).accuracy
     assert np.all(curve == curve[0])
     world.difficulty[rows] = cfg.initial_ability  # success probability 0.5: maximal variance
-    curve = train(world, FixedRows(rows), cfg, 0)
+    curve = train(world, FixedRows(rows), cfg, 0).accuracy
     assert np.all(np.diff(curve) > 0)
 
 
@@ -166,7 +167,7 @@ def test_cli_simulate_writes_table_json_and_png(tmp_path):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "Steps to reach uniform's final accuracy" in result.output and "ads-inverse" in result.output
-    assert (out / "simulation.png").exists()
+    assert (out / "simulation.png").exists() and (out / "simulation_windows.png").exists()  # ads-inverse is ADS
     data = json.loads((out / "simulation.json").read_text())
     assert data["config"]["steps"] == 30 and set(data["curves"]) == {"uniform", "ads-inverse"}
     bad = CliRunner().invoke(app, ["simulate", "--samplers", "uniform,nope", "--out", str(out)])
@@ -249,3 +250,49 @@ def test_coupled_learner_runs_every_sampler():
     assert "'coupled'" in format_report(result)
     for curve in result.curves.values():
         assert np.all((curve > 0) & (curve < 1)) and curve[0, -1] != curve[0, 0]
+
+
+# -- what the window does, drawn ----------------------------------------------------------------------------
+
+
+def test_window_traces_follow_the_ads_windows_and_plot(tmp_path):
+    result = run_simulation(SMALL.replaced(samplers=("uniform", "ads", "ads-frontier"), steps=80))
+    assert set(result.window_traces) == {"ads", "ads-frontier"}  # ADS samplers only, first seed
+    for trace in result.window_traces.values():
+        position, success = np.asarray(trace.position), np.asarray(trace.success)
+        assert trace.steps == result.eval_steps.tolist() and position.shape == success.shape == (9, SMALL.n_clusters)
+        assert np.all((position >= 0) & (position <= 1)) and np.all((success >= 0) & (success <= 1))
+    frontier = np.asarray(result.window_traces["ads-frontier"].position)
+    assert np.all(frontier[0] == 0) and frontier[-1].max() > 0.1  # starts on the easiest rows, then moves in
+    save_window_plot(result.window_traces, str(tmp_path / "w.png"), "title")
+    assert (tmp_path / "w.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="no window trace"):
+        save_window_plot({}, str(tmp_path / "none.png"))
+    json.dumps(result.to_dict())
+
+
+def test_window_trace_from_logged_metrics_matches_the_live_sampler():
+    """What a training run logs (ADSSampler.metrics, per-cluster series on some steps) rebuilds the trace."""
+    world = make_world(SMALL, 0)
+    sampler = SAMPLER_FACTORIES["ads-frontier"](world, SMALL, 0)
+    live = WindowTrace.start(sampler)
+    records = [{**sampler.metrics(), "ads/step": 0.0}]
+    rng = np.random.default_rng(0)
+    for step in range(1, 31):
+        batch = sampler.next_batch()
+        sampler.update(batch, rng.choice(np.arange(9) / 8, len(batch)))
+        metrics = sampler.metrics()
+        if step % 10 == 0:
+            live.record(step, sampler)
+            records.append(metrics)
+        else:  # steps without per-cluster series, as the adapters log them between snapshots
+            records.append({k: v for k, v in metrics.items() if k.count("/") == 1})
+    rebuilt = WindowTrace.from_metrics(records)
+    assert rebuilt.steps == live.steps == [0, 10, 20, 30]
+    assert rebuilt.cluster_ids == live.cluster_ids
+    assert np.allclose(rebuilt.position, live.position) and np.allclose(rebuilt.success, live.success)
+    partial = WindowTrace.from_metrics([{"step": 5, "ads/r/3": 0.5}, {"ads/window_frac/7": 0.2, "step": 9}])
+    assert partial.cluster_ids == [3, 7] and partial.steps == [5, 9]
+    assert np.isnan(partial.position[0][0]) and partial.position[1][1] == 0.2
+    with pytest.raises(ValueError, match="no numeric"):
+        WindowTrace.from_metrics([{"ads/r/1": 0.5}])
