@@ -56,11 +56,11 @@ class ADSSamplerConfig(FrozenSection):
         "(band success - frontier_target).",
     )
     frontier_band: float = Field(
-        0.05,
+        0.2,
         ge=0,
         le=1,
         description="Frontier window: band width as a share of the cluster (at least mini_cluster_size rows); "
-        "each visit draws mini_cluster_size rows spread over it.",
+        "each visit takes the band's least-trained rows, nearest the centre first.",
     )
     frontier_weight_floor: float = Field(
         0.003,

@@ -23,7 +23,7 @@ import numpy as np
 from ads_core.config.sampler import ADSSamplerConfig
 from ads_core.sampler.ads_state import ADSState, ads_state_dict, check_ads_state
 from ads_core.sampler.base import BaseSampler, as_sampler_columns, check
-from ads_core.sampler.window import frontier_bands, frontier_positions, move_frontier, shift_window
+from ads_core.sampler.window import fresh_positions, frontier_bands, move_frontier, shift_window
 
 
 class ADSSampler(BaseSampler):
@@ -65,6 +65,8 @@ class ADSSampler(BaseSampler):
         self.steps = 0
         self.steps_in_epoch = 0
         self._counts = np.zeros(3, dtype=np.int64)  # easier, keep, harder in the last update
+        # frontier window: trainings of each row, in (cluster, rank) order; kept across resets (data history)
+        self._uses = np.zeros(n if self._frontier else 0, dtype=np.int64)
         self._reset_schedule()
 
     # -- schedule -----------------------------------------------------------------------------------
@@ -102,12 +104,22 @@ class ADSSampler(BaseSampler):
             first = self._draw_distinct(q, k)
             chosen = np.concatenate([first, self._rng.choice(k, size=a - k, replace=True, p=q)])
         if self._frontier:
-            lo, width = self.bands()
-            jitter = self._rng.random((a, self.cfg.mini_cluster_size))
-            positions = frontier_positions(lo[chosen], width[chosen], self.cfg.mini_cluster_size, jitter)
+            positions = self._fresh_band_rows(chosen)
         else:
             positions = self._win[chosen[:, None], self._cycle[chosen]]
         return self._order[self._starts[chosen][:, None] + positions].ravel()
+
+    def _fresh_band_rows(self, chosen: np.ndarray) -> np.ndarray:
+        """(A, B) positions: each drawn cluster's least-trained band rows, nearest its centre first."""
+        lo, width = self.bands()
+        out = np.empty((len(chosen), self.cfg.mini_cluster_size), dtype=np.int64)
+        for i, k in enumerate(chosen.tolist()):
+            first = self._starts[k] + lo[k]
+            centre = self._center[k] * (self.sizes[k] - 1)
+            out[i] = fresh_positions(
+                self._uses[first : first + width[k]], int(lo[k]), centre, self.cfg.mini_cluster_size
+            )
+        return out
 
     def _draw_distinct(self, q: np.ndarray, n: int) -> np.ndarray:
         live = int(np.count_nonzero(q))
@@ -169,7 +181,9 @@ class ADSSampler(BaseSampler):
             self._win[k, :m] = shift_window(self._win[k, :m].tolist(), easier, harder, int(self.sizes[k]))
 
     def _update_frontier(self, idx: np.ndarray, success: np.ndarray) -> None:
-        """Move each fed-back cluster's band centre by the mean success of its in-band rows (each row once)."""
+        """Count every fed-back row as trained once more; move each cluster's band centre by the mean success
+        of its in-band rows (each row once)."""
+        np.add.at(self._uses, self.sorted_index_of(idx), 1)
         rows, inverse = np.unique(idx, return_inverse=True)
         rho = np.bincount(inverse, weights=success) / np.bincount(inverse)
         ks, pos = self._cluster_of[rows], self._pos_of[rows]
@@ -229,6 +243,14 @@ class ADSSampler(BaseSampler):
         """Original cluster id of each row position."""
         return self.cluster_ids[self._cluster_of[np.asarray(idx, dtype=np.int64)]]
 
+    def sorted_index_of(self, rows: np.ndarray) -> np.ndarray:
+        """Each row's index in the (cluster, rank) order: its cluster's start plus its position."""
+        return self._starts[self._cluster_of[rows]] + self._pos_of[rows]
+
+    def rows_in_order(self) -> np.ndarray:
+        """Row positions in (cluster, rank) order (a view: do not modify)."""
+        return self._order
+
     def position_of_rows(self, idx: Any) -> np.ndarray:
         """0-based easy-to-hard position of each row inside its cluster."""
         return self._pos_of[np.asarray(idx, dtype=np.int64)]
@@ -281,7 +303,15 @@ class ADSSampler(BaseSampler):
     def state_dict(self) -> dict[str, Any]:
         """Plain JSON-able state (lists, floats, ints, str): the whole schedule plus the generator."""
         state = ADSState(
-            self.steps, self.steps_in_epoch, self.r, self.p, self._win, self._center, self._counts, self._rng
+            self.steps,
+            self.steps_in_epoch,
+            self.r,
+            self.p,
+            self._win,
+            self._center,
+            self._uses,
+            self._counts,
+            self._rng,
         )
         return ads_state_dict(self, state)
 
@@ -295,4 +325,6 @@ class ADSSampler(BaseSampler):
         # all checked: nothing below can fail
         self.r, self.p, self._win, self._center = checked.r, checked.p, checked.windows, checked.centers
         self._rng = checked.rng
+        if self._frontier:
+            self._uses = checked.uses
         self.steps, self.steps_in_epoch, self._counts = checked.steps, checked.steps_in_epoch, checked.last_counts

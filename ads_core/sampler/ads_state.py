@@ -41,6 +41,7 @@ class ADSState(NamedTuple):
     p: np.ndarray  # (K,) float64, sums to 1
     windows: np.ndarray  # (K, B) int64, reference window; row k's first min(B, size_k) entries are its window
     centers: np.ndarray  # (K,) float64 in [0, 1], frontier window: band centre (0 = easiest)
+    uses: np.ndarray  # (|D|,) int64, frontier window: trainings of each row, in (cluster, rank) order
     last_counts: np.ndarray  # (3,) int64: easier, keep, harder
     rng: np.random.Generator
 
@@ -49,7 +50,7 @@ HEADER_KEYS = ("kind", "version", "config", "n_rows", "fingerprint")
 # What each window saves (the other window's field is not written); the order is the saved order.
 WINDOW_FIELDS = {
     "reference": ("steps", "steps_in_epoch", "r", "p", "windows", "last_counts", "rng"),
-    "frontier": ("steps", "steps_in_epoch", "r", "p", "centers", "last_counts", "rng"),
+    "frontier": ("steps", "steps_in_epoch", "r", "p", "centers", "used_rows", "use_counts", "last_counts", "rng"),
 }
 LEGACY_KEYS = HEADER_KEYS + WINDOW_FIELDS["reference"]
 # Config fields added with the frontier window: a legacy state had them at these (the defaults).
@@ -72,6 +73,10 @@ class ADSShape(Protocol):
     @property
     def fingerprint(self) -> str: ...
 
+    def sorted_index_of(self, rows: np.ndarray) -> np.ndarray: ...
+
+    def rows_in_order(self) -> np.ndarray: ...
+
 
 def ads_state_dict(sampler: ADSShape, state: ADSState) -> dict[str, Any]:
     """Plain JSON-able state (lists, floats, ints, str): the header, the window, then its fields."""
@@ -84,9 +89,14 @@ def ads_state_dict(sampler: ADSShape, state: ADSState) -> dict[str, Any]:
         "p": state.p.tolist(),
         "windows": [state.windows[k, : sizes[k]].tolist() for k in range(len(sizes))],
         "centers": state.centers.tolist(),
+        # only the rows trained at least once, by artifact row position (ascending): sparse and readable
+        "used_rows": np.sort(sampler.rows_in_order()[np.flatnonzero(state.uses)]).tolist(),
+        "use_counts": [],
         "last_counts": state.last_counts.tolist(),
         "rng": state.rng.bit_generator.state,
     }
+    used = np.asarray(values["used_rows"], dtype=np.int64)
+    values["use_counts"] = state.uses[sampler.sorted_index_of(used)].tolist() if len(used) else []
     window = sampler.cfg.window
     header = {
         "kind": "ADSSampler",
@@ -162,8 +172,10 @@ def check_ads_state(state: Any, sampler: ADSShape) -> ADSState:
         raise SamplerStateError("state['p']", f"expected a distribution summing to 1, got sum {float(p.sum())!r}")
     win = np.broadcast_to(np.arange(b, dtype=np.int64), (k, b)).copy()
     centers = np.zeros(k, dtype=np.float64)
+    uses = np.zeros(0, dtype=np.int64)
     if window == "frontier":
         centers = state_reals(s["centers"], "state['centers']", k, "band centres in [0, 1], one per cluster")
+        uses = _check_uses(s["used_rows"], s["use_counts"], sampler)
         total = int(frontier_bands(centers, sizes, b, cfg.frontier_band)[1].sum())  # rows in all bands
     else:
         total = _check_windows(s["windows"], win, sampler)
@@ -176,7 +188,23 @@ def check_ads_state(state: Any, sampler: ADSShape) -> ADSState:
             f"expected counts summing to at most {total} (rows in all windows), got {sum(counts)}",
         )
     rng = state_rng(s["rng"], "state['rng']")
-    return ADSState(steps, steps_in_epoch, r, p, win, centers, np.array(counts, dtype=np.int64), rng)
+    return ADSState(steps, steps_in_epoch, r, p, win, centers, uses, np.array(counts, dtype=np.int64), rng)
+
+
+def _check_uses(rows_value: Any, counts_value: Any, sampler: ADSShape) -> np.ndarray:
+    """The frontier's per-row training counts: ascending distinct rows, each with a count >= 1."""
+    n = sampler.n_rows
+    rows = state_list(rows_value, "state['used_rows']", n, "row positions (ascending)", at_most=True)
+    parsed, prev = [], -1
+    for i, v in enumerate(rows):
+        prev = state_int(v, f"state['used_rows'][{i}]", prev + 1, n - 1, " (ascending row positions)")
+        parsed.append(prev)
+    counts = state_list(counts_value, "state['use_counts']", len(parsed), "counts, one per used row")
+    values = [state_int(v, f"state['use_counts'][{i}]", 1) for i, v in enumerate(counts)]
+    uses = np.zeros(n, dtype=np.int64)
+    if parsed:
+        uses[sampler.sorted_index_of(np.array(parsed, dtype=np.int64))] = values
+    return uses
 
 
 def _check_windows(value: Any, win: np.ndarray, sampler: ADSShape) -> int:

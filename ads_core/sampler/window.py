@@ -2,9 +2,10 @@
 
 * reference (`shift_window`): a row whose success is below the keep band moves one position easier, one
   above it one position harder; stayers keep their slot and movers take the nearest free one.
-* frontier (`frontier_bands`, `frontier_positions`, `move_frontier`): each cluster has a band centre u in
-  [0, 1] (a share of its easy-to-hard order); a visit draws B rows spread over the band, and the centre
-  moves by ``gain * (band success - target)``, so a band far from the target jumps instead of crawling.
+* frontier (`frontier_bands`, `fresh_positions`, `move_frontier`): each cluster has a band centre u in
+  [0, 1] (a share of its easy-to-hard order); a visit takes the B least-trained rows of the band, nearest the
+  centre first, and the centre moves by ``gain * (band success - target)``, so a band far from the target
+  jumps instead of crawling.
 """
 
 from __future__ import annotations
@@ -57,21 +58,27 @@ def frontier_bands(
     return lo, width
 
 
-def frontier_positions(lo: np.ndarray, width: np.ndarray, mini_cluster_size: int, jitter: np.ndarray) -> np.ndarray:
-    """``mini_cluster_size`` positions per band, ascending: slot j draws one position from its stratum.
+def fresh_positions(uses: np.ndarray, lo: int, center: float, mini_cluster_size: int) -> np.ndarray:
+    """``mini_cluster_size`` ascending positions of a band: the least-trained rows first and, among those, the
+    nearest to the band centre (``center``, a position). ``uses[j]`` counts the trainings of position lo + j.
 
-    The band is cut into ``mini_cluster_size`` strata of whole positions, so the positions are distinct and
-    spread over the band, and a band wider than a batch slot offers fresh rows on every visit. ``jitter``
-    (uniform in [0, 1), one per slot) picks inside each stratum. A band narrower than the slot (a cluster with
-    fewer rows) cycles through its positions, as the reference does.
+    So a band first offers the rows closest to the frontier, then, as they are used, fresh rows further out
+    before any row repeats. A band narrower than the slot (a cluster with fewer rows) cycles through all of it.
     """
-    b = mini_cluster_size
-    cols = np.arange(b + 1, dtype=np.int64)
-    edges = (cols[None, :] * width[:, None]) // b  # (A, b + 1) stratum edges, ascending, ends at width
-    strata = edges[:, 1:] - edges[:, :-1]
-    spread = edges[:, :-1] + np.floor(jitter * strata).astype(np.int64)
-    cycled = cols[None, :b] % np.maximum(width[:, None], 1)
-    return lo[:, None] + np.where((width >= b)[:, None], spread, cycled)
+    width, b = len(uses), mini_cluster_size
+    if width <= b:
+        return lo + np.arange(b, dtype=np.int64) % max(width, 1)
+    fresh = np.flatnonzero(uses == uses.min())
+    if len(fresh) >= b:  # the usual case: the b nearest of the least-trained rows, a contiguous run of them
+        i = int(np.searchsorted(fresh, center - lo))
+        starts = np.arange(max(0, i - b), min(i, len(fresh) - b) + 1)
+        reach = np.maximum(center - lo - fresh[starts], fresh[starts + b - 1] - (center - lo))
+        first = int(starts[np.argmin(reach)])
+        return lo + fresh[first : first + b].astype(np.int64)
+    positions = lo + np.arange(width, dtype=np.int64)
+    distance = np.abs(positions - center)  # < width + 1 <= the multiplier: uses dominate, distance breaks ties
+    key = uses * (2.0 * (width + 1)) + distance
+    return np.sort(positions[np.argpartition(key, b - 1)[:b]])
 
 
 def move_frontier(

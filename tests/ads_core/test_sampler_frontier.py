@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ads_core.config.sampler import ADSSamplerConfig
 from ads_core.sampler.ads import ADSSampler
 from ads_core.sampler.state import SamplerStateError
-from ads_core.sampler.window import frontier_bands, frontier_positions, move_frontier
+from ads_core.sampler.window import fresh_positions, frontier_bands, move_frontier
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 GRID = np.arange(9) / 8
@@ -60,20 +60,43 @@ def scenarios(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, ADSSamplerConfig
 
 
 @SETTINGS
-@given(st.integers(1, 400), st.integers(1, 40), st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.integers(0, 2**31))
-def test_band_positions_are_distinct_spread_and_inside(size, b, band, center, seed):
-    sizes = np.array([size])
-    lo, width = frontier_bands(np.array([center]), sizes, b, band)
-    assert 0 <= lo[0] and lo[0] + width[0] <= size and width[0] == min(size, max(b, round(band * size)))
-    jitter = np.random.default_rng(seed).random((1, b))
-    pos = frontier_positions(lo, width, b, jitter)[0]
-    assert len(pos) == b and np.all((pos >= lo[0]) & (pos < lo[0] + width[0]))
-    if width[0] >= b:  # one position per stratum: distinct, ascending, covering the band
-        assert np.all(np.diff(pos) > 0)
-        edges = np.arange(b + 1) * width[0] // b
-        assert np.all((pos - lo[0] >= edges[:-1]) & (pos - lo[0] < edges[1:]))
-    else:  # a cluster smaller than a slot cycles through all of it, as the reference window does
-        assert pos.tolist() == (np.arange(b) % size).tolist()
+@given(st.integers(1, 300), st.integers(1, 40), st.floats(0.0, 1.0), st.integers(0, 2**31))
+def test_band_rows_are_the_least_trained_nearest_the_centre(width, b, where, seed):
+    rng = np.random.default_rng(seed)
+    uses = rng.integers(0, 3, width)
+    lo = int(rng.integers(0, 50))
+    centre = lo + where * (width - 1)
+    pos = fresh_positions(uses, lo, centre, b)
+    assert len(pos) == b and pos.dtype == np.int64
+    if width <= b:  # a band no wider than the slot cycles through all of it, as the reference window does
+        assert pos.tolist() == (lo + np.arange(b) % width).tolist()
+        return
+    assert np.all(np.diff(pos) > 0) and pos[0] >= lo and pos[-1] < lo + width
+    picked = np.zeros(width, dtype=bool)
+    picked[pos - lo] = True
+    assert uses[picked].max() <= uses[~picked].min()  # no row repeats while a less-trained one waits
+    tier = uses[picked].max()  # in the last tier taken, the nearest rows to the centre won
+    distance = np.abs(lo + np.arange(width) - centre)
+    assert distance[picked & (uses == tier)].max() <= distance[~picked & (uses == tier)].min(initial=np.inf)
+
+
+def test_a_band_offers_every_fresh_row_before_repeating_one():
+    cid, rank = np.zeros(1000, dtype=np.int64), np.arange(1000)
+    s = ADSSampler(cid, rank, frontier(active_clusters=1, mini_cluster_size=10, frontier_band=0.2))
+    lo, width = s.bands()
+    assert width[0] == 200
+    seen: list[int] = []
+    for _ in range(20):
+        rows = s.next_batch()
+        seen += rows.tolist()
+        s.update(rows, np.full(10, 0.5))  # on target: the band stays
+    assert len(set(seen)) == 200 and set(s.position_of_rows(np.array(seen))) == set(range(lo[0], lo[0] + 200))
+    first = sorted(s.position_of_rows(np.array(seen[:10])).tolist())
+    assert first == list(range(10))  # the band is at the easy end; nearest its centre (~0) first
+    state = s.state_dict()
+    assert state["used_rows"] == sorted(seen) and state["use_counts"] == [1] * 200
+    again = s.next_batch()  # every band row used once: now the repeats start, nearest the centre first
+    assert sorted(s.position_of_rows(again).tolist()) == list(range(10))
 
 
 def test_band_is_centred_and_shifted_inwards_at_the_ends():
@@ -93,7 +116,7 @@ def test_band_centre_moves_in_proportion_to_the_miss(success, expected):
 
 def test_a_solved_band_jumps_and_an_unsolved_one_falls_back():
     cid, rank = np.zeros(1000, dtype=np.int64), np.arange(1000)
-    s = ADSSampler(cid, rank, frontier(active_clusters=1, mini_cluster_size=10, frontier_gain=0.5))
+    s = ADSSampler(cid, rank, frontier(active_clusters=1, mini_cluster_size=10, frontier_gain=0.5, frontier_band=0.05))
     rows = s.next_batch()
     assert np.all(s.position_of_rows(rows) < 50)  # starts on the easiest band (5 % = 50 rows)
     s.update(rows, np.ones(10))
@@ -157,7 +180,8 @@ def test_state_round_trip_gives_identical_continuation(scenario, before, after, 
         s.update(batch, rng.choice(GRID, len(batch)))
     pending = s.next_batch() if mid_step else None  # saved between next_batch and update
     state = json.loads(json.dumps(s.state_dict()))
-    assert state["window"] == "frontier" and "centers" in state and "windows" not in state
+    assert state["window"] == "frontier" and "windows" not in state
+    assert {"centers", "used_rows", "use_counts"} <= set(state)
     twin = ADSSampler(cid, rank, cfg.replaced(seed=cfg.seed + 1))
     twin.load_state_dict(state)
     for step in range(after):

@@ -64,6 +64,7 @@ PARTNERS = {
     "steps": {"steps", "steps_in_epoch"},
     "memory_rows": {"memory_rows", "memory_success"},
     "draws": {"draws", "informative"},
+    "used_rows": {"used_rows", "use_counts"},
 }
 
 
@@ -146,7 +147,12 @@ def invalid_leaf_values(case: str, path: Path, value: Any) -> list[Any]:
 def invalid_mutations(case: str) -> list[tuple[Path, Any, set[str]]]:
     """Every (path, new value, fields the error may name) that must be refused."""
     state, muts = saved(case), []
-    partner = {"memory_rows": "memory_success", "memory_success": "memory_rows"}
+    partner = {
+        "memory_rows": "memory_success",
+        "memory_success": "memory_rows",
+        "used_rows": "use_counts",
+        "use_counts": "used_rows",
+    }
     for path, value in nodes(state):
         if isinstance(value, dict):
             muts += [(path, [], {field(path)})]
@@ -155,7 +161,9 @@ def invalid_mutations(case: str) -> list[tuple[Path, Any, set[str]]]:
         elif isinstance(value, list):
             named = {field(path)} | ({field((partner[path[0]],))} if path in {(k,) for k in partner} else set())
             extra = copy.deepcopy(value[-1]) if value else 0
-            muts += [(path, {}, {field(path)}), (path, "abc", {field(path)}), (path, [*value, extra], named)]
+            # an at-most list (used rows) takes one more entry: then the repeated entry itself is named
+            longer = named | ({field((*path, len(value)))} if path == ("used_rows",) else set())
+            muts += [(path, {}, {field(path)}), (path, "abc", {field(path)}), (path, [*value, extra], longer)]
             if value:
                 muts += [(path, value[:-1], named)]
         else:
