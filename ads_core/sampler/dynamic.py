@@ -105,6 +105,17 @@ class StepBatch:
     informative: int  # informative groups found (before truncation to batch_size)
 
 
+_FILTERS_GROUPS: dict[type, bool] = {}
+
+
+def _filters_groups(sampler: Sampler) -> bool:
+    """``isinstance(sampler, GroupFilter)``, once per class: a runtime Protocol check costs ~50 us a call."""
+    cls = type(sampler)
+    if cls not in _FILTERS_GROUPS:
+        _FILTERS_GROUPS[cls] = isinstance(sampler, GroupFilter)
+    return _FILTERS_GROUPS[cls]
+
+
 def fill_step(sampler: Sampler, rollout: Callable[[np.ndarray], np.ndarray]) -> StepBatch:
     """One optimizer step's batch: draw, roll out and feed back generation batches until ``batch_size``
     informative groups are in hand (a ``GroupFilter`` sampler), or once (any other sampler).
@@ -113,7 +124,7 @@ def fill_step(sampler: Sampler, rollout: Callable[[np.ndarray], np.ndarray]) -> 
     (which raises), a step still short after ``max_draws`` is topped up with dropped groups, in draw order:
     they carry no gradient, so the step trains on fewer informative groups.
     """
-    if not isinstance(sampler, GroupFilter):
+    if not _filters_groups(sampler):
         rows = sampler.next_batch()
         success = rollout(rows)
         sampler.update(rows, success)
