@@ -34,18 +34,30 @@ def simulate(
     samplers: Annotated[
         str, typer.Option(help=f"Comma-separated samplers ({', '.join(SAMPLER_NAMES)}), or 'all'.")
     ] = ",".join(DEFAULT_SAMPLERS),
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for simulation.png and simulation.json.")] = Path(
-        "simulation"
-    ),
-    plot: Annotated[bool, typer.Option(help="Write the PNG plot of accuracy versus step.")] = True,
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Directory for simulation.json, simulation.png and simulation_windows.png."),
+    ] = Path("simulation"),
+    plot: Annotated[
+        bool,
+        typer.Option(
+            help="Write the PNG plots: accuracy versus step, and each ADS sampler's window position and success "
+            "per cluster over steps (first seed)."
+        ),
+    ] = True,
     **options: Any,
 ) -> None:
-    """Compare samplers on a synthetic GRPO learner: steps each needs to reach uniform's final accuracy.
+    """Compare samplers on a synthetic GRPO learner: steps (and rollouts) each needs to reach uniform's final
+    accuracy.
 
-    The learner is a model, not evidence about real LLMs (see docs/sampler.md). Every option of the learner and
+    The learner is a model, not evidence about real LLMs (see docs/sampler.md): --learner simple is the
+    calibrated one, --learner coupled the second one (transfer by skill distance, forgetting, memorisation,
+    noisier ranks). ads-frontier is ADS with --window frontier; dynamic is DAPO-style dynamic sampling, which
+    rolls out extra generation batches (the rollout ratio column counts them). Every option of the learner and
     of the ADS sampler is a field of the config tree (ads_core/config/simulate.py); --set reaches the rest.
     """
-    from ads_core.sampler.simulate import format_curves, run_simulation, save_plot, summary_rows
+    from ads_core.sampler.plots import save_plot, save_window_plot
+    from ads_core.sampler.simulate import format_curves, run_simulation, summary_rows
 
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
     names = SAMPLER_NAMES if samplers.strip() == "all" else tuple(_split(samplers))
@@ -75,27 +87,35 @@ def simulate(
     console.print(_curve_table(result, columns=7))
     out.mkdir(parents=True, exist_ok=True)
     (out / "simulation.json").write_text(json.dumps(result.to_dict(), indent=1))
+    written = [out / "simulation.json"]
     if plot:
         save_plot(result, str(out / "simulation.png"))
+        written.append(out / "simulation.png")
+        if result.window_traces:
+            title = f"Window position and success per cluster, seed {cfg.seeds[0]} ('{cfg.learner}' learner)"
+            save_window_plot(result.window_traces, str(out / "simulation_windows.png"), title)
+            written.append(out / "simulation_windows.png")
 
     table = Table(title=f"Steps to reach {cfg.baseline}'s final accuracy (mean {result.targets.mean():.3f})")
     table.add_column("sampler", no_wrap=True)
-    for col in ("final acc", "steps", "reached", "ratio", "time s"):
+    for col in ("final acc", "steps", "reached", "ratio", "prompts/step", "rollout ratio", "time s"):
         table.add_column(col, justify="right", no_wrap=True)
     for row in summary_rows(result):
-        ratio = ("≥" if row["ratio_is_lower_bound"] else "") + f"{row['ratio']:.2f}"
+        bound = "≥" if row["ratio_is_lower_bound"] else ""
         table.add_row(
             str(row["sampler"]),
             f"{row['final_mean']:.3f}±{row['final_sd']:.3f}",
             "-" if row["steps_mean"] is None else f"{row['steps_mean']:.0f}",
             f"{row['reached']}/{row['seeds']}",
-            ratio,
+            f"{bound}{row['ratio']:.2f}",
+            f"{row['prompts_per_step']:.0f}",
+            f"{bound}{row['rollout_ratio']:.2f}",
             f"{row['seconds']:.1f}",
         )
     console.print(table)
     console.print(
-        "ratio: mean over seeds of steps(sampler) / steps(baseline); ≥ marks seeds that never reached it.\n"
-        f"wrote {out / 'simulation.json'}" + (f" and {out / 'simulation.png'}" if plot else ""),
+        "ratio: mean over seeds of steps(sampler) / steps(baseline); rollout ratio: the same in prompts rolled "
+        "out; ≥ marks seeds that never reached it.\n" + f"wrote {', '.join(str(p) for p in written)}",
         highlight=False,
     )
 

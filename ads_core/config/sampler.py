@@ -8,14 +8,17 @@ saved state records it.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from ads_core.config.base import FrozenSection
 
-Weighting = Literal["success", "learnability", "inverse"]
-SamplerKind = Literal["ads", "uniform", "dots"]
+Weighting = Literal["success", "learnability", "inverse", "frontier"]
+Window = Literal["reference", "frontier"]
+SamplerKind = Literal["ads", "uniform", "dots", "dynamic"]
+# What an unset inter_cluster_weighting means for each window.
+DEFAULT_WEIGHTING: dict[str, Weighting] = {"reference": "success", "frontier": "frontier"}
 
 
 class ADSSamplerConfig(FrozenSection):
@@ -33,16 +36,66 @@ class ADSSamplerConfig(FrozenSection):
     prob_floor: float = Field(
         0.0, ge=0, le=1, description="Draw from (1 - K*floor) p + floor; 0 = the reference (clusters may starve)."
     )
-    inter_cluster_weighting: Weighting = Field(
-        "success", description="Cluster weights: success r (the reference), learnability r(1-r), or inverse 1-r."
+    window: Window = Field(
+        "reference",
+        description="Intra-cluster rule: reference (one slot per update, the paper's) or frontier (a band that "
+        "jumps towards frontier_target success).",
+    )
+    inter_cluster_weighting: Weighting | None = Field(
+        None,
+        description="Cluster weights: success r (the reference), learnability r(1-r), inverse 1-r, or frontier "
+        "size * (u(1-u) + frontier_weight_floor) (frontier window only); null: success for the reference "
+        "window, frontier for the frontier window.",
+    )
+    frontier_target: float = Field(0.5, gt=0, lt=1, description="Frontier window: the band success it steers towards.")
+    frontier_gain: float = Field(
+        0.5,
+        gt=0,
+        le=2,
+        description="Frontier window: move of the band centre, as a share of the cluster, per unit of "
+        "(band success - frontier_target).",
+    )
+    frontier_band: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="Frontier window: band width as a share of the cluster (at least mini_cluster_size rows); "
+        "each visit takes the band's least-trained rows, nearest the centre first.",
+    )
+    frontier_weight_floor: float = Field(
+        0.003,
+        ge=0,
+        le=1,
+        description="frontier weighting: added to u(1-u), so clusters at either end of their range are still drawn.",
     )
 
-    @field_validator("boundary_eps", "alpha", "r_init", "prob_floor", mode="before")
+    @field_validator(
+        "boundary_eps",
+        "alpha",
+        "r_init",
+        "prob_floor",
+        "frontier_target",
+        "frontier_gain",
+        "frontier_band",
+        "frontier_weight_floor",
+        mode="before",
+    )
     @classmethod
     def _real_not_bool(cls, value: object) -> object:
         if isinstance(value, bool):
             raise ValueError("expected a number, not a boolean")
         return value
+
+    @model_validator(mode="after")
+    def _weighting_fits_the_window(self) -> Self:
+        if self.inter_cluster_weighting == "frontier" and self.window != "frontier":
+            raise ValueError("inter_cluster_weighting='frontier' needs window='frontier' (it reads the band centres)")
+        return self
+
+    @property
+    def cluster_weighting(self) -> Weighting:
+        """The weighting in effect: ``inter_cluster_weighting``, or the window's default when it is unset."""
+        return self.inter_cluster_weighting or DEFAULT_WEIGHTING[self.window]
 
     @property
     def batch_size(self) -> int:
@@ -68,3 +121,20 @@ class DifficultyTargetedConfig(FrozenSection):
     cross_cluster_weight: float = Field(0.0, ge=0, le=1, description="Kernel factor for other clusters' rows.")
     prior_strength: float = Field(1.0, gt=0, description="Pseudo-observations at the memory's mean success.")
     temperature: float = Field(0.1, gt=0, description="Attention temperature when embeddings are given.")
+
+
+class DynamicSamplingConfig(FrozenSection):
+    """DAPO-style dynamic sampling (verl's ``algorithm.filter_groups``): prompts come from shuffled epochs in
+    generation batches of ``batch_size`` (verl's default gen_batch_size); a group whose rollouts all agree (all
+    wrong or all right) is dropped and another generation batch is drawn, until the step has ``batch_size``
+    informative groups or ``max_draws`` generation batches were rolled out."""
+
+    batch_size: int = Field(128, ge=1, strict=True, description="Groups per optimizer step.")
+    seed: int = Field(42, ge=0, strict=True, description="Seed of every epoch's permutation.")
+    max_draws: int = Field(
+        10,
+        ge=1,
+        strict=True,
+        description="Generation batches per step at most (verl's max_num_gen_batches); a step still short then "
+        "trains on what it has, topped up with dropped groups (verl raises instead).",
+    )

@@ -1,8 +1,8 @@
-"""The synthetic GRPO learner's settings (`ads simulate`): world, learner, run, and the samplers compared.
+"""The synthetic GRPO learners' settings (`ads simulate`): world, learner, run, and the samplers compared.
 
-Sizes mirror the reference run (K=64, ~46k rows, 128 prompts per step); the learning rate is set so that
-uniform reaches the paper's GRPO average (~21.6 %) at step 800. `ads simulate` generates its flags from
-these fields.
+Sizes mirror the reference run (K=64, ~46k rows, 128 prompts per step); each learner's learning rate is set
+so that uniform reaches the paper's GRPO average (~21.6 %) at step 800 (calibrated on uniform only).
+`ads simulate` generates its flags from these fields; the `coupled` learner's knobs are set with --set.
 """
 
 from __future__ import annotations
@@ -12,11 +12,58 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from ads_core.config.base import FrozenSection, tuning
-from ads_core.config.sampler import ADSSamplerConfig, DifficultyTargetedConfig
+from ads_core.config.sampler import ADSSamplerConfig, DifficultyTargetedConfig, DynamicSamplingConfig
 
 # Every sampler the simulator can run (ads_core.sampler.simulate.SAMPLER_FACTORIES has one factory each).
-SimulatedSampler = Literal["uniform", "dots", "ads", "ads-learnability", "ads-inverse", "ads-noreset", "ads-floor"]
-DEFAULT_SAMPLERS: tuple[SimulatedSampler, ...] = ("uniform", "dots", "ads", "ads-learnability", "ads-inverse")
+SimulatedSampler = Literal[
+    "uniform", "dots", "dynamic", "ads", "ads-frontier", "ads-learnability", "ads-inverse", "ads-noreset", "ads-floor"
+]
+DEFAULT_SAMPLERS: tuple[SimulatedSampler, ...] = (
+    "uniform",
+    "dots",
+    "dynamic",
+    "ads",
+    "ads-frontier",
+    "ads-learnability",
+    "ads-inverse",
+)
+Learner = Literal["simple", "coupled"]
+
+
+class CoupledLearnerConfig(FrozenSection):
+    """The second learner's own dynamics (`learner="coupled"`), written before any frontier rule was tuned.
+
+    Everything the simple learner lacks and real RL on LLMs plausibly has: transfer that follows a skill
+    geometry (near clusters help each other, far ones do not), forgetting of what is not practised,
+    diminishing returns and memorisation on repeated problems, broken problems (a wrong reference answer),
+    and offline ranks that are noisier, unevenly so across clusters, with outliers.
+    """
+
+    learning_rate: float = Field(
+        0.0245, gt=0, description="Ability gain per unit of mean GRPO signal (uniform reaches ~21.7 % at 800)."
+    )
+    skill_dims: int = Field(2, ge=1, le=16, description="Dimensions of the latent skill space clusters sit in.")
+    transfer_width: float = Field(
+        0.7, gt=0, description="Width of the Gaussian transfer kernel between cluster skill positions (~N(0, I))."
+    )
+    forget_rate: float = Field(
+        0.002, ge=0, lt=1, description="Per-step decay of every ability (and memorised offset) towards its start."
+    )
+    repeat_scale: float = Field(
+        4.0, gt=0, description="A row trained n times before generalises 1 / (1 + n / repeat_scale) as much."
+    )
+    memorize: float = Field(
+        1.0, ge=0, description="Logit offset a training row gains per unit of its signal (that row only)."
+    )
+    broken_share: float = Field(
+        0.05, ge=0, le=1, description="Share of training rows that are never solved (a wrong reference answer)."
+    )
+    rank_noise_spread: float = Field(
+        0.6, ge=0, description="Log-normal sd of a per-cluster factor on rank_noise_sd (some clusters rank worse)."
+    )
+    rank_outliers: float = Field(
+        0.1, ge=0, le=1, description="Share of rows whose offline rank is random (e.g. a truncated reference CoT)."
+    )
 
 
 class SimulationConfig(FrozenSection):
@@ -46,7 +93,10 @@ class SimulationConfig(FrozenSection):
     n_rollouts: int = Field(
         8, ge=1, description="Rollouts per prompt (GRPO group size).", json_schema_extra={"flag": "--rollouts"}
     )
-    learning_rate: float = Field(0.008, gt=0, description="Ability gain per unit of mean GRPO signal.")
+    learner: Learner = Field(
+        "simple", description="simple (the calibrated model) or coupled (other dynamics; see docs/sampler.md)."
+    )
+    learning_rate: float = Field(0.008, gt=0, description="The simple learner's ability gain per unit of mean signal.")
     transfer: float = Field(
         0.3, ge=0, le=1, description="Share of the signal that improves every cluster (0 = independent clusters)."
     )
@@ -60,9 +110,15 @@ class SimulationConfig(FrozenSection):
         default=DEFAULT_SAMPLERS, min_length=1, description="Samplers compared."
     )
     baseline: SimulatedSampler = Field("uniform", description="Every sampler is timed to this one's final accuracy.")
+    coupled: CoupledLearnerConfig = Field(
+        default_factory=CoupledLearnerConfig, description="The coupled learner's dynamics (used when learner=coupled)."
+    )
     ads: ADSSamplerConfig = Field(default_factory=ADSSamplerConfig, description="ADS knobs (reference defaults).")
     dots: DifficultyTargetedConfig = Field(
         default_factory=DifficultyTargetedConfig, description="DOTS-style baseline knobs (its batch is ADS's)."
+    )
+    dynamic: DynamicSamplingConfig = Field(
+        default_factory=DynamicSamplingConfig, description="DAPO-style dynamic sampling knobs (its batch is ADS's)."
     )
 
     @field_validator("seeds")

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from ads_core.config.base import Section, tuning
-from ads_core.config.sampler import ADSSamplerConfig, DifficultyTargetedConfig, SamplerKind
+from ads_core.config.sampler import ADSSamplerConfig, DifficultyTargetedConfig, DynamicSamplingConfig, SamplerKind
 
 Trainer = Literal["auto", "verl", "trl"]
 DecontaminateMode = Literal["off", "report", "drop"]
@@ -24,12 +24,17 @@ class TrainSamplerConfig(Section):
 
     kind: SamplerKind = Field(
         "ads",
-        description="ads (the ADS sampler), uniform (shuffled epochs) or dots (DOTS-style difficulty targeting).",
+        description="ads (the ADS sampler; sampler.ads.window picks reference or frontier), uniform (shuffled "
+        "epochs), dots (DOTS-style difficulty targeting) or dynamic (DAPO-style: drop all-0/all-1 groups and draw "
+        "again; the trainer must support it, see ads_core.sampler.dynamic).",
         json_schema_extra={"flag": "--sampler"},
     )
     ads: ADSSamplerConfig = Field(default_factory=ADSSamplerConfig, description="ADS knobs (reference defaults).")
     dots: DifficultyTargetedConfig = Field(
         default_factory=DifficultyTargetedConfig, description="DOTS-style knobs (its batch follows the step's)."
+    )
+    dynamic: DynamicSamplingConfig = Field(
+        default_factory=DynamicSamplingConfig, description="DAPO-style knobs (its batch follows the step's)."
     )
 
 

@@ -4,8 +4,10 @@ Two levels decide what the policy trains on at each step:
 
 * inter-cluster: each cluster k keeps a success rate r_k (mean success of its rows in the last update that
   touched it) and clusters are drawn from p, an EMA of ``weights(r) / sum(weights(r))``;
-* intra-cluster: each cluster has a window of B difficulty-sorted positions that keeps, slides easier or
-  slides harder depending on whether a row's success is inside, below or above [0.5 - eps, 0.5 + eps].
+* intra-cluster: each cluster has a window of difficulty-sorted positions. The reference window (the
+  default) holds B positions that keep, slide easier or slide harder by one slot, depending on whether a
+  row's success is inside, below or above [0.5 - eps, 0.5 + eps]. The frontier window is a band around a
+  centre u (a share of the cluster) that jumps by ``frontier_gain * (band success - frontier_target)``.
 
 Only numpy is imported: trainers (verl, TRL, a simulator) drive it through ``next_batch`` / ``update``.
 The fixes relative to the reference are listed in ``docs/sampler.md``.
@@ -21,7 +23,7 @@ import numpy as np
 from ads_core.config.sampler import ADSSamplerConfig
 from ads_core.sampler.ads_state import ADSState, ads_state_dict, check_ads_state
 from ads_core.sampler.base import BaseSampler, as_sampler_columns, check
-from ads_core.sampler.window import shift_window
+from ads_core.sampler.window import fresh_positions, frontier_bands, move_frontier, shift_window
 
 
 class ADSSampler(BaseSampler):
@@ -51,6 +53,7 @@ class ADSSampler(BaseSampler):
         self._cols = np.arange(b, dtype=np.int64)
         # Column j of a cluster's batch slot reads window entry j % wsize: small clusters cycle their rows.
         self._cycle = self._cols[None, :] % self._wsize[:, None]
+        self._frontier = cfg.window == "frontier"
         self._lo = 0.5 - cfg.boundary_eps
         self._hi = 0.5 + cfg.boundary_eps
         if cfg.reset_every is None:
@@ -62,16 +65,23 @@ class ADSSampler(BaseSampler):
         self.steps = 0
         self.steps_in_epoch = 0
         self._counts = np.zeros(3, dtype=np.int64)  # easier, keep, harder in the last update
+        # frontier window: trainings of each row, in (cluster, rank) order; kept across resets (data history)
+        self._uses = np.zeros(n if self._frontier else 0, dtype=np.int64)
         self._reset_schedule()
 
     # -- schedule -----------------------------------------------------------------------------------
 
     def _reset_schedule(self) -> None:
-        """Reference init and periodic reset: r = r_init, uniform p, windows on the B easiest rows."""
+        """Reference init and periodic reset: r = r_init, uniform p, windows on the easiest rows."""
         k = self.n_clusters
         self.r = np.full(k, self.cfg.r_init, dtype=np.float64)
         self.p = np.full(k, 1.0 / k, dtype=np.float64)
         self._win = np.broadcast_to(self._cols, (k, self.cfg.mini_cluster_size)).copy()
+        self._center = np.zeros(k, dtype=np.float64)  # frontier window: band centre, 0 = easiest, 1 = hardest
+
+    def bands(self) -> tuple[np.ndarray, np.ndarray]:
+        """Frontier window: each cluster's band as (first position, width), from the centres."""
+        return frontier_bands(self._center, self.sizes, self.cfg.mini_cluster_size, self.cfg.frontier_band)
 
     def sampling_probs(self) -> np.ndarray:
         """The distribution clusters are drawn from: normalised p, mixed with the floor when one is set."""
@@ -93,8 +103,23 @@ class ADSSampler(BaseSampler):
         else:  # fewer clusters than slots: every cluster once, then extra slots drawn from q
             first = self._draw_distinct(q, k)
             chosen = np.concatenate([first, self._rng.choice(k, size=a - k, replace=True, p=q)])
-        positions = self._win[chosen[:, None], self._cycle[chosen]]
+        if self._frontier:
+            positions = self._fresh_band_rows(chosen)
+        else:
+            positions = self._win[chosen[:, None], self._cycle[chosen]]
         return self._order[self._starts[chosen][:, None] + positions].ravel()
+
+    def _fresh_band_rows(self, chosen: np.ndarray) -> np.ndarray:
+        """(A, B) positions: each drawn cluster's least-trained band rows, nearest its centre first."""
+        lo, width = self.bands()
+        out = np.empty((len(chosen), self.cfg.mini_cluster_size), dtype=np.int64)
+        for i, k in enumerate(chosen.tolist()):
+            first = self._starts[k] + lo[k]
+            centre = self._center[k] * (self.sizes[k] - 1)
+            out[i] = fresh_positions(
+                self._uses[first : first + width[k]], int(lo[k]), centre, self.cfg.mini_cluster_size
+            )
+        return out
 
     def _draw_distinct(self, q: np.ndarray, n: int) -> np.ndarray:
         live = int(np.count_nonzero(q))
@@ -116,7 +141,10 @@ class ADSSampler(BaseSampler):
         self._counts[:] = 0
         if len(idx):
             self._update_success(idx, success)
-            self._update_windows(idx, success)
+            if self._frontier:
+                self._update_frontier(idx, success)
+            else:
+                self._update_windows(idx, success)
         self._update_distribution()
         self.steps += 1
         self.steps_in_epoch += 1
@@ -152,10 +180,33 @@ class ADSSampler(BaseSampler):
             m = int(self._wsize[k])
             self._win[k, :m] = shift_window(self._win[k, :m].tolist(), easier, harder, int(self.sizes[k]))
 
+    def _update_frontier(self, idx: np.ndarray, success: np.ndarray) -> None:
+        """Count every fed-back row as trained once more; move each cluster's band centre by the mean success
+        of its in-band rows (each row once)."""
+        np.add.at(self._uses, self.sorted_index_of(idx), 1)
+        rows, inverse = np.unique(idx, return_inverse=True)
+        rho = np.bincount(inverse, weights=success) / np.bincount(inverse)
+        ks, pos = self._cluster_of[rows], self._pos_of[rows]
+        lo, width = self.bands()
+        inside = (pos >= lo[ks]) & (pos < lo[ks] + width[ks])
+        ks, rho = ks[inside], rho[inside]
+        direction = np.where(rho < self._lo, -1, np.where(rho > self._hi, 1, 0))
+        self._counts[:] = np.bincount(direction + 1, minlength=3)
+        k = self.n_clusters
+        n = np.bincount(ks, minlength=k)
+        band_success = np.bincount(ks, weights=rho, minlength=k) / np.maximum(n, 1)
+        movable = (n > 0) & (width < self.sizes)  # a band that is the whole cluster stays
+        cfg = self.cfg
+        self._center = move_frontier(self._center, band_success, cfg.frontier_gain, cfg.frontier_target, movable)
+
     def _update_distribution(self) -> None:
         r = self.r
-        weighting = self.cfg.inter_cluster_weighting
-        w = r if weighting == "success" else r * (1.0 - r) if weighting == "learnability" else 1.0 - r
+        weighting = self.cfg.cluster_weighting
+        if weighting == "frontier":  # held-out weight (size) times how unsettled the cluster is
+            u = self._center
+            w = self.sizes * (u * (1.0 - u) + self.cfg.frontier_weight_floor)
+        else:
+            w = r if weighting == "success" else r * (1.0 - r) if weighting == "learnability" else 1.0 - r
         total = w.sum()
         k = self.n_clusters
         target = w / total if np.isfinite(total) and total > 0 else np.full(k, 1.0 / k)
@@ -165,18 +216,40 @@ class ADSSampler(BaseSampler):
     # -- introspection --------------------------------------------------------------------------------
 
     def window(self, cluster_id: int) -> np.ndarray:
-        """Sorted window positions (0 = easiest) of a cluster, by its original id."""
+        """Sorted window positions (0 = easiest) of a cluster, by its original id; the whole band for the
+        frontier window (a visit draws ``mini_cluster_size`` of them)."""
         k = self._index_of(cluster_id)
+        if self._frontier:
+            lo, width = self.bands()
+            return np.arange(lo[k], lo[k] + width[k], dtype=np.int64)
         return self._win[k, : self._wsize[k]].copy()
 
     def window_rows(self, cluster_id: int) -> np.ndarray:
         """Row positions currently inside a cluster's window."""
         k = self._index_of(cluster_id)
-        return self._order[self._starts[k] + self._win[k, : self._wsize[k]]]
+        return self._order[self._starts[k] + self.window(cluster_id)]
+
+    def window_extent(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per cluster: first and last window position, and the window's place in [0, 1] (0 = easiest):
+        the mean position over (size - 1) for the reference window, the band centre for the frontier."""
+        if self._frontier:
+            lo, width = self.bands()
+            return lo, lo + width - 1, self._center.copy()
+        wsum = np.where(self._cols[None, :] < self._wsize[:, None], self._win, 0).sum(axis=1)
+        frac = (wsum / self._wsize) / np.maximum(self.sizes - 1, 1)
+        return self._win[:, 0], self._win[np.arange(self.n_clusters), self._wsize - 1], frac
 
     def cluster_of_rows(self, idx: Any) -> np.ndarray:
         """Original cluster id of each row position."""
         return self.cluster_ids[self._cluster_of[np.asarray(idx, dtype=np.int64)]]
+
+    def sorted_index_of(self, rows: np.ndarray) -> np.ndarray:
+        """Each row's index in the (cluster, rank) order: its cluster's start plus its position."""
+        return self._starts[self._cluster_of[rows]] + self._pos_of[rows]
+
+    def rows_in_order(self) -> np.ndarray:
+        """Row positions in (cluster, rank) order (a view: do not modify)."""
+        return self._order
 
     def position_of_rows(self, idx: Any) -> np.ndarray:
         """0-based easy-to-hard position of each row inside its cluster."""
@@ -191,11 +264,7 @@ class ADSSampler(BaseSampler):
     def metrics(self) -> dict[str, float]:
         """Flat ``name -> number`` dict for any logger: summary scalars plus per-cluster p, r and window."""
         p, r = self.p, self.r
-        denom = np.maximum(self.sizes - 1, 1)
-        wsum = np.where(self._cols[None, :] < self._wsize[:, None], self._win, 0).sum(axis=1)
-        frac = (wsum / self._wsize) / denom
-        lo = self._win[:, 0]
-        hi = self._win[np.arange(self.n_clusters), self._wsize - 1]
+        lo, hi, frac = self.window_extent()
         classified = int(self._counts.sum())
         shares = self._counts / classified if classified else np.zeros(3)
         out: dict[str, float] = {
@@ -233,7 +302,17 @@ class ADSSampler(BaseSampler):
 
     def state_dict(self) -> dict[str, Any]:
         """Plain JSON-able state (lists, floats, ints, str): the whole schedule plus the generator."""
-        state = ADSState(self.steps, self.steps_in_epoch, self.r, self.p, self._win, self._counts, self._rng)
+        state = ADSState(
+            self.steps,
+            self.steps_in_epoch,
+            self.r,
+            self.p,
+            self._win,
+            self._center,
+            self._uses,
+            self._counts,
+            self._rng,
+        )
         return ads_state_dict(self, state)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -244,5 +323,8 @@ class ADSSampler(BaseSampler):
         """
         checked = check_ads_state(state, self)
         # all checked: nothing below can fail
-        self.r, self.p, self._win, self._rng = checked.r, checked.p, checked.windows, checked.rng
+        self.r, self.p, self._win, self._center = checked.r, checked.p, checked.windows, checked.centers
+        self._rng = checked.rng
+        if self._frontier:
+            self._uses = checked.uses
         self.steps, self.steps_in_epoch, self._counts = checked.steps, checked.steps_in_epoch, checked.last_counts

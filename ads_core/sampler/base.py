@@ -30,6 +30,18 @@ class Sampler(Protocol):
     def metrics(self) -> dict[str, float]: ...
 
 
+@runtime_checkable
+class GroupFilter(Protocol):
+    """A sampler whose trainer rolls out, drops groups and draws again before each optimizer step (DAPO's
+    dynamic sampling). Each generation batch is ``next_batch`` then ``update``; ``keep`` says which of its
+    groups the step may train on. ``ads_core.sampler.dynamic.fill_step`` is that loop for any trainer."""
+
+    batch_size: int
+    max_draws: int
+
+    def keep(self, success: np.ndarray) -> np.ndarray: ...
+
+
 class BaseSampler:
     """Shared input checks and the parquet constructor of every sampler here."""
 

@@ -55,6 +55,15 @@ class UniformSampler(BaseSampler):
         self._checked_update(idx, success)  # same contract as ADS, though the schedule ignores feedback
         self.steps += 1
 
+    @property
+    def position(self) -> tuple[int, int]:
+        """(epoch, rows of that epoch already emitted): where the stream stands."""
+        return self._epoch, self._cursor
+
+    def seek(self, epoch: int, cursor: int) -> None:
+        """Continue the stream at ``position`` (epoch, cursor); the caller has checked both."""
+        self._epoch, self._cursor, self._perm = epoch, cursor, self._permutation(epoch)
+
     def metrics(self) -> dict[str, float]:
         return {"uniform/step": float(self.steps), "uniform/epoch": float(self._epoch)}
 
@@ -76,8 +85,8 @@ class UniformSampler(BaseSampler):
         steps = state_int(s["steps"], "state['steps']")
         epoch = state_int(s["epoch"], "state['epoch']")
         cursor = state_int(s["cursor"], "state['cursor']", 0, self.n_rows)
-        perm = self._permutation(epoch)
-        self.steps, self._epoch, self._cursor, self._perm = steps, epoch, cursor, perm
+        self.seek(epoch, cursor)
+        self.steps = steps
 
 
 _UNIFORM_KEYS = ("kind", "version", "config", "n_rows", "steps", "epoch", "cursor")

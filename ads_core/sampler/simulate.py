@@ -1,23 +1,15 @@
-"""A synthetic GRPO learner for comparing data schedulers before spending GPU hours.
+"""`ads simulate`: train every sampler on a synthetic GRPO learner and time each to uniform's final accuracy.
 
-The model (a model, not evidence about real LLMs):
-
-* Problems have latent difficulties d (logits) and belong to clusters; cluster means differ.
-* The policy has one ability theta_k per cluster; a rollout on problem i of cluster k succeeds with
-  probability sigmoid(theta_k - d_i). Each prompt gets ``n_rollouts`` Bernoulli rollouts.
-* GRPO's signal is proportional to the reward variance within a group: g_i = rho_i (1 - rho_i) for the
-  group's observed success rate rho_i, so all-correct and all-wrong groups teach nothing.
-* Learning transfers partly between clusters: a fraction ``transfer`` of the batch's signal raises every
-  cluster equally, the rest raises only the cluster it came from. The split is scaled so that a batch
-  spread evenly over clusters gives every cluster the same gain whatever ``transfer`` is.
-* The sampler sees rank_in_cluster from a noisy offline difficulty estimate (d plus Gaussian noise), like
-  the pipeline's NLL score, never d itself. Accuracy is the exact expected accuracy on held-out problems.
+The worlds and learners (a model, not evidence about real LLMs) are in ``ads_core.sampler.learners``; this
+module runs them and reports the comparison, in optimizer steps and in rollouts (prompts rolled out, each
+with ``n_rollouts`` completions): every step goes through ``fill_step``, so DAPO-style dynamic sampling pays
+for the generation batches it drops. The plots are in ``ads_core.sampler.plots``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import get_args
 
@@ -28,23 +20,9 @@ from ads_core.config.simulate import SimulatedSampler, SimulationConfig
 from ads_core.sampler.ads import ADSSampler
 from ads_core.sampler.base import Sampler
 from ads_core.sampler.baselines import DifficultyTargetedSampler, UniformSampler
-
-
-@dataclass
-class World:
-    """One seed's synthetic dataset: the artifact's columns plus the hidden truth."""
-
-    cluster_of: np.ndarray  # (N,) cluster index of each training row
-    difficulty: np.ndarray  # (N,) latent difficulty
-    rank_in_cluster: np.ndarray  # (N,) 0 = easiest by the noisy estimate
-    test_cluster: np.ndarray
-    test_difficulty: np.ndarray
-    n_clusters: int
-    initial_ability: float
-
-    def accuracy(self, theta: np.ndarray) -> float:
-        """Expected held-out accuracy of a policy with per-cluster abilities ``theta``."""
-        return float(_sigmoid(theta[self.test_cluster] - self.test_difficulty).mean())
+from ads_core.sampler.dynamic import DynamicSamplingSampler, fill_step
+from ads_core.sampler.learners import World, make_learner, make_world
+from ads_core.sampler.plots import WindowTrace
 
 
 @dataclass
@@ -57,6 +35,8 @@ class SimulationResult:
     seconds: dict[str, float]  # wall time per sampler over all seeds
     n_rows: list[int] = field(default_factory=list)  # training rows of each seed's world
     window_frac: dict[str, float] = field(default_factory=dict)  # ADS: mean window position at the end
+    prompts: dict[str, np.ndarray] = field(default_factory=dict)  # sampler -> (n_seeds, E) prompts rolled out so far
+    window_traces: dict[str, WindowTrace] = field(default_factory=dict)  # ADS, first seed: windows at each eval
 
     def ratio(self, name: str) -> tuple[float, int]:
         """Mean over seeds of steps(name) / steps(baseline); unreached seeds count as the full run.
@@ -72,6 +52,17 @@ class SimulationResult:
         ]
         return float(np.mean(ratios)), sum(m is None for m in mine)
 
+    def rollout_ratio(self, name: str) -> tuple[float, int]:
+        """Like ``ratio``, in prompts rolled out (each with n rollouts) until the target instead of steps."""
+        full = {n: p[:, -1] for n, p in self.prompts.items()}
+        base, mine = self.config.baseline, name
+        ratios = []
+        for i, (m, b) in enumerate(zip(self.steps_to_target[mine], self.steps_to_target[base], strict=True)):
+            spent = self.prompts[mine][i, list(self.eval_steps).index(m)] if m is not None else full[mine][i]
+            paid = self.prompts[base][i, list(self.eval_steps).index(b)] if b is not None else full[base][i]
+            ratios.append(spent / max(paid, 1))
+        return float(np.mean(ratios)), sum(m is None for m in self.steps_to_target[mine])
+
     def to_dict(self) -> dict[str, object]:
         """JSON-able summary: config, per-seed curves and targets, and the summary rows."""
         cfg = self.config.model_dump()
@@ -83,6 +74,8 @@ class SimulationResult:
             "steps_to_target": self.steps_to_target,
             "n_rows": self.n_rows,
             "window_frac": self.window_frac,
+            "prompts": {name: p.tolist() for name, p in self.prompts.items()},
+            "window_traces": {name: t.to_dict() for name, t in self.window_traces.items()},
             "summary": summary_rows(self),
         }
 
@@ -101,7 +94,11 @@ SAMPLER_FACTORIES: dict[str, SamplerFactory] = {
     "dots": lambda w, c, s: DifficultyTargetedSampler(
         w.cluster_of, w.rank_in_cluster, c.dots.replaced(batch_size=c.ads.batch_size, seed=s)
     ),
+    "dynamic": lambda w, c, s: DynamicSamplingSampler(
+        w.cluster_of, w.rank_in_cluster, c.dynamic.replaced(batch_size=c.ads.batch_size, seed=s)
+    ),
     "ads": lambda w, c, s: _ads(w, c, s),
+    "ads-frontier": lambda w, c, s: _ads(w, c, s, window="frontier"),
     "ads-learnability": lambda w, c, s: _ads(w, c, s, inter_cluster_weighting="learnability"),
     "ads-inverse": lambda w, c, s: _ads(w, c, s, inter_cluster_weighting="inverse"),
     "ads-noreset": lambda w, c, s: _ads(w, c, s, reset_every=0),
@@ -110,67 +107,28 @@ SAMPLER_FACTORIES: dict[str, SamplerFactory] = {
 assert set(SAMPLER_FACTORIES) == set(get_args(SimulatedSampler)), "one factory per SimulatedSampler name"
 
 
-def make_world(cfg: SimulationConfig, seed: int) -> World:
-    """Draw clusters, difficulties, the noisy offline ranking and a held-out test set for one seed."""
-    rng = np.random.default_rng([seed, 0])
-    k = cfg.n_clusters
-    sizes = np.maximum(
-        cfg.min_cluster_size, np.round(cfg.median_cluster_size * rng.lognormal(0.0, cfg.cluster_size_sd, k))
-    ).astype(np.int64)
-    means = rng.normal(0.0, cfg.cluster_difficulty_sd, k)
-    cluster_of = np.repeat(np.arange(k), sizes)
-    difficulty = means[cluster_of] + rng.normal(0.0, cfg.within_difficulty_sd, len(cluster_of))
-    estimate = difficulty + rng.normal(0.0, cfg.rank_noise_sd, len(cluster_of))
-    order = np.lexsort((estimate, cluster_of))
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    rank = np.empty(len(cluster_of), dtype=np.int64)
-    rank[order] = np.arange(len(cluster_of)) - starts[cluster_of[order]]
-    # Shuffle rows so nothing depends on the artifact's row order.
-    perm = rng.permutation(len(cluster_of))
-    test_sizes = np.maximum(1, np.round(sizes * cfg.test_fraction)).astype(np.int64)
-    test_cluster = np.repeat(np.arange(k), test_sizes)
-    test_difficulty = means[test_cluster] + rng.normal(0.0, cfg.within_difficulty_sd, len(test_cluster))
-    return World(
-        cluster_of=cluster_of[perm],
-        difficulty=difficulty[perm],
-        rank_in_cluster=rank[perm],
-        test_cluster=test_cluster,
-        test_difficulty=test_difficulty,
-        n_clusters=k,
-        initial_ability=cfg.initial_ability,
-    )
+@dataclass
+class TrainingRun:
+    accuracy: np.ndarray  # (E,) held-out accuracy at each eval step
+    prompts: np.ndarray  # (E,) prompts rolled out up to each eval step
+    trace: WindowTrace | None = None  # ADS samplers: window position and success at each eval step
 
 
-def train(world: World, sampler: Sampler, cfg: SimulationConfig, seed: int) -> np.ndarray:
-    """Run the learner for ``cfg.steps`` steps; return held-out accuracy at 0, eval_every, ..., steps."""
-    rng = np.random.default_rng([seed, 1])
-    k = world.n_clusters
-    theta = np.full(k, world.initial_ability)
-    curve = [world.accuracy(theta)]
+def train(world: World, sampler: Sampler, cfg: SimulationConfig, seed: int) -> TrainingRun:
+    """Run the learner for ``cfg.steps`` optimizer steps; measure at 0, eval_every, ..., steps."""
+    learner = make_learner(world, cfg, seed)
+    accuracy, prompts, spent = [learner.accuracy()], [0], 0
+    trace = WindowTrace.start(sampler) if isinstance(sampler, ADSSampler) else None
     for step in range(1, cfg.steps + 1):
-        rows = sampler.next_batch()
-        ks = world.cluster_of[rows]
-        p = _sigmoid(theta[ks] - world.difficulty[rows])
-        rho = rng.binomial(cfg.n_rollouts, p) / cfg.n_rollouts
-        sampler.update(rows, rho)
-        theta += ability_gain(ks, group_signal(rho, cfg.signal), k, cfg)
+        batch = fill_step(sampler, learner.rollout)
+        learner.learn(batch.rows, batch.success)
+        spent += batch.prompts
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            curve.append(world.accuracy(theta))
-    return np.asarray(curve)
-
-
-def group_signal(rho: np.ndarray, kind: str = "variance") -> np.ndarray:
-    """GRPO's learning signal per prompt: the within-group reward variance (or its square root)."""
-    var = rho * (1.0 - rho)
-    return np.sqrt(var) if kind == "std" else var
-
-
-def ability_gain(ks: np.ndarray, signal: np.ndarray, n_clusters: int, cfg: SimulationConfig) -> np.ndarray:
-    """Per-cluster ability change from one batch: a ``transfer`` share of the mean signal lifts every
-    cluster, the rest lifts the prompt's own cluster (scaled by K so an even spread lifts all equally)."""
-    own = np.bincount(ks, weights=signal, minlength=n_clusters)
-    shared = (1.0 - cfg.transfer) * n_clusters * own + cfg.transfer * signal.sum()
-    return cfg.learning_rate * shared / len(ks)
+            accuracy.append(learner.accuracy())
+            prompts.append(spent)
+            if trace is not None:
+                trace.record(step, sampler)
+    return TrainingRun(np.asarray(accuracy), np.asarray(prompts), trace)
 
 
 def eval_steps(cfg: SimulationConfig) -> np.ndarray:
@@ -188,6 +146,8 @@ def run_simulation(
     names = list(dict.fromkeys((cfg.baseline, *cfg.samplers)))
     steps = eval_steps(cfg)
     curves = {name: np.zeros((len(cfg.seeds), len(steps))) for name in names}
+    prompts = {name: np.zeros((len(cfg.seeds), len(steps)), dtype=np.int64) for name in names}
+    traces: dict[str, WindowTrace] = {}
     seconds = dict.fromkeys(names, 0.0)
     window_frac: dict[str, list[float]] = {}
     n_rows = []
@@ -197,8 +157,11 @@ def run_simulation(
         for name in names:
             start = time.perf_counter()
             sampler = SAMPLER_FACTORIES[name](world, cfg, seed)
-            curves[name][i] = train(world, sampler, cfg, seed)
+            run = train(world, sampler, cfg, seed)
+            curves[name][i], prompts[name][i] = run.accuracy, run.prompts
             seconds[name] += time.perf_counter() - start
+            if run.trace is not None and i == 0:
+                traces[name] = run.trace
             if isinstance(sampler, ADSSampler):
                 window_frac.setdefault(name, []).append(sampler.metrics()["ads/window_frac_mean"])
             if progress is not None:
@@ -216,6 +179,8 @@ def run_simulation(
         seconds=seconds,
         n_rows=n_rows,
         window_frac={name: float(np.mean(v)) for name, v in window_frac.items()},
+        prompts=prompts,
+        window_traces=traces,
     )
 
 
@@ -230,6 +195,7 @@ def summary_rows(result: SimulationResult) -> list[dict[str, object]]:
     for name, curve in result.curves.items():
         reached = [s for s in result.steps_to_target[name] if s is not None]
         ratio, missed = result.ratio(name)
+        rollout_ratio, _ = result.rollout_ratio(name)
         rows.append(
             {
                 "sampler": name,
@@ -240,6 +206,8 @@ def summary_rows(result: SimulationResult) -> list[dict[str, object]]:
                 "seeds": len(curve),
                 "ratio": ratio,
                 "ratio_is_lower_bound": missed > 0,
+                "prompts_per_step": float(result.prompts[name][:, -1].mean() / result.config.steps),
+                "rollout_ratio": rollout_ratio,
                 "seconds": result.seconds[name],
             }
         )
@@ -255,7 +223,8 @@ def format_curves(result: SimulationResult, columns: int = 9) -> str:
     """The run's setting and the mean held-out accuracy of each sampler at ``columns`` steps."""
     cfg = result.config
     lines = [
-        f"Synthetic GRPO learner (a model, not evidence about LLMs): {len(cfg.seeds)} seeds, {cfg.steps} steps, "
+        f"Synthetic GRPO learner '{cfg.learner}' (a model, not evidence about LLMs): {len(cfg.seeds)} seeds, "
+        f"{cfg.steps} steps, "
         f"batch {cfg.ads.batch_size}, {cfg.n_clusters} clusters, |D| ~ {int(np.mean(result.n_rows))}, "
         f"n={cfg.n_rollouts}, transfer={cfg.transfer}, rank noise sd={cfg.rank_noise_sd}",
         "",
@@ -276,44 +245,23 @@ def format_summary(result: SimulationResult) -> str:
     width = max(len(n) for n in result.curves) + 2
     lines = [
         f"Steps to reach {cfg.baseline}'s final accuracy (per-seed target, mean {result.targets.mean():.3f}):",
-        "sampler".ljust(width) + f"{'final acc':>16}{'steps':>9}{'reached':>9}{'ratio':>9}{'time s':>8}",
+        "sampler".ljust(width)
+        + f"{'final acc':>16}{'steps':>9}{'reached':>9}{'ratio':>9}{'prompts/step':>14}{'rollout ratio':>15}"
+        + f"{'time s':>8}",
     ]
     for row in summary_rows(result):
         steps = f"{row['steps_mean']:.0f}" if row["steps_mean"] is not None else "-"
-        ratio = ("≥" if row["ratio_is_lower_bound"] else "") + f"{row['ratio']:.2f}"
+        bound = "≥" if row["ratio_is_lower_bound"] else ""
+        ratio, rollouts = f"{bound}{row['ratio']:.2f}", f"{bound}{row['rollout_ratio']:.2f}"
         lines.append(
             str(row["sampler"]).ljust(width)
             + f"{row['final_mean']:>9.3f} ± {row['final_sd']:.3f}"
-            + f"{steps:>9}{row['reached']:>6}/{row['seeds']:<2}{ratio:>9}{row['seconds']:>8.1f}"
+            + f"{steps:>9}{row['reached']:>6}/{row['seeds']:<2}{ratio:>9}{row['prompts_per_step']:>14.1f}"
+            + f"{rollouts:>15}{row['seconds']:>8.1f}"
         )
     lines.append("ratio = mean over seeds of steps(sampler) / steps(baseline); ≥: some seeds never reached it.")
+    lines.append("rollout ratio = the same in prompts rolled out (dynamic sampling also pays for dropped groups).")
     if result.window_frac:
         fracs = ", ".join(f"{k} {v:.3f}" for k, v in result.window_frac.items())
         lines.append(f"ADS mean window position at the end (0 = easiest, 1 = hardest): {fracs}")
     return "\n".join(lines)
-
-
-def save_plot(result: SimulationResult, path: str, names: Sequence[str] | None = None) -> None:
-    """Accuracy-versus-step curves (mean and min-max band over seeds) as a PNG, without a display."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(8, 5), dpi=120)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    for name in names or list(result.curves):
-        curve = result.curves[name]
-        (line,) = ax.plot(result.eval_steps, curve.mean(axis=0), label=name)
-        ax.fill_between(result.eval_steps, curve.min(axis=0), curve.max(axis=0), color=line.get_color(), alpha=0.15)
-    ax.axhline(result.targets.mean(), color="grey", ls="--", lw=1, label=f"{result.config.baseline} final")
-    ax.set_xlabel("training step")
-    ax.set_ylabel("expected held-out accuracy")
-    ax.set_title(f"Synthetic GRPO learner, {len(result.config.seeds)} seeds (a model, not LLM evidence)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, format="png")
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))

@@ -12,10 +12,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ads_core.config.sampler import ADSSamplerConfig, DifficultyTargetedConfig, UniformSamplerConfig
+from ads_core.config.sampler import (
+    ADSSamplerConfig,
+    DifficultyTargetedConfig,
+    DynamicSamplingConfig,
+    UniformSamplerConfig,
+)
 from ads_core.sampler.ads import ADSSampler
 from ads_core.sampler.base import Sampler
 from ads_core.sampler.baselines import DifficultyTargetedSampler, UniformSampler
+from ads_core.sampler.dynamic import DynamicSamplingSampler
 from ads_core.sampler.window import shift_window
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -632,6 +638,8 @@ def test_all_samplers_share_the_protocol():
         ADSSampler(cid, rank, ADSSamplerConfig(active_clusters=1, mini_cluster_size=4)),
         UniformSampler(cid, rank, UniformSamplerConfig(batch_size=4)),
         DifficultyTargetedSampler(cid, rank, DifficultyTargetedConfig(batch_size=4)),
+        ADSSampler(cid, rank, ADSSamplerConfig(active_clusters=1, mini_cluster_size=4, window="frontier")),
+        DynamicSamplingSampler(cid, rank, DynamicSamplingConfig(batch_size=4)),
     ):
         assert isinstance(s, Sampler)
         batch = s.next_batch()

@@ -19,9 +19,15 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ads_core.config.sampler import ADSSamplerConfig, DifficultyTargetedConfig, UniformSamplerConfig
+from ads_core.config.sampler import (
+    ADSSamplerConfig,
+    DifficultyTargetedConfig,
+    DynamicSamplingConfig,
+    UniformSamplerConfig,
+)
 from ads_core.sampler.ads import ADSSampler
 from ads_core.sampler.baselines import DifficultyTargetedSampler, UniformSampler
+from ads_core.sampler.dynamic import DynamicSamplingSampler
 from ads_core.sampler.state import SamplerStateError
 
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -44,13 +50,22 @@ CASES: dict[str, Callable[[], Any]] = {
     "ads_few_clusters": lambda: ADSSampler(
         CID2, RANK2, ADSSamplerConfig(active_clusters=3, mini_cluster_size=4, reset_every=0, prob_floor=0.1, seed=7)
     ),
+    "ads_frontier": lambda: ADSSampler(
+        CID, RANK, ADSSamplerConfig(active_clusters=2, mini_cluster_size=3, window="frontier", frontier_band=0.3)
+    ),
     "uniform": lambda: UniformSampler(CID, RANK, UniformSamplerConfig(batch_size=7, seed=3)),
+    "dynamic": lambda: DynamicSamplingSampler(CID, RANK, DynamicSamplingConfig(batch_size=5, max_draws=3, seed=2)),
     "dots": lambda: DifficultyTargetedSampler(
         CID, RANK, DifficultyTargetedConfig(batch_size=6, memory_size=10, candidate_pool=20, seed=5)
     ),
 }
 # Two fields checked against each other: a plausible change to one may be reported on the other.
-PARTNERS = {"steps": {"steps", "steps_in_epoch"}, "memory_rows": {"memory_rows", "memory_success"}}
+PARTNERS = {
+    "steps": {"steps", "steps_in_epoch"},
+    "memory_rows": {"memory_rows", "memory_success"},
+    "draws": {"draws", "informative"},
+    "used_rows": {"used_rows", "use_counts"},
+}
 
 
 def drive(s: Any, steps: int, seed: int) -> Any:
@@ -106,7 +121,7 @@ def put(state: Any, path: Path, value: Any) -> Any:
 
 def is_exact(case: str, path: Path) -> bool:
     """Leaves that must equal this sampler's own value (any change refuses the state)."""
-    if path[0] in ("kind", "version", "n_rows", "fingerprint") or path == ("rng", "bit_generator"):
+    if path[0] in ("kind", "version", "n_rows", "fingerprint", "window") or path == ("rng", "bit_generator"):
         return True
     return path[0] == "config" and not (path[1] == "seed" and case.startswith("ads"))
 
@@ -132,7 +147,12 @@ def invalid_leaf_values(case: str, path: Path, value: Any) -> list[Any]:
 def invalid_mutations(case: str) -> list[tuple[Path, Any, set[str]]]:
     """Every (path, new value, fields the error may name) that must be refused."""
     state, muts = saved(case), []
-    partner = {"memory_rows": "memory_success", "memory_success": "memory_rows"}
+    partner = {
+        "memory_rows": "memory_success",
+        "memory_success": "memory_rows",
+        "used_rows": "use_counts",
+        "use_counts": "used_rows",
+    }
     for path, value in nodes(state):
         if isinstance(value, dict):
             muts += [(path, [], {field(path)})]
@@ -141,7 +161,9 @@ def invalid_mutations(case: str) -> list[tuple[Path, Any, set[str]]]:
         elif isinstance(value, list):
             named = {field(path)} | ({field((partner[path[0]],))} if path in {(k,) for k in partner} else set())
             extra = copy.deepcopy(value[-1]) if value else 0
-            muts += [(path, {}, {field(path)}), (path, "abc", {field(path)}), (path, [*value, extra], named)]
+            # an at-most list (used rows) takes one more entry: then the repeated entry itself is named
+            longer = named | ({field((*path, len(value)))} if path == ("used_rows",) else set())
+            muts += [(path, {}, {field(path)}), (path, "abc", {field(path)}), (path, [*value, extra], longer)]
             if value:
                 muts += [(path, value[:-1], named)]
         else:
@@ -309,7 +331,7 @@ FULL = _SIZES.index(4)  # a window of B = 4 positions in a larger cluster
         (_set(("config", "mini_cluster_size"), 4.0), "state['config']['mini_cluster_size']: state was saved with"),
         (_set(("config", "seed"), -1), "state['config']['seed']: expected an int >= 0, got -1"),
         (_set(("kind",), "UniformSampler"), "state['kind']: expected 'ADSSampler', got 'UniformSampler'"),
-        (_set(("version",), True), "state['version']: expected state version 1, got True"),
+        (_set(("version",), True), "state['version']: expected state version 2, got True"),
         (_set(("n_rows",), 51), "state['n_rows']: state was saved for another artifact: expected 52 rows, got 51"),
         (_set(("fingerprint",), "0" * 32), "state['fingerprint']: state was saved for another artifact"),
         (_set(("rng",), MT19937_STATE), "state['rng']['bit_generator']: expected 'PCG64' (numpy's default_rng)"),

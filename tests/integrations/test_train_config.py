@@ -34,6 +34,17 @@ def verl_validate(cfg) -> None:
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
 
 
+def test_yaml_sampler_defaults_are_the_config_defaults():
+    """data.ads_sampler in ads_grpo.yaml mirrors ADSSamplerConfig (one definition, no second default)."""
+    from ads_core.config.sampler import ADSSamplerConfig
+
+    yaml_values = OmegaConf.to_container(OmegaConf.load(vc.CONFIG_DIR / "ads_grpo.yaml").data.ads_sampler)
+    ours = {k: v for k, v in yaml_values.items() if k not in vc.INTEGRATION_KEYS}
+    assert ours == ADSSamplerConfig().model_dump()
+    frontier = vc.sampler_config({"ads_sampler": {**yaml_values, "window": "frontier"}})
+    assert frontier.window == "frontier" and frontier.cluster_weighting == "frontier"
+
+
 def test_defaults_set_the_batch_from_the_sampler():
     cfg = vc.resolve(BASE)
     batch = ADSSamplerConfig().active_clusters * ADSSamplerConfig().mini_cluster_size

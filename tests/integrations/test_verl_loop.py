@@ -152,9 +152,11 @@ def expected_feedback(batch: DataProto, sampler: ADSVerlSampler) -> tuple[np.nda
     return (np.array([row_of_uid[u] for u in uids]), np.array([np.mean(groups[u]) for u in uids]))
 
 
-@pytest.fixture(scope="module")
-def cfg(final_artifact: Path, policy_model: str, tmp_path_factory: pytest.TempPathFactory):
-    return make_config(final_artifact, policy_model, tmp_path_factory.mktemp("ckpt"))
+@pytest.fixture(scope="module", params=["reference", "frontier"])
+def cfg(request: pytest.FixtureRequest, final_artifact: Path, policy_model: str, tmp_path_factory):
+    """Every loop test runs with both ADS windows (the saved state differs: windows vs band centres)."""
+    window = f"data.ads_sampler.window={request.param}"
+    return make_config(final_artifact, policy_model, tmp_path_factory.mktemp("ckpt"), window)
 
 
 def test_dataloader_is_built_as_verl_builds_it(cfg):

@@ -245,7 +245,9 @@ def free_value(path: Path_) -> bool:
     is free too: the saved generator state supersedes it."""
     if path == ("config", "seed"):
         return True
-    return not (path[0] in ("kind", "version", "n_rows", "fingerprint", "config") or path == ("rng", "bit_generator"))
+    return not (
+        path[0] in ("kind", "version", "n_rows", "fingerprint", "config", "window") or path == ("rng", "bit_generator")
+    )
 
 
 def nested_mutations() -> list[tuple[Path_, Any, set[str]]]:
@@ -261,7 +263,8 @@ def nested_mutations() -> list[tuple[Path_, Any, set[str]]]:
         else:
             out += [(path, repr(value), names), (path, [value], names), (path, True, names)]
             if not free_value(path):
-                out += [(path, value + ("x" if isinstance(value, str) else 1), names)]
+                other = 0 if value is None else value + ("x" if isinstance(value, str) else 1)
+                out += [(path, other, names)]
             elif isinstance(value, int):
                 out += [(path, -1 - value, names), (path, value + 0.5, names)]
                 out += [(path, 2**200, names)] if path != ("config", "seed") else []  # the one unbounded int
