@@ -25,7 +25,7 @@ class ConfigError(ValueError):
 
 
 def compose(overrides: Sequence[str] = ()) -> DictConfig:
-    """The config `python -m ads_core.integrations.verl.main <overrides>` would receive, before `finalize`."""
+    """The config `python -m ads_core.train.verl.main <overrides>` would receive, before `finalize`."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
