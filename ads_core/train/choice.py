@@ -31,7 +31,7 @@ def installed(module: str) -> bool:
 def choose_trainer(trainer: str, ray_address: str | None = None) -> tuple[str, str]:
     """(verl or trl, why): an explicit choice stands; ``auto`` picks verl only where verl can train."""
     if trainer in ("verl", "trl"):
-        return trainer, "chosen (trainer)"
+        return trainer, f"trainer={trainer} as set"
     if ray_address:
         return "verl", f"auto: a Ray address ({ray_address}) means verl on that cluster"
     gpus = cuda_gpu_count()

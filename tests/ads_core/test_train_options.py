@@ -89,7 +89,7 @@ def test_auto_picks_verl_only_where_it_can_train(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(choice, "installed", lambda module: module in present)
     trainer, reason = choice.choose_trainer("auto", address)
     assert trainer == expected and reason.startswith("auto: ")
-    assert choice.choose_trainer("trl", address) == ("trl", "chosen (trainer)")
+    assert choice.choose_trainer("trl", address) == ("trl", "trainer=trl as set")
     assert choice.choose_trainer("verl")[0] == "verl"
 
 
