@@ -28,10 +28,13 @@ def installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def choose_trainer(trainer: str, ray_address: str | None = None) -> tuple[str, str]:
-    """(verl or trl, why): an explicit choice stands; ``auto`` picks verl only where verl can train."""
+def choose_trainer(trainer: str, ray_address: str | None = None, sampler: str = "ads") -> tuple[str, str]:
+    """(verl or trl, why): an explicit choice stands; ``auto`` picks verl only where verl can train (and only
+    for the ADS sampler: the verl integration has no baselines)."""
     if trainer in ("verl", "trl"):
         return trainer, f"trainer={trainer} as set"
+    if sampler != "ads":
+        return "trl", f"auto: the {sampler} sampler trains with TRL (verl runs the ADS sampler only)"
     if ray_address:
         return "verl", f"auto: a Ray address ({ray_address}) means verl on that cluster"
     gpus = cuda_gpu_count()

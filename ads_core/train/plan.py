@@ -156,7 +156,7 @@ def plan_training(artifact_uri: str, cfg: TrainConfig, materialize: bool = True)
     ``materialize=False`` (dry runs) writes nothing: a ``drop`` decontamination only reports, and the plan
     shows the paths a real run would use.
     """
-    trainer, reason = choose_trainer(cfg.trainer, cfg.verl.ray_address)
+    trainer, reason = choose_trainer(cfg.trainer, cfg.verl.ray_address, cfg.sampler.kind)
     sampler = cfg.sampler.model_copy(update={"ads": cfg.ads_for(trainer)})
     info = validate_artifact(artifact_uri, sampler.ads)
     model = resolve_model(cfg.model, info, artifact_uri)

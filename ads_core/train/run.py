@@ -46,7 +46,7 @@ class TrainResult:
 def check_machine(cfg: TrainConfig, dry_run: bool = False) -> str:
     """The trainer this config runs with here; raises LaunchError at once when this machine can't run it
     (verl without CUDA GPUs or its rollout engine), before any artifact or config work."""
-    trainer, _ = choose_trainer(cfg.trainer, cfg.verl.ray_address)
+    trainer, _ = choose_trainer(cfg.trainer, cfg.verl.ray_address, cfg.sampler.kind)
     if trainer == "verl" and not dry_run:
         from ads_core.train.verl import launch as verl_launch
 

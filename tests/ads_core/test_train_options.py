@@ -91,6 +91,7 @@ def test_auto_picks_verl_only_where_it_can_train(monkeypatch: pytest.MonkeyPatch
     assert trainer == expected and reason.startswith("auto: ")
     assert choice.choose_trainer("trl", address) == ("trl", "trainer=trl as set")
     assert choice.choose_trainer("verl")[0] == "verl"
+    assert choice.choose_trainer("auto", address, "dots")[0] == "trl"  # verl runs the ADS sampler only
 
 
 def test_every_sampler_kind_is_one_registry_entry():

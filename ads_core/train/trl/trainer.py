@@ -92,9 +92,10 @@ class ADSGRPOTrainer(GRPOTrainer):
         if fb is None or fb.draw.index != self.state.global_step or "loss" not in logs:
             return
         self.last_feedback = None
+        if not self.is_world_process_zero():  # every process fed back the same; one writes
+            return
         record = step_record(fb, self.rows, self.feed.sampler.metrics(), logs)
-        if self.args.should_save:
-            self.writer.write(record)
+        self.writer.write(record)
         if self.on_step is not None:
             self.on_step(record, self)
 
