@@ -118,6 +118,7 @@ def _command(artifact: Path, run_dir: Path, steps: int) -> list[str]:
     ]
 
 
+@pytest.mark.slow  # two `ads train` processes (each imports torch, transformers and TRL): ~25 s on an idle 2-core box
 def test_kill_9_mid_run_then_the_same_command_resumes(final_artifact: Path, tmp_path: Path):
     """The CLI as users run it: killed (SIGKILL) once checkpoint 2 is complete, then started again."""
     run_dir, steps = tmp_path / "run", 8
