@@ -18,7 +18,7 @@ from rich.table import Table
 
 from ads_cli.common import console, fail, parse_assignments
 from ads_cli.options import common_parameters, config_parameters, flags_by_field, resolve_config, with_signature
-from ads_core.config.train import TrainConfig
+from ads_core.config.train import INTEGRATION_KEYS, TrainConfig
 from ads_core.core import defaults
 from ads_core.core.errors import InputError
 
@@ -64,7 +64,12 @@ def train_cmd(
     ] = False,
     ads_knobs: Annotated[
         list[str] | None,
-        typer.Option("--ads", "-s", help="An ADS sampler knob KEY=VALUE (sampler.ads.KEY), repeatable."),
+        typer.Option(
+            "--ads",
+            "-s",
+            help="An ADS sampler knob KEY=VALUE (sampler.ads.KEY; cluster_metrics_interval and strict_ids: "
+            "verl.KEY), repeatable.",
+        ),
     ] = None,
     eval_set: Annotated[
         list[str] | None,
@@ -88,7 +93,9 @@ def train_cmd(
 
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
     for key, value in parse_assignments(ads_knobs, "--ads").items():
-        options[f"sampler__ads__{key}"] = value
+        # the verl integration's two data.ads_sampler keys are verl.* fields; -s reaches them as before
+        section = "verl" if key in INTEGRATION_KEYS else "sampler__ads"
+        options[f"{section}__{key}"] = value
     cfg = resolve_config(TrainConfig, options, config_file, assignments)
     extra = list(ctx.args)
     bad = [a for a in extra if "=" not in a]

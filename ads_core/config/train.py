@@ -72,6 +72,10 @@ class VerlConfig(Section):
     )
 
 
+# VerlConfig fields that verl's YAML declares under data.ads_sampler, next to the ADS knobs.
+INTEGRATION_KEYS = ("cluster_metrics_interval", "strict_ids")
+
+
 class TRLConfig(Section):
     """Hugging Face TRL's GRPOTrainer (CPU, or one node with accelerate). The defaults are sized for a CPU;
     on a GPU raise num_generations, max_completion_length and sampler.ads.mini_cluster_size (see the README)."""

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from ads_core.config.sampler import ADSSamplerConfig, SamplerKind
-from ads_core.config.train import TRL_MINI_CLUSTER_SIZE, TrainConfig, VerlConfig
+from ads_core.config.train import INTEGRATION_KEYS, TRL_MINI_CLUSTER_SIZE, TrainConfig, VerlConfig
 from ads_core.sampler import kinds
 from ads_core.train import choice
 
@@ -37,10 +37,8 @@ def test_cpu_defaults_are_cpu_sized_and_a_set_size_wins():
 def test_the_verl_yaml_sampler_block_is_the_config_defaults():
     block = yaml.safe_load(YAML.read_text())["data"]["ads_sampler"]
     verl = VerlConfig()
-    expected = ADSSamplerConfig().model_dump() | {
-        "cluster_metrics_interval": verl.cluster_metrics_interval,
-        "strict_ids": verl.strict_ids,
-    }
+    expected = ADSSamplerConfig().model_dump() | {key: getattr(verl, key) for key in INTEGRATION_KEYS}
+    assert set(INTEGRATION_KEYS) == {"cluster_metrics_interval", "strict_ids"}
     assert block == expected
 
 

@@ -11,13 +11,11 @@ from pydantic import ValidationError
 
 from ads_core.config.base import error_line
 from ads_core.config.sampler import ADSSamplerConfig
+from ads_core.config.train import INTEGRATION_KEYS
 
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
 CONFIG_NAME = "ads_grpo"
 ENTRY_MODULE = "ads_core.train.verl.main"
-
-# Keys of data.ads_sampler that belong to the integration, not to ADSSamplerConfig.
-INTEGRATION_KEYS = ("cluster_metrics_interval", "strict_ids")
 
 
 class ConfigError(ValueError):
