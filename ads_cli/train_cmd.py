@@ -1,30 +1,54 @@
-"""`ads train` and `ads eval-sets`."""
+"""`ads train` and `ads eval-sets`.
+
+`ads train`'s flags are generated from `TrainConfig` (`ads_core/config/train.py`), as `ads build`'s are from
+`BuildConfig`: the top-level fields, `--sampler` (the kind), verl's `--gpus`, `--nnodes`, `--ray-address` and TRL's
+sizes. Knobs without a flag of their own take `--set section.field=value` or a `--config` YAML; `-s KEY=VALUE`
+(long form `--ads`) sets an ADS knob (`sampler.ads.KEY`); extra `key=value` arguments are verl Hydra overrides.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import sys
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from ads_cli.common import console, fail, parse_assignments
+from ads_cli.options import common_parameters, config_parameters, flags_by_field, resolve_config, with_signature
+from ads_core.config.train import INTEGRATION_KEYS, TrainConfig
 from ads_core.core import defaults
 from ads_core.core.errors import InputError
 
-# request field -> the flag that sets it, for error messages (`tl.error_text`)
-FLAGS = {
-    "n_gpus_per_node": "--gpus",
-    "total_training_steps": "--steps",
-    "experiment_name": "--name",
+SECTIONS = ("", "sampler", "verl", "trl")
+# fields set by this command's own options, for error messages (`error_text`)
+OWN_FLAGS = {
+    "dry_run": "--dry-run",
     "eval_sets": "--eval-set",
     "overrides": "the command line (extra key=value arguments)",
 }
 
 
+def _all_fields() -> dict[str, str]:
+    """Field name -> dotted path, for every field of TrainConfig and its sections."""
+    out: dict[str, str] = {}
+    for section in SECTIONS:
+        model = TrainConfig if not section else TrainConfig.model_fields[section].annotation
+        for name in model.model_fields:  # type: ignore[union-attr]
+            out.setdefault(name, f"{section}.{name}" if section else name)
+    return out
+
+
 def spell_flag(field: str) -> str:
-    """How `ads train` spells a training option: ``dry_run`` -> ``--dry-run``, ``n_gpus_per_node`` -> ``--gpus``."""
-    return FLAGS.get(field, "--" + field.replace("_", "-"))
+    """How `ads train` spells a training option: ``dry_run`` -> ``--dry-run``, ``n_gpus_per_node`` -> ``--gpus``,
+    a knob without a flag -> ``--set trl.gradient_accumulation_steps``."""
+    if field in OWN_FLAGS:
+        return OWN_FLAGS[field]
+    flags = flags_by_field(TrainConfig)
+    dotted = _all_fields().get(field, field)
+    return flags.get(dotted) or f"--set {dotted}"
 
 
 def register(app: typer.Typer) -> None:
@@ -35,22 +59,17 @@ def register(app: typer.Typer) -> None:
 def train_cmd(
     ctx: typer.Context,
     artifact: Annotated[str, typer.Argument(help="The final artifact: OUT/final/train.parquet (local or s3://).")],
-    model: Annotated[
-        str | None,
-        typer.Option(help="Policy to train. Default: the model the difficulties were scored with (manifest)."),
-    ] = None,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the resolved verl config and command; don't train.")
+        bool, typer.Option("--dry-run", help="Check everything and print the resolved plan and config; don't train.")
     ] = False,
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs per node.")] = 1,
-    nnodes: Annotated[int, typer.Option(help="Number of nodes.")] = 1,
-    ray_address: Annotated[
-        str | None,
-        typer.Option(help="http://head:8265 submits a Ray job; auto or ray://head:10001 joins a running cluster."),
-    ] = None,
-    sampler: Annotated[
+    ads_knobs: Annotated[
         list[str] | None,
-        typer.Option("--sampler", "-s", help="ADS sampler setting KEY=VALUE (data.ads_sampler.*), repeatable."),
+        typer.Option(
+            "--ads",
+            "-s",
+            help="An ADS sampler knob KEY=VALUE (sampler.ads.KEY; cluster_metrics_interval and strict_ids: "
+            "verl.KEY), repeatable.",
+        ),
     ] = None,
     eval_set: Annotated[
         list[str] | None,
@@ -61,66 +80,128 @@ def train_cmd(
         ),
     ] = None,
     no_eval: Annotated[bool, typer.Option("--no-eval", help="Train without validation sets.")] = False,
-    steps: Annotated[int | None, typer.Option(help="trainer.total_training_steps.")] = None,
-    run_dir: Annotated[str | None, typer.Option(help="Checkpoints and metrics (default ./ads-runs/<name>).")] = None,
-    name: Annotated[
-        str | None, typer.Option(help="Experiment name (default <dataset>-ads; same name = resume).")
-    ] = None,
-    decontaminate: Annotated[
-        str, typer.Option(help="off, report or drop training rows that match eval questions.")
-    ] = "report",
+    **options: Any,
 ) -> None:
-    """Train GRPO with the ADS sampler on verl. Extra arguments are verl Hydra overrides (key=value)."""
-    from ads_core.train import artifact as ta
-    from ads_core.train import launch as tl
-    from ads_core.train import plan as tr
-    from ads_core.train.verl.config import ConfigError
+    """Train GRPO with the ADS sampler (or a baseline): TRL on CPU or one GPU, verl on GPUs with Ray.
 
-    overrides = [a for a in ctx.args]
-    bad = [a for a in overrides if "=" not in a]
+    --trainer auto (the default) picks verl where CUDA GPUs, verl and a rollout engine are present, TRL
+    otherwise. The same --name (or --run-dir) resumes from the newest checkpoint. Extra key=value arguments are
+    verl Hydra overrides. Every option is a field of ads_core/config/train.py; --set reaches the rest.
+    """
+    from ads_core.train import run as trun
+    from ads_core.train.errors import error_text
+
+    config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
+    for key, value in parse_assignments(ads_knobs, "--ads").items():
+        # the verl integration's two data.ads_sampler keys are verl.* fields; -s reaches them as before
+        section = "verl" if key in INTEGRATION_KEYS else "sampler__ads"
+        options[f"{section}__{key}"] = value
+    cfg = resolve_config(TrainConfig, options, config_file, assignments)
+    extra = list(ctx.args)
+    bad = [a for a in extra if "=" not in a]
     if bad:
         raise fail(f"unexpected arguments {bad}; verl overrides look like key=value")
-    req = tr.TrainRequest(
-        artifact_uri=artifact,
-        model=model,
-        n_gpus_per_node=gpus,
-        nnodes=nnodes,
-        ray_address=ray_address,
-        sampler=parse_assignments(sampler, "--sampler"),
-        eval_sets=[] if no_eval else (eval_set or None),
-        overrides=overrides,
-        run_dir=run_dir,
-        experiment_name=name,
-        total_training_steps=steps,
-        decontaminate=decontaminate,
-    )
+    changes: dict[str, Any] = {}
+    if no_eval or eval_set:
+        changes["eval_sets"] = [] if no_eval else list(eval_set or [])
+    if extra:
+        changes["verl.overrides"] = [*cfg.verl.overrides, *extra]
     try:
-        if not dry_run:
-            tl.check_launch_environment(req)
-        with console.status("checking the artifact and composing the verl config"):
-            plan = tr.plan_training(req, materialize=not dry_run)
-    except (ta.ArtifactError, tl.LaunchError, ConfigError, ValueError, InputError) as exc:
-        raise fail(tl.error_text(exc, spell_flag)) from None
+        cfg = cfg.with_overrides(changes) if changes else cfg
+        with console.status("checking the artifact and planning the run"):
+            plan = trun.prepare(artifact, cfg, dry_run=dry_run)
+    except (ValueError, InputError, RuntimeError) as exc:
+        raise fail(error_text(exc, spell_flag)) from None
     for warning in plan.warnings_for(spell_flag):
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     if dry_run:
-        import sys
-
-        sys.stdout.write(plan.config_yaml)
-        sys.stdout.write(f"\n# command:\n# {plan.command_line}\n")
-        console.print(
-            f"dry run: {plan.artifact.rows} rows, {plan.artifact.clusters} clusters, batch "
-            f"{plan.sampler_config.batch_size}; nothing launched",
-            highlight=False,
-        )
+        show_dry_run(plan)
         return
-    console.print(f"launching: {escape(plan.command_line)}", highlight=False)
-    code = tl.launch(plan)
-    if code != 0:
-        raise fail(f"verl exited with status {code}; see the log above (run dir {plan.run_dir})")
-    metrics = tl.headline(tl.final_metrics(plan))
-    for key, value in sorted(metrics.items()):
-        console.print(f"  {escape(key)}: {value:g}", highlight=False)
+    if plan.trainer == "verl":
+        console.print(f"launching: {escape(trun.verl_part(plan).command_line)}", highlight=False)
+        try:
+            result = trun.execute(plan)
+        except (ValueError, RuntimeError) as exc:
+            raise fail(error_text(exc, spell_flag)) from None
+        from ads_core.train.verl.launch import headline
+
+        for key, value in sorted(headline(result.metrics).items()):
+            console.print(f"  {escape(key)}: {value:g}", highlight=False)
+        return
+    train_with_progress(plan, trun)
+
+
+def show_dry_run(plan: Any) -> None:
+    """verl: the resolved verl config and the command (stdout); TRL: the resolved TrainConfig and batch layout."""
+    if plan.trainer == "verl":
+        sys.stdout.write(plan.part.config_yaml)
+        sys.stdout.write(f"\n# command:\n# {plan.part.command_line}\n")
+    else:
+        import yaml
+
+        resolved = plan.config.model_copy(update={"sampler": plan.sampler}).model_dump(mode="json")
+        sys.stdout.write(yaml.safe_dump(resolved, sort_keys=False))
+        sys.stdout.write("# " + plan.part.describe())
+    console.print(
+        f"dry run ({plan.trainer}: {plan.trainer_reason}): {plan.artifact.rows} rows, {plan.artifact.clusters} "
+        f"clusters, {plan.prompts_per_step} prompts per step; nothing launched",
+        highlight=False,
+    )
+
+
+def train_with_progress(plan: Any, trun: Any) -> None:
+    """TRL in this process, a bar over the steps, then where everything went."""
+    from ads_core.train.errors import error_text
+
+    console.print(
+        f"training with TRL ({escape(plan.trainer_reason)}): {escape(plan.part.describe().strip())}", highlight=False
+    )
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[last]}"),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("GRPO steps", total=plan.config.steps, last="")
+
+        def on_step(record: dict[str, Any], trainer: Any) -> None:
+            window = record.get("window_position")
+            shown = f"reward {record['reward_mean']:.3f} lag {record['lag']}" + (
+                f" window {window:.2f}" if window is not None else ""
+            )
+            progress.update(task, completed=record["step"], last=shown)
+
+        try:
+            result = trun.execute(plan, on_step=on_step)
+        except (ValueError, RuntimeError) as exc:
+            raise fail(error_text(exc, spell_flag)) from None
+        if result.steps:
+            progress.update(task, completed=result.steps[-1]["step"])
+    for note in result.notes:
+        console.print(escape(note), highlight=False)
+    table = Table(title=f"last step ({len(result.steps)} logged)", show_header=True)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key in ("step", "reward_mean", "success_mean", "active_clusters", "window_position", "lag", "loss", "seconds"):
+        if key in result.metrics:
+            table.add_row(key, f"{result.metrics[key]:g}")
+    console.print(table)
+    console.print(
+        f"steps: {escape(str(result.steps_file))}\ncheckpoint: {escape(str(result.last_checkpoint))}\n"
+        f"run dir: {escape(result.run_dir)} ({result.seconds:.1f} s)",
+        highlight=False,
+    )
+
+
+with_signature(
+    train_cmd,
+    config_parameters(TrainConfig, SECTIONS)
+    + common_parameters(TrainConfig, "--set trl.gradient_accumulation_steps=2", "ads train --trainer trl --dry-run"),
+)
 
 
 def eval_sets_cmd(

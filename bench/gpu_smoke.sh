@@ -46,8 +46,8 @@ echo "== building the training set (bundled GSM8K sample, tiny scorer, 8 cluster
 t0=$(date +%s)
 "$PY" - "$WORK/build" <<'EOF'
 import sys
-from ads_core.build import BuildConfig, build
-from ads_core.cluster import ClusterConfig
+from ads_core.config.build import ClusterConfig
+from ads_core.pipeline.build import BuildConfig, build
 print(build(None, sys.argv[1], BuildConfig(cluster=ClusterConfig(num_clusters=8))).final_uri)
 EOF
 echo "build: $(( $(date +%s) - t0 )) s"
@@ -60,7 +60,7 @@ echo "policy: $MODEL"
 
 # 4 clusters x 8 rows = 32 prompts x 4 rollouts per step; a checkpoint every 2 steps.
 ARGS=(
-  "$WORK/build/final/train.parquet" --model "$MODEL" --gpus "$GPUS" --no-eval --run-dir "$RUN" --name smoke
+  "$WORK/build/final/train.parquet" --trainer verl --model "$MODEL" --gpus "$GPUS" --no-eval --run-dir "$RUN" --name smoke
   -s active_clusters=4 -s mini_cluster_size=8 -s cluster_metrics_interval=0
   trainer.save_freq=2 trainer.resume_mode=auto trainer.total_epochs=100
   data.max_prompt_length=512 data.max_response_length=256

@@ -24,26 +24,35 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     def replaced(self, **changes: Any) -> Self:
-        """A validated copy with some fields changed (`model_copy` would skip validation)."""
-        return type(self).model_validate({**self.model_dump(), **changes})
+        """A validated copy with some fields changed (`model_copy` would skip validation); fields left at their
+        default stay unset (see `with_overrides`)."""
+        return type(self).model_validate({**self.model_dump(exclude_unset=True), **changes})
 
     def with_overrides(self, assignments: dict[str, Any]) -> Self:
-        """A validated copy with dotted fields replaced: `{"cluster.n_init": 4, "sampler.ads.alpha": 0.5}`."""
-        data = self.model_dump()
+        """A validated copy with dotted fields replaced: `{"cluster.n_init": 4, "sampler.ads.alpha": 0.5}`.
+
+        Fields left at their default stay unset in the copy (`model_fields_set`), so a default that depends on
+        context (TRL's `mini_cluster_size`, `TrainConfig.ads_for`) still applies to them.
+        """
+        full = self.model_dump()
+        data = self.model_dump(exclude_unset=True)
         for dotted, value in assignments.items():
-            node, parts = data, dotted.split(".")
+            node, parts = full, dotted.split(".")
             for part in parts[:-1]:
                 if not isinstance(node.get(part), dict):
                     node = None
                     break
                 node = node[part]
             if node is None or parts[-1] not in node or isinstance(node[parts[-1]], dict):
-                sections = [k for k, v in data.items() if isinstance(v, dict)]
+                sections = [k for k, v in full.items() if isinstance(v, dict)]
                 raise ValueError(
                     f"unknown option {dotted!r}; options look like section.field"
                     + (f", sections {', '.join(sections)}" if sections else "")
                 )
-            node[parts[-1]] = value
+            target = data
+            for part in parts[:-1]:
+                target = target.setdefault(part, {})
+            target[parts[-1]] = value
         return type(self).model_validate(data)
 
 

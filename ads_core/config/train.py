@@ -4,6 +4,12 @@ the verl YAML (`data.ads_sampler.*`, checked by a test) all derive from these fi
 `TrainConfig` has the trainer-independent options at its top level (which trainer, policy, steps, run folder,
 eval sets), the sampler it trains with (`sampler`: which one, plus every knob of ADS and the baselines), and
 one section per trainer (`verl`, `trl`) for what only that trainer reads.
+
+The batch: one optimizer step trains on one sampler batch, `active_clusters x mini_cluster_size` prompts (the
+baselines draw the same number), under both trainers. verl takes it as `data.train_batch_size`; TRL as one
+generation batch of `prompts x trl.num_generations` completions. The reference's 4 x 32 = 128 prompts with 8
+completions each is GPU work, so under TRL `sampler.ads.mini_cluster_size` defaults to `TRL_MINI_CLUSTER_SIZE`
+(2: 8 prompts per step) unless it is set, and the `trl` section's own defaults are CPU-sized too.
 """
 
 from __future__ import annotations
@@ -13,10 +19,19 @@ from typing import Literal
 from pydantic import Field
 
 from ads_core.config.base import Section, tuning
-from ads_core.config.sampler import ADSSamplerConfig, DifficultyTargetedConfig, DynamicSamplingConfig, SamplerKind
+from ads_core.config.sampler import (
+    ADSSamplerConfig,
+    DifficultyTargetedConfig,
+    DynamicSamplingConfig,
+    SamplerKind,
+    UniformSamplerConfig,
+)
 
 Trainer = Literal["auto", "verl", "trl"]
 DecontaminateMode = Literal["off", "report", "drop"]
+
+# sampler.ads.mini_cluster_size under TRL when it is not set: 4 clusters x 2 rows = 8 prompts per step on a CPU.
+TRL_MINI_CLUSTER_SIZE = 2
 
 
 class TrainSamplerConfig(Section):
@@ -29,7 +44,14 @@ class TrainSamplerConfig(Section):
         "again; the trainer must support it, see ads_core.sampler.dynamic).",
         json_schema_extra={"flag": "--sampler"},
     )
-    ads: ADSSamplerConfig = Field(default_factory=ADSSamplerConfig, description="ADS knobs (reference defaults).")
+    ads: ADSSamplerConfig = Field(
+        default_factory=ADSSamplerConfig,
+        description=f"ADS knobs (reference defaults; under TRL mini_cluster_size is {TRL_MINI_CLUSTER_SIZE} unless "
+        "set). active_clusters x mini_cluster_size is every sampler's prompts per step.",
+    )
+    uniform: UniformSamplerConfig = Field(
+        default_factory=UniformSamplerConfig, description="Uniform knobs (its batch follows the step's)."
+    )
     dots: DifficultyTargetedConfig = Field(
         default_factory=DifficultyTargetedConfig, description="DOTS-style knobs (its batch follows the step's)."
     )
@@ -61,20 +83,41 @@ class VerlConfig(Section):
     )
 
 
-class TRLConfig(Section):
-    """Hugging Face TRL's GRPOTrainer (CPU or one node with accelerate). The defaults are sized for a CPU."""
+# VerlConfig fields that verl's YAML declares under data.ads_sampler, next to the ADS knobs.
+INTEGRATION_KEYS = ("cluster_metrics_interval", "strict_ids")
 
-    num_generations: int = Field(4, ge=2, description="Completions per prompt (the GRPO group).")
+
+class TRLConfig(Section):
+    """Hugging Face TRL's GRPOTrainer (CPU, or one node with accelerate). The defaults are sized for a CPU;
+    on a GPU raise num_generations, max_completion_length and sampler.ads.mini_cluster_size (see the README)."""
+
+    num_generations: int = Field(4, ge=2, description="Completions per prompt (the GRPO group; verl's default is 8).")
     max_completion_length: int = Field(48, ge=1, description="Tokens generated per completion at most.")
-    learning_rate: float = Field(1e-5, gt=0, description="AdamW learning rate.")
+    learning_rate: float = Field(1e-5, gt=0, description="AdamW learning rate (constant, no warm-up).")
+    temperature: float = tuning(default=1.0, gt=0, description="Sampling temperature of the completions.")
+    beta: float = tuning(default=0.0, ge=0, description="KL coefficient against the initial policy (0: no reference).")
+    gradient_accumulation_steps: int = tuning(
+        default=1,
+        ge=1,
+        description="Micro-batches per step: each holds prompts x num_generations / (processes x this) completions.",
+    )
+    format_reward: float = tuning(
+        default=0.0, ge=0, description="Weight of a reward for giving a \\boxed{} answer at all; 0 = off."
+    )
+    seed: int = tuning(default=42, ge=0, description="Seed of the policy's sampling (transformers' set_seed).")
     save_steps: int = Field(1, ge=1, description="Save a checkpoint (with the sampler state) every N steps.")
+    keep_checkpoints: int = tuning(
+        default=2, ge=1, description="Checkpoints kept (older ones are deleted); 2 leaves one if a save is killed."
+    )
 
 
 class TrainConfig(Section):
     """Everything one training run needs besides the artifact."""
 
     trainer: Trainer = Field(
-        "auto", description="auto (verl where CUDA GPUs and verl are present, TRL otherwise), verl or trl."
+        "auto",
+        description="auto (verl where CUDA GPUs, verl and its rollout engine are present, or with a Ray "
+        "address; TRL otherwise), verl or trl.",
     )
     model: str | None = Field(
         None, description="Policy to train; default: the model the difficulties were scored with (the manifest)."
@@ -94,3 +137,14 @@ class TrainConfig(Section):
     sampler: TrainSamplerConfig = Field(default_factory=TrainSamplerConfig)
     verl: VerlConfig = Field(default_factory=VerlConfig)
     trl: TRLConfig = Field(default_factory=TRLConfig)
+
+    def ads_for(self, trainer: str) -> ADSSamplerConfig:
+        """The ADS knobs a run with TRAINER (verl or trl) uses: TRL's CPU-sized mini_cluster_size unless set."""
+        ads = self.sampler.ads
+        if trainer == "trl" and "mini_cluster_size" not in ads.model_fields_set:
+            return ads.model_copy(update={"mini_cluster_size": TRL_MINI_CLUSTER_SIZE})
+        return ads
+
+    def prompts_per_step(self, trainer: str) -> int:
+        """Prompts one optimizer step trains on, for every sampler kind: the ADS batch."""
+        return self.ads_for(trainer).batch_size

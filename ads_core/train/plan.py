@@ -1,95 +1,64 @@
-"""Library side of `ads train` and the `ads-train` flow: plan a verl run on a checked artifact.
+"""The trainer-neutral half of a training run: check the artifact, pick the trainer, name the run, find the eval
+sets, check for contamination. `ads_core.train.run.prepare` adds the chosen trainer's part (verl's overrides and
+command, TRL's batch layout) and `ads_core.train.run.train` runs it.
 
-Nothing here imports Prefect; verl is imported only to compose and validate the config. The artifact
-contract lives in `ads_core.artifact`, launching in `ads_core.train_launch`; both are re-exported here.
+    plan = plan_training("ads-out/gsm8k_sample/final/train.parquet", TrainConfig(trainer="trl", steps=4))
+    plan.trainer, plan.run_dir, plan.prompts_per_step
 
-    req = TrainRequest(artifact_uri="ads-out/final/train.parquet")
-    check_launch_environment(req)                   # fails at once without CUDA GPUs
-    plan = plan_training(req)
-    print(plan.config_yaml, plan.command_line)      # what --dry-run shows
-    launch(plan, on_line=print)                     # subprocess, or `ray job submit`
-
-A run directory (default ``./ads-runs/<experiment>``) holds checkpoints, the metrics JSONL and staged
-copies of remote inputs. The experiment name is stable (dataset name), so running the same command again
-resumes from the last checkpoint (verl's ``trainer.resume_mode=auto``).
+A run folder (default ``./ads-runs/<experiment>``) holds checkpoints, the per-step log and staged copies of
+remote inputs. The experiment name is stable (the dataset's), so the same command again resumes.
+Nothing here imports Prefect, verl or TRL.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import shlex
-import shutil
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ads_core import storage
-from ads_core.config.sampler import ADSSamplerConfig
-from ads_core.core.errors import OptionError, render_options
+from ads_core.config.train import TrainConfig, TrainSamplerConfig
+from ads_core.core.errors import render_options
 from ads_core.evals import decontam
 from ads_core.evals import sets as ev
-from ads_core.train.artifact import (
-    ArtifactError,
-    ArtifactInfo,
-    validate_artifact,
-)
+from ads_core.train.artifact import ArtifactError, ArtifactInfo, validate_artifact
 from ads_core.train.artifact import parent as _parent
-from ads_core.train.launch import (
-    launch_mode,
-)
+from ads_core.train.choice import choose_trainer
 
-ENTRY_MODULE = "ads_core.train.verl.main"
-SAMPLER_KEYS = tuple(ADSSamplerConfig.model_fields) + ("cluster_metrics_interval", "strict_ids")
-DECONTAMINATE_MODES = ("off", "report", "drop")
-WARNING_OPTIONS = ("decontaminate",)  # options plan warnings may name (see TrainPlan.warnings_for)
+WARNING_OPTIONS = ("decontaminate", "eval_sets")  # options plan warnings may name (see TrainPlan.warnings_for)
 
 
-class TrainOptionError(OptionError, ValueError):
-    """A training option is out of range or unknown; the message names it by its request field."""
+class TrainerPart(Protocol):
+    """What a trainer adds to a plan (`ads_core.train.verl.plan.VerlPlan`, `ads_core.train.trl.plan.TRLPlan`)."""
 
+    def summary(self) -> dict[str, Any]: ...
 
-@dataclass
-class TrainRequest:
-    artifact_uri: str
-    model: str | None = None  # default: the policy the difficulties were scored with (manifest)
-    n_gpus_per_node: int = 1
-    nnodes: int = 1
-    ray_address: str | None = None  # http://head:8265 -> `ray job submit`; auto / ray://... -> join a cluster
-    sampler: Mapping[str, Any] = field(default_factory=dict)  # data.ads_sampler.* values
-    eval_sets: Sequence[str] | None = None  # names under OUT/eval or parquet paths; None = all in OUT/eval
-    overrides: Sequence[str] = ()  # extra Hydra overrides for verl, applied last
-    run_dir: str | None = None  # default ./ads-runs/<experiment>
-    experiment_name: str | None = None  # default <dataset>-ads
-    total_training_steps: int | None = None
-    decontaminate: str = "report"  # off, report (log matches) or drop (train without them)
+    def describe(self) -> str: ...
 
 
 @dataclass
 class TrainPlan:
-    request: TrainRequest
+    artifact_uri: str
+    config: TrainConfig
+    trainer: str  # verl or trl (auto resolved)
+    trainer_reason: str
     artifact: ArtifactInfo
-    sampler_config: ADSSamplerConfig
+    sampler: TrainSamplerConfig  # with the ADS knobs this trainer uses (TrainConfig.ads_for)
     model: str
     experiment: str
-    train_file: str
-    val_files: list[str]
     run_dir: str
-    metrics_file: str
-    overrides: list[str]
-    command: list[str]
-    env: dict[str, str]
-    mode: str  # local, cluster (driver here, joins a Ray cluster) or ray-job
-    config_yaml: str = ""
+    train_uri: str  # the artifact, or its decontaminated copy in the run folder
+    eval_uris: dict[str, str]
     warnings: list[str] = field(default_factory=list)
     decontamination: dict[str, Any] | None = None
+    part: TrainerPart | None = None
 
     @property
-    def command_line(self) -> str:
-        return shlex.join(self.command)
+    def prompts_per_step(self) -> int:
+        return self.sampler.ads.batch_size
 
     def warnings_for(self, spell: Callable[[str], str]) -> list[str]:
         """The warnings with the options they name spelled for one interface (``--decontaminate``)."""
@@ -97,84 +66,47 @@ class TrainPlan:
 
     def summary(self) -> dict[str, Any]:
         a = self.artifact
-        return {
+        out = {
             "artifact": a.uri,
+            "trainer": f"{self.trainer} ({self.trainer_reason})",
+            "sampler": self.sampler.kind,
             "rows": a.rows,
             "clusters": a.clusters,
             "cluster_sizes": f"{a.cluster_size_min} / {a.cluster_size_median:g} / {a.cluster_size_max}",
             "model": self.model,
             "experiment": self.experiment,
-            "batch_size": self.sampler_config.batch_size,
-            "steps_per_epoch": max(1, a.rows // self.sampler_config.batch_size),
-            "train_file": self.train_file,
-            "val_files": self.val_files,
+            "steps": self.config.steps,
+            "prompts_per_step": self.prompts_per_step,
+            "steps_per_epoch": max(1, a.rows // self.prompts_per_step),
             "run_dir": self.run_dir,
-            "mode": self.mode,
-            "warnings": self.warnings,
         }
-
-
-_PLAIN = re.compile(r"[A-Za-z0-9_./~@+-]+")
-_NOT_A_STRING = re.compile(r"(?i)(true|false|null|none|nan|[-+]?inf|[-+]?[0-9._]+(e[-+]?[0-9]+)?)")
-
-
-def hydra_quote(value: Any) -> str:
-    """A Hydra override value: numbers and booleans as they are, strings quoted unless plainly safe."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(hydra_quote(v) for v in value) + "]"
-    text = str(value)
-    if _PLAIN.fullmatch(text) and not _NOT_A_STRING.fullmatch(text):
-        return text
-    text = text.replace("\\", "\\\\").replace("'", "\\'")
-    return f"'{text}'"
-
-
-def sampler_config_from(values: Mapping[str, Any]) -> ADSSamplerConfig:
-    unknown = sorted(set(values) - set(SAMPLER_KEYS))
-    if unknown:
-        raise TrainOptionError(
-            f"unknown sampler settings {unknown}; known: {', '.join(SAMPLER_KEYS)}", options=("sampler",)
-        )
-    known = {k: v for k, v in values.items() if k in ADSSamplerConfig.model_fields}
-    return ADSSamplerConfig(**known)
+        if self.part is not None:
+            out.update(self.part.summary())
+        out["warnings"] = self.warnings
+        return out
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "run"
 
 
-def _stage(uri: str, dest: Path) -> str:
-    """A local copy of a remote file (verl's dataset loader reads local paths and hdfs:// only)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fs, path = storage.get_fs(uri)
-    tmp = dest.with_suffix(dest.suffix + ".part")
-    fs.get(path, str(tmp))
-    os.replace(tmp, dest)
-    return str(dest)
-
-
-def _resolve_eval(req: TrainRequest, info: ArtifactInfo) -> dict[str, str]:
-    """name -> URI of the validation sets."""
-    if req.eval_sets is None:
+def resolve_eval_sets(eval_sets: list[str] | None, info: ArtifactInfo) -> dict[str, str]:
+    """name -> URI of the validation sets: every set in OUT/eval by default, or the names / .parquet paths given."""
+    if eval_sets is None:
         return ev.existing_eval_sets(info.out_root) if info.out_root else {}
     out: dict[str, str] = {}
-    for item in req.eval_sets:
+    for item in eval_sets:
         if item.endswith(".parquet"):
             if not storage.exists(item):
-                raise ArtifactError(f"eval set {item}: no such file")
+                raise ArtifactError(f"eval set {item}: no such file", options=("eval_sets",))
             out[_slug(item.rstrip("/").rsplit("/", 1)[-1][: -len(".parquet")])] = item
             continue
         uri = ev.eval_uri(info.out_root, item) if info.out_root else None
         if uri is None or not storage.exists(uri):
             raise ArtifactError(
                 f"eval set {item!r} not found{f' at {uri}' if uri else ''}; write it with "
-                f"`ads eval-sets --out OUT` or pass a .parquet path"
+                f"`ads eval-sets --out OUT` or pass a .parquet path",
+                options=("eval_sets",),
             )
         out[item] = uri
     return out
@@ -185,25 +117,12 @@ def _looks_like_path(model: str) -> bool:
     return model.startswith(("/", "./", "../", "~", "file://"))
 
 
-def plan_training(req: TrainRequest, resolve_config: bool = True, materialize: bool = True) -> TrainPlan:
-    """Validate everything and build the verl overrides and launch command (no GPU needed).
-
-    ``materialize=False`` (dry runs) writes nothing: remote inputs are not staged and a ``drop``
-    decontamination only reports; the plan shows the paths a real run would use.
-    """
-    if req.decontaminate not in DECONTAMINATE_MODES:
-        raise TrainOptionError(
-            f"decontaminate must be one of {DECONTAMINATE_MODES}, got {req.decontaminate!r}", options=("decontaminate",)
-        )
-    for name in ("n_gpus_per_node", "nnodes"):
-        if int(getattr(req, name)) < 1:
-            raise TrainOptionError(f"{name} must be >= 1, got {getattr(req, name)}", options=(name,))
-    cfg = sampler_config_from(req.sampler)
-    info = validate_artifact(req.artifact_uri, cfg)
-    model = req.model or info.policy_model
+def resolve_model(requested: str | None, info: ArtifactInfo, artifact_uri: str) -> str:
+    """The policy to train: the one given, else the one the difficulties were scored with (the manifest)."""
+    model = requested or info.policy_model
     if not model:
         raise ArtifactError(
-            f"no policy to train: {_parent(req.artifact_uri)}/manifest.json records no "
+            f"no policy to train: {_parent(artifact_uri)}/manifest.json records no "
             f"extra.policy_model; pass model (a local directory or a hub id)",
             options=("model",),
         )
@@ -212,132 +131,61 @@ def plan_training(req: TrainRequest, resolve_config: bool = True, materialize: b
             f"the policy {model!r} does not exist on this machine; pass model (a local directory or a hub id)",
             options=("model",),
         )
-    mode = launch_mode(req.ray_address)
-    experiment = _slug(req.experiment_name or f"{info.dataset or 'dataset'}-ads")
-    run_dir = Path(req.run_dir or os.path.join("ads-runs", experiment)).expanduser().resolve()
-    warnings: list[str] = []
-    if info.clusters < cfg.active_clusters:
+    return model
+
+
+def size_warnings(info: ArtifactInfo, sampler: TrainSamplerConfig) -> list[str]:
+    ads, warnings = sampler.ads, []
+    if sampler.kind == "ads" and info.clusters < ads.active_clusters:
         warnings.append(
-            f"{info.clusters} clusters < active_clusters={cfg.active_clusters}: some clusters are drawn twice per batch"
+            f"{info.clusters} clusters < active_clusters={ads.active_clusters}: some clusters are drawn twice per batch"
         )
-    if info.cluster_size_min < cfg.mini_cluster_size:
+    if sampler.kind == "ads" and info.cluster_size_min < ads.mini_cluster_size:
         warnings.append(
             f"smallest cluster has {info.cluster_size_min} rows < mini_cluster_size="
-            f"{cfg.mini_cluster_size}: its rows repeat within a batch"
+            f"{ads.mini_cluster_size}: its rows repeat within a batch"
         )
-    if info.rows < cfg.batch_size:
-        warnings.append(f"{info.rows} rows < batch size {cfg.batch_size}: rows repeat within a batch")
+    if info.rows < ads.batch_size:
+        warnings.append(f"{info.rows} rows < batch size {ads.batch_size}: rows repeat within a batch")
+    return warnings
 
-    # inputs verl can read: local files as they are, remote ones staged (unless a Ray job reads them itself)
-    def local(uri: str, name: str) -> str:
-        if storage.is_local(uri):
-            path = str(storage.local_path(uri).resolve())
-            if mode == "ray-job":
-                warnings.append(f"{path} must be readable at the same path on the cluster's nodes")
-            return path
-        if mode == "ray-job":
-            warnings.append(f"{uri} is passed to the cluster as is (needs s3fs and credentials on the nodes)")
-            return uri
-        if not materialize:
-            return str(run_dir / "data" / name)
-        return _stage(uri, run_dir / "data" / name)
 
-    evals = _resolve_eval(req, info)
-    train_file = local(req.artifact_uri, "train.parquet")
-    val_files = [local(uri, f"{name}.parquet") for name, uri in evals.items()]
-    decon = None
-    if evals and req.decontaminate != "off":
-        drop = req.decontaminate == "drop"
-        drop_to = str(run_dir / "data" / "train.decontaminated.parquet") if drop else None
-        report = decontam.decontaminate(req.artifact_uri, evals, drop_to=drop_to if materialize else None)
+def plan_training(artifact_uri: str, cfg: TrainConfig, materialize: bool = True) -> TrainPlan:
+    """Validate the artifact and the options, pick the trainer, name the run, check for contamination.
+
+    ``materialize=False`` (dry runs) writes nothing: a ``drop`` decontamination only reports, and the plan
+    shows the paths a real run would use.
+    """
+    trainer, reason = choose_trainer(cfg.trainer, cfg.verl.ray_address, cfg.sampler.kind)
+    sampler = cfg.sampler.model_copy(update={"ads": cfg.ads_for(trainer)})
+    info = validate_artifact(artifact_uri, sampler.ads)
+    model = resolve_model(cfg.model, info, artifact_uri)
+    experiment = _slug(cfg.name or f"{info.dataset or 'dataset'}-ads")
+    run_dir = Path(cfg.run_dir or os.path.join("ads-runs", experiment)).expanduser().resolve()
+    warnings = size_warnings(info, sampler)
+    evals = resolve_eval_sets(cfg.eval_sets, info)
+    train_uri, decon = artifact_uri, None
+    if evals and cfg.decontaminate != "off":
+        drop_to = str(run_dir / "data" / "train.decontaminated.parquet") if cfg.decontaminate == "drop" else None
+        report = decontam.decontaminate(artifact_uri, evals, drop_to=drop_to if materialize else None)
         decon = report.to_dict()
         if report.contaminated:
-            verb = "dropped" if drop else "kept (set decontaminate to drop to remove them)"
+            verb = "dropped" if drop_to else "kept (set decontaminate to drop to remove them)"
             warnings.append(f"{report.contaminated} training rows match eval questions {report.matches}: {verb}")
         if drop_to:
-            train_file = drop_to
-    if not evals:
-        warnings.append("no eval sets: validation is off (write them with `ads eval-sets --out OUT`)")
-
-    metrics_file = str(run_dir / "metrics.jsonl")
-    overrides = [
-        f"data.train_files={hydra_quote(train_file)}",
-        f"actor_rollout_ref.model.path={hydra_quote(model)}",
-        f"trainer.n_gpus_per_node={int(req.n_gpus_per_node)}",
-        f"trainer.nnodes={int(req.nnodes)}",
-        f"trainer.experiment_name={hydra_quote(experiment)}",
-        f"trainer.default_local_dir={hydra_quote(str(run_dir / 'checkpoints'))}",
-        "trainer.logger=[console,file]",
-        f"ads.metrics_file={hydra_quote(metrics_file)}",
-        f"hydra.run.dir={hydra_quote(str(run_dir / 'hydra'))}",
-    ]
-    if val_files:
-        overrides.append(f"data.val_files={hydra_quote(val_files)}")
-    else:
-        overrides += ["trainer.val_before_train=false", "trainer.test_freq=-1"]
-    for key, value in req.sampler.items():
-        overrides.append(f"data.ads_sampler.{key}={hydra_quote(value)}")
-    if req.total_training_steps is not None:
-        overrides.append(f"trainer.total_training_steps={int(req.total_training_steps)}")
-    if mode == "cluster":
-        overrides.append(f"ray_kwargs.ray_init.address={hydra_quote(req.ray_address)}")
-    overrides += list(req.overrides)
-
-    env = {"VERL_FILE_LOGGER_PATH": metrics_file, "PYTHONUNBUFFERED": "1"}
-    entry = ["-m", ENTRY_MODULE, *overrides]
-    if mode == "ray-job":
-        ray_bin = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
-        runtime_env = json.dumps({"env_vars": env})
-        command = [
-            ray_bin,
-            "job",
-            "submit",
-            "--address",
-            str(req.ray_address),
-            "--runtime-env-json",
-            runtime_env,
-            "--",
-            "python",
-            *entry,
-        ]
-    else:
-        command = [sys.executable, *entry]
-    plan = TrainPlan(
-        request=req,
+            train_uri = drop_to
+    return TrainPlan(
+        artifact_uri=artifact_uri,
+        config=cfg,
+        trainer=trainer,
+        trainer_reason=reason,
         artifact=info,
-        sampler_config=cfg,
+        sampler=sampler,
         model=model,
         experiment=experiment,
-        train_file=train_file,
-        val_files=val_files,
         run_dir=str(run_dir),
-        metrics_file=metrics_file,
-        overrides=overrides,
-        command=command,
-        env=env,
-        mode=mode,
+        train_uri=train_uri,
+        eval_uris=evals,
         warnings=warnings,
         decontamination=decon,
     )
-    if resolve_config:
-        plan.config_yaml = resolve_config_yaml(overrides)
-    return plan
-
-
-def resolve_config_yaml(overrides: Sequence[str]) -> str:
-    """Compose the entry point's config with these overrides, apply the ADS rules and verl's validation."""
-    import contextlib
-    import io
-    import warnings as _warnings
-
-    from ads_core.train.verl import config as vc
-
-    try:
-        with _warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-            _warnings.simplefilter("ignore")
-            cfg = vc.resolve(overrides)
-    except vc.ConfigError:
-        raise
-    except AssertionError as exc:  # verl's validate_config reports with asserts
-        raise vc.ConfigError(f"verl rejected the config: {exc}") from None
-    return vc.to_yaml(cfg)

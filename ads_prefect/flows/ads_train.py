@@ -1,19 +1,20 @@
-"""The `ads-train` flow: check a final ADS artifact, then train GRPO with the ADS sampler on verl.
+"""The `ads-train` flow: check a final ADS artifact, then train GRPO with the ADS sampler (TRL or verl).
 
-1. Validate the artifact (verl schema, sampler columns, unique row ids) and the launch environment: without
-   CUDA GPUs (and without `dry_run` or a Ray address) the run fails at once with a clear message.
-2. Plan the run (`ads_core.train`): stage remote inputs, pick eval sets, check for contamination, compose the
-   verl config (our Hydra YAML over verl's `ppo_trainer`) and run verl's own config validation. The resolved
-   config and the command are published as a markdown artifact.
-3. With `dry_run`, stop there. Otherwise run `python -m ads_core.integrations.verl.main ...` as a
-   subprocess, or `ray job submit` when given an http:// Ray address, streaming its log into this run, and
-   publish the last step's metrics as a table artifact.
+Its parameters are `artifact_uri`, `dry_run` and the fields of `ads_core.config.train.TrainConfig` (the same
+names, types and defaults; a test checks them): `trainer` (auto | verl | trl), `model`, `steps`, `run_dir`,
+`name`, `eval_sets`, `decontaminate` and the sections `sampler`, `verl`, `trl`, each shown typed, with its help,
+in the UI.
+
+1. Plan (`ads_core.train.run.prepare`): pick the trainer (`auto`: verl where CUDA GPUs, verl and a rollout
+   engine are present, TRL otherwise), check the artifact, the eval sets and contamination; for verl compose
+   and validate its config. The plan is published as a markdown artifact.
+2. With `dry_run`, stop there. TRL trains in this run (task `run-trl`): a progress artifact follows the steps,
+   and at the end the run shows the reward curve, each cluster's success and window position (an inline PNG)
+   and the last step's numbers. verl runs as a subprocess (task `run-verl`) streaming its log into the run.
 
 Runs are named `train-<dataset>-<UTC time>`. Bad input or a machine that can't train (`tasks.train.
 EXPECTED_ERRORS`) fails the run with one line that names the parameter to change, without a traceback;
-any other error keeps its traceback. The tasks live in `tasks/train.py`.
-
-`ads train ARTIFACT [--model M] [--dry-run]` is the same thing without Prefect.
+any other error keeps its traceback. `ads train ARTIFACT` is the same thing without Prefect.
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from prefect import flow, get_run_logger
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_markdown_artifact
 from prefect.states import Failed, State
+from pydantic import ValidationError
 
-from ads_core.train import launch as tl
-from ads_core.train import plan as tr
+from ads_core.config.base import error_line
+from ads_core.config.train import DecontaminateMode, TrainConfig, Trainer, TrainSamplerConfig, TRLConfig, VerlConfig
+from ads_core.train import run as trun
 from ads_prefect.tasks import train as tt
+
+DEFAULTS = TrainConfig()  # the flow's defaults are the config's, never a second copy
 
 
 def _run_name() -> str:
@@ -40,92 +45,92 @@ def _run_name() -> str:
 @flow(name="ads-train", flow_run_name=_run_name, validate_parameters=True)
 def ads_train(
     artifact_uri: str,
-    model: str | None = None,
     dry_run: bool = False,
-    n_gpus_per_node: int = 1,
-    nnodes: int = 1,
-    ray_address: str | None = None,
-    sampler: dict[str, Any] | None = None,
-    eval_sets: list[str] | None = None,
-    overrides: list[str] | None = None,
-    total_training_steps: int | None = None,
-    run_dir: str | None = None,
-    experiment_name: str | None = None,
-    decontaminate: str = "report",
+    trainer: Trainer = DEFAULTS.trainer,
+    model: str | None = DEFAULTS.model,
+    steps: int = DEFAULTS.steps,
+    run_dir: str | None = DEFAULTS.run_dir,
+    name: str | None = DEFAULTS.name,
+    eval_sets: list[str] | None = DEFAULTS.eval_sets,
+    decontaminate: DecontaminateMode = DEFAULTS.decontaminate,
+    sampler: TrainSamplerConfig = TrainSamplerConfig(),
+    verl: VerlConfig = VerlConfig(),
+    trl: TRLConfig = TRLConfig(),
 ) -> dict[str, Any] | State:
-    """Train GRPO with the ADS sampler on verl, on the final artifact of an `ads-build` run.
+    """Train GRPO with the ADS sampler (or a baseline) on the final artifact of an `ads-build` run.
 
     Args:
-        artifact_uri: OUT/final/train.parquet (local path or s3://; staged locally when launching here).
+        artifact_uri: OUT/final/train.parquet (local path or s3://).
+        dry_run: check everything and publish the plan (and verl's resolved config); train nothing.
+        trainer: auto (verl where CUDA GPUs, verl and a rollout engine are present, or with verl.ray_address;
+            TRL otherwise), verl or trl.
         model: policy to train; default: the model the difficulties were scored with (the artifact manifest).
-        dry_run: validate and print the resolved verl config and the command, then stop.
-        n_gpus_per_node: GPUs per node (trainer.n_gpus_per_node).
-        nnodes: number of nodes (trainer.nnodes).
-        ray_address: http://head:8265 submits a Ray job; `auto` or ray://head:10001 joins a running cluster
-            with the driver here; none starts a local Ray.
-        sampler: ADS sampler settings (data.ads_sampler.*), e.g. {"alpha": 0.3, "mini_cluster_size": 32}.
-        eval_sets: validation sets: names under OUT/eval (`ads eval-sets`) or .parquet paths; default all in
-            OUT/eval; [] for none.
-        overrides: extra verl Hydra overrides (key=value), applied last.
-        total_training_steps: trainer.total_training_steps (default 800).
-        run_dir: checkpoints, metrics and staged inputs (default ./ads-runs/<experiment>).
-        experiment_name: default <dataset>-ads; the same name resumes from the last checkpoint.
+        steps: optimizer steps (the reference trains 800).
+        run_dir: checkpoints, the per-step log and staged inputs (default ./ads-runs/<name>).
+        name: experiment name, default <dataset>-ads; the same name resumes from the newest checkpoint.
+        eval_sets: names under OUT/eval (`ads eval-sets`) or .parquet paths; default all in OUT/eval; [] for none.
         decontaminate: off, report, or drop training rows whose question is in an eval set.
+        sampler: which sampler (kind: ads, uniform, dots) and its knobs; e.g. {"ads": {"alpha": 0.5}}.
+        verl: GPUs per node, nodes, Ray address, extra Hydra overrides (verl only).
+        trl: generations per prompt, completion length, learning rate, checkpoints (TRL only; CPU-sized).
     """
     logger = get_run_logger()
-    req = tr.TrainRequest(
-        artifact_uri=artifact_uri,
-        model=model,
-        n_gpus_per_node=n_gpus_per_node,
-        nnodes=nnodes,
-        ray_address=ray_address,
-        sampler=dict(sampler or {}),
-        eval_sets=eval_sets,
-        overrides=list(overrides or []),
-        run_dir=run_dir,
-        experiment_name=experiment_name,
-        total_training_steps=total_training_steps,
-        decontaminate=decontaminate,
-    )
     try:
-        return _train(req, dry_run)
+        cfg = TrainConfig(
+            trainer=trainer,
+            model=model,
+            steps=steps,
+            run_dir=run_dir,
+            name=name,
+            eval_sets=eval_sets,
+            decontaminate=decontaminate,
+            sampler=sampler,
+            verl=verl,
+            trl=trl,
+        )
+        return _train(artifact_uri, cfg, dry_run)
+    except ValidationError as exc:
+        message = error_line(exc)
+        logger.error(message)
+        return Failed(message=message)
     except tt.EXPECTED_ERRORS as exc:  # bad input or a machine that can't train: one line, no traceback
         message = tt.error_line(exc)
         logger.error(message)
         return Failed(message=message)
 
 
-def _train(req: tr.TrainRequest, dry_run: bool) -> dict[str, Any]:
+def _train(artifact_uri: str, cfg: TrainConfig, dry_run: bool) -> dict[str, Any]:
     logger = get_run_logger()
-    if not dry_run:
-        tl.check_launch_environment(req)  # no CUDA here -> fail now, not deep inside Ray
-    plan = tt.plan_training(req, dry_run)
-    experiment = plan.experiment
+    trun.check_machine(cfg, dry_run)  # a machine that can't run the trainer fails here, in one line
+    plan = tt.prepare_training(artifact_uri, cfg, dry_run)
     for warning in plan.warnings_for(tt.spell_param):
         logger.warning(warning)
     create_markdown_artifact(
-        key=tt.artifact_key(experiment, "config"),
+        key=tt.artifact_key(plan.experiment, "config"),
         markdown=tt.config_markdown(plan, dry_run),
-        description=f"resolved verl config for {plan.artifact.uri}",
+        description=f"training plan ({plan.trainer}) for {plan.artifact.uri}",
     )
     result: dict[str, Any] = {
         "dry_run": dry_run,
-        "mode": plan.mode,
-        "command": plan.command,
+        "trainer": plan.trainer,
         "run_dir": plan.run_dir,
         "summary": plan.summary(),
     }
+    if plan.trainer == "verl":
+        part = trun.verl_part(plan)
+        result |= {"mode": part.mode, "command": part.command}
+        if dry_run:
+            print(part.config_yaml)
+            print(f"# command:\n# {part.command_line}")
+            result["config_yaml"] = part.config_yaml
     if dry_run:
-        print(plan.config_yaml)
-        print(f"# command:\n# {plan.command_line}")
-        logger.info("dry run: config and command above; nothing launched")
-        result["config_yaml"] = plan.config_yaml
+        logger.info("dry run (%s, %s): nothing launched", plan.trainer, plan.trainer_reason)
         return result
-    metrics = tt.run_verl(plan)
-    table = [{"metric": k, "value": v} for k, v in sorted(tl.headline(metrics).items())]
-    if table:
-        create_table_artifact(
-            key=tt.artifact_key(experiment, "metrics"), table=table, description=f"last training step of {experiment}"
-        )
-    result["metrics"] = metrics
+    if plan.trainer == "verl":
+        result["metrics"] = tt.run_verl(plan)
+        tt.publish_verl_metrics(plan, result["metrics"])
+        return result
+    outcome = tt.run_trl(plan)
+    result |= {"metrics": outcome.metrics, "steps_file": outcome.steps_file, "checkpoint": outcome.last_checkpoint}
+    result["steps"] = len(outcome.steps)
     return result

@@ -76,16 +76,16 @@ def test_dry_run_completes_and_shows_the_resolved_config(train_prefect, artifact
     state = ads_train(
         artifact_uri=str(artifact),
         dry_run=True,
+        trainer="verl",
         run_dir=str(tmp_path / "run"),
         eval_sets=[],
-        sampler={"active_clusters": 2, "mini_cluster_size": 16},
-        n_gpus_per_node=2,
-        overrides=["trainer.save_freq=5"],
+        sampler={"ads": {"active_clusters": 2, "mini_cluster_size": 16}},
+        verl={"n_gpus_per_node": 2, "overrides": ["trainer.save_freq=5"]},
         return_state=True,
     )
     assert state.is_completed(), state.message
     result = state.result()
-    assert result["dry_run"] is True and result["mode"] == "local"
+    assert result["dry_run"] is True and result["mode"] == "local" and result["trainer"] == "verl"
     cfg = OmegaConf.create(result["config_yaml"])
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     assert cfg.data.train_batch_size == 32 and cfg.trainer.save_freq == 5 and cfg.trainer.n_gpus_per_node == 2
@@ -106,23 +106,23 @@ def manifest_dataset(artifact: Path) -> str:
     return json.loads((artifact.parent / "manifest.json").read_text())["extra"]["dataset"]
 
 
-def test_without_cuda_a_real_run_fails_at_once(train_prefect, artifact: Path, monkeypatch: pytest.MonkeyPatch):
+def test_without_cuda_a_real_verl_run_fails_at_once(train_prefect, artifact: Path, monkeypatch: pytest.MonkeyPatch):
     import ray
 
-    from ads_core.train import launch as train_launch
+    from ads_core.train import choice
     from ads_core.train import plan as tr
     from ads_prefect.flows.ads_train import ads_train
 
     def no_planning(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("planned although the machine cannot train")
 
-    monkeypatch.setattr(train_launch, "cuda_gpu_count", lambda: 0)
+    monkeypatch.setattr(choice, "cuda_gpu_count", lambda: 0)
     monkeypatch.setattr(tr, "plan_training", no_planning)
-    state = ads_train(artifact_uri=str(artifact), return_state=True)
+    state = ads_train(artifact_uri=str(artifact), trainer="verl", return_state=True)
     assert state.is_failed()
     assert "needs CUDA GPUs" in state.message
     assert "dry_run=true" in state.message and "--dry-run" not in state.message  # the flow's parameter
-    assert "ray_address" in state.message and "--ray-address" not in state.message
+    assert "verl.ray_address" in state.message and "--ray-address" not in state.message
     assert "\n" not in state.message
     _, logs = run_of(state)
     assert not any("Traceback" in line for line in logs), logs

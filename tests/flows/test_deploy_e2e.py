@@ -1,6 +1,7 @@
 """End to end, the way users run it: a real `prefect server` (session fixture, own PREFECT_HOME, free port on
 127.0.0.1), the process work pool, `prefect deploy` from deployments/prefect.yaml, a worker, and
-`prefect deployment run ads-build/myds` with no --param (the bundled GSM8K sample, the default model)."""
+`prefect deployment run ads-build/myds` with no --param (the bundled GSM8K sample, the default model); then
+a CPU worker on the train queue runs the ads-train run the build started (TRL, a few real GRPO steps)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,13 @@ def test_deployment_run_builds_publishes_and_starts_training(
     prefect_cli(h, server, "work-pool", "create", "ads-process", "--type", "process")
     deployed = prefect_cli(h, server, "--no-prompt", "deploy", "--prefect-file", "deployments/prefect.yaml", "--all")
     assert "ads-build/myds" in deployed and "ads-train/myds" in deployed
+    # An operator's change to the training deployment: 2 steps of small groups, so the test stays short.
+    from prefect.client.schemas.actions import DeploymentUpdate
+
+    with get_client(sync_client=True) as client:
+        train_deployment = client.read_deployment_by_name("ads-train/myds")
+        small = {"steps": 2, "trl": {"num_generations": 2, "max_completion_length": 8}, "run_dir": str(tmp_path / "tr")}
+        client.update_deployment(train_deployment.id, DeploymentUpdate(parameters=small))
 
     # The worker serves the build queue only, so the ads-train run it triggers stays Scheduled for inspection.
     worker_env = server.env(
@@ -107,25 +115,39 @@ def test_deployment_run_builds_publishes_and_starts_training(
     # 4. the worker is stopped (by PID, above); the server and moto fixtures stop theirs the same way
     assert not h.pid_alive(worker.pid)
 
-    # 5. `prefect deployment run ads-train/myds` with dry_run completes and shows the resolved config.
-    #    The triggered run (no dry_run: it would fail at once on this GPU-less machine) is removed first.
-    with get_client(sync_client=True) as client:
-        client.delete_flow_run(trains[0].id)
+    # 5. A CPU worker on the train queue runs the ads-train run the build started: TRL (auto, no CUDA here) trains
+    #    its real GRPO steps and completes; the run shows the progress artifact and the training plot. Then a
+    #    verl dry run of the same deployment completes and shows verl's resolved config.
     train_worker = h.start_process(
         [h.prefect, "worker", "start", "--pool", "ads-process", "--work-queue", "train"],
         tmp_path / "train-worker.log",
         worker_env,
     )
     try:
-        train_run = run_deployment_and_wait(
-            h, server, "ads-train/myds", f"artifact_uri={final_uri}", "dry_run=true", timeout=240
+        deadline = time.monotonic() + 300
+        with get_client(sync_client=True) as client:
+            while not (child := client.read_flow_run(trains[0].id)).state.is_final() and time.monotonic() < deadline:
+                time.sleep(1)
+        dry = run_deployment_and_wait(
+            h, server, "ads-train/myds", f"artifact_uri={final_uri}", "dry_run=true", "trainer=verl", timeout=240
         )
     finally:
         h.stop_process(train_worker)
     train_log = (tmp_path / "train-worker.log").read_text()
-    assert train_run.state.is_completed(), f"{train_run.state}\n{train_log[-4000:]}"
-    config_arts = [a for a in h.artifacts_of(train_run.id) if a.type == "markdown" and a.key.endswith("-config")]
-    assert config_arts, [a.key for a in h.artifacts_of(train_run.id)]
+    assert child.state.is_completed(), f"{child.state}\n{train_log[-4000:]}"
+    arts = {a.key: a for a in h.artifacts_of(child.id)}
+    progress = [a for a in arts.values() if a.type == "progress"]
+    assert len(progress) == 1 and float(progress[0].data) == 100.0, arts
+    plot = arts["ads-train-myds-ads-training"]
+    assert plot.type == "markdown" and "](data:image/png;base64," in plot.data  # inline, as the build's plots
+    metrics = {row["metric"]: row["value"] for row in json.loads(arts["ads-train-myds-ads-metrics"].data)}
+    assert metrics["step"] == 2 and 0 <= metrics["lag"] <= 1
+    assert "trl" in arts["ads-train-myds-ads-config"].data
+    steps = [json.loads(line) for line in (tmp_path / "tr" / "steps.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2] and (tmp_path / "tr" / "checkpoints" / "checkpoint-2").is_dir()
+    assert dry.state.is_completed(), f"{dry.state}\n{train_log[-4000:]}"
+    config_arts = [a for a in h.artifacts_of(dry.id) if a.type == "markdown" and a.key.endswith("-config")]
+    assert config_arts, [a.key for a in h.artifacts_of(dry.id)]
     assert "dry run" in config_arts[0].data and "train_batch_size" in config_arts[0].data
     assert final_uri in config_arts[0].data
     assert not h.pid_alive(train_worker.pid)

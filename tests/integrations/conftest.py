@@ -35,3 +35,33 @@ def policy_model(built_out: Path) -> str:
     import json
 
     return json.loads((built_out / "final" / "manifest.json").read_text())["extra"]["policy_model"]
+
+
+# -- TRL: one trained run shared by the TRL tests ---------------------------------------------------------------
+
+TRL_SIZES = {"trl": {"num_generations": 2, "max_completion_length": 8}, "eval_sets": []}
+
+
+def parity_score(text: str, ground_truth: str) -> float:
+    """A correctness signal the tiny policy produces (its GSM8K rewards are all 0): the parity of its 'e's.
+    Deterministic in the completion, so the feedback and resume tests see varied, reproducible successes."""
+    return float(text.count("e") % 2)
+
+
+@pytest.fixture(scope="session")
+def trl_run(final_artifact: Path, tmp_path_factory: pytest.TempPathFactory):
+    """An uninterrupted 4-step TRL run with the ADS sampler (2 completions of 8 tokens per prompt, 8 prompts)."""
+    pytest.importorskip("trl")
+    from ads_core.config.train import TrainConfig
+    from ads_core.train.run import train
+
+    cfg = TrainConfig(trainer="trl", steps=4, run_dir=str(tmp_path_factory.mktemp("trl") / "run"), **TRL_SIZES)
+    return cfg, train(str(final_artifact), cfg, score=parity_score)
+
+
+@pytest.fixture(scope="session")
+def trl_helpers():
+    """The score and sizes above, for test modules (with --import-mode=importlib they cannot import conftest)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(score=parity_score, sizes=TRL_SIZES)

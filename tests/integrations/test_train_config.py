@@ -1,5 +1,5 @@
-"""`ads train`: the artifact checks, the verl config (accepted by verl's own validation), the command, and
-the fast failure without CUDA."""
+"""`ads train` with verl: the artifact checks, the verl config (accepted by verl's own validation), the command,
+and the fast failure without CUDA. Planned through `TrainConfig(trainer="verl")`, as `--trainer verl` does."""
 
 from __future__ import annotations
 
@@ -18,11 +18,24 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from ads_cli.main import app  # noqa: E402
 from ads_core.config.sampler import ADSSamplerConfig
+from ads_core.config.train import TrainConfig
 from ads_core.train import artifact as ta
-from ads_core.train import launch as tl
-from ads_core.train import launch as train_launch
+from ads_core.train import choice
 from ads_core.train import plan as tr
+from ads_core.train import run as trun
+from ads_core.train.errors import LaunchError
 from ads_core.train.verl import config as vc
+from ads_core.train.verl import launch as tl
+from ads_core.train.verl.plan import plan_verl
+
+VERL = ["--trainer", "verl"]
+
+
+def verl_plan(uri: str, resolve_config: bool = True, materialize: bool = True, **options):
+    """(neutral plan, verl part) for TrainConfig(trainer="verl", **options)."""
+    plan = tr.plan_training(uri, TrainConfig(trainer="verl", **options), materialize=materialize)
+    return plan, plan_verl(plan, materialize=materialize, resolve_config=resolve_config)
+
 
 BASE = ["data.train_files=/data/train.parquet", "actor_rollout_ref.model.path=/models/m"]
 
@@ -97,6 +110,7 @@ def test_dry_run_prints_a_config_verl_accepts(final_artifact: Path, tmp_path: Pa
         [
             "train",
             str(final_artifact),
+            *VERL,
             "--dry-run",
             "--run-dir",
             str(tmp_path / "run"),
@@ -126,9 +140,9 @@ def test_without_cuda_train_fails_at_once(final_artifact: Path, monkeypatch: pyt
     def no_planning(*args, **kwargs):
         raise AssertionError("planned although the machine cannot train")
 
-    monkeypatch.setattr(train_launch, "cuda_gpu_count", lambda: 0)
+    monkeypatch.setattr(choice, "cuda_gpu_count", lambda: 0)
     monkeypatch.setattr(tr, "plan_training", no_planning)  # the check comes before any config work
-    result = CliRunner().invoke(app, ["train", str(final_artifact)])
+    result = CliRunner().invoke(app, ["train", str(final_artifact), *VERL])
     assert result.exit_code == 2
     assert "needs CUDA GPUs" in result.output
     assert "--dry-run" in result.output and "--ray-address" in result.output  # the CLI's flags
@@ -137,8 +151,8 @@ def test_without_cuda_train_fails_at_once(final_artifact: Path, monkeypatch: pyt
 
 
 def test_too_few_gpus_names_the_gpus_flag(final_artifact: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(train_launch, "cuda_gpu_count", lambda: 1)
-    result = CliRunner().invoke(app, ["train", str(final_artifact), "--gpus", "4"])
+    monkeypatch.setattr(choice, "cuda_gpu_count", lambda: 1)
+    result = CliRunner().invoke(app, ["train", str(final_artifact), *VERL, "--gpus", "4"])
     assert result.exit_code == 2
     assert "only 1 CUDA GPU(s)" in result.output and "lower --gpus" in result.output
     assert "n_gpus_per_node" not in result.output
@@ -146,7 +160,9 @@ def test_too_few_gpus_names_the_gpus_flag(final_artifact: Path, monkeypatch: pyt
 
 def test_a_missing_policy_names_the_model_flag(final_artifact: Path, tmp_path: Path):
     missing = tmp_path / "model" / "nope"  # "model" inside a path must stay as it is
-    result = CliRunner().invoke(app, ["train", str(final_artifact), "--dry-run", "--no-eval", "--model", str(missing)])
+    result = CliRunner().invoke(
+        app, ["train", str(final_artifact), *VERL, "--dry-run", "--no-eval", "--model", str(missing)]
+    )
     assert result.exit_code == 2
     assert "does not exist on this machine" in result.output and "pass --model (" in result.output
     assert f"{tmp_path.name}/model/nope" in " ".join(result.output.split()).replace(" ", "")
@@ -200,47 +216,44 @@ def test_plan_with_eval_sets_decontamination_and_remote_staging(
     fs.pipe("/bucket/out/final/train.parquet", final_artifact.read_bytes())
     fs.pipe("/bucket/out/final/manifest.json", (final_artifact.parent / "manifest.json").read_bytes())
     ev.write_eval_sets(str(built_out), names=["aime24"], data_dir=shared_data)
-    req = tr.TrainRequest(
+    plan, part = verl_plan(
         "memory://bucket/out/final/train.parquet",
         run_dir=str(tmp_path / "run"),
         eval_sets=[str(ev_dir / "leak.parquet"), str(built_out / "eval" / "aime24.parquet")],
         decontaminate="drop",
-        sampler={"active_clusters": 2, "mini_cluster_size": 8},
+        sampler={"ads": {"active_clusters": 2, "mini_cluster_size": 8}},
     )
-    plan = tr.plan_training(req)
     assert plan.decontamination["contaminated"] == 2 and plan.decontamination["matches"]["leak"] == 2
-    assert plan.train_file == str(tmp_path / "run" / "data" / "train.decontaminated.parquet")
-    assert pq.read_metadata(plan.train_file).num_rows == train.num_rows - 2
+    assert part.train_file == str(tmp_path / "run" / "data" / "train.decontaminated.parquet")
+    assert pq.read_metadata(part.train_file).num_rows == train.num_rows - 2
     assert (tmp_path / "run" / "data" / "train.parquet").exists()  # staged from memory://
     assert any("match eval questions" in w for w in plan.warnings)
-    cfg = OmegaConf.create(plan.config_yaml)
-    assert list(cfg.data.val_files) == plan.val_files and len(plan.val_files) == 2
+    cfg = OmegaConf.create(part.config_yaml)
+    assert list(cfg.data.val_files) == part.val_files and len(part.val_files) == 2
     assert cfg.data.train_batch_size == 16 and cfg.trainer.test_freq == 25
     assert plan.model == ta.read_manifest(str(final_artifact))["extra"]["policy_model"]
 
 
 def test_ray_job_submission_command(final_artifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    req = tr.TrainRequest(
+    verl = {"nnodes": 2, "n_gpus_per_node": 8, "ray_address": "http://head:8265"}
+    _, plan = verl_plan(
         str(final_artifact),
+        resolve_config=False,
         eval_sets=[],
         run_dir=str(tmp_path),
-        nnodes=2,
-        n_gpus_per_node=8,
-        ray_address="http://head:8265",
+        verl=verl,
         model="Qwen/Qwen2.5-Math-1.5B",
     )
-    plan = tr.plan_training(req, resolve_config=False)
     assert plan.mode == "ray-job"
     assert plan.command[1:5] == ["job", "submit", "--address", "http://head:8265"]
-    assert plan.command[plan.command.index("--") + 1 :][:3] == ["python", "-m", tr.ENTRY_MODULE]
+    assert plan.command[plan.command.index("--") + 1 :][:3] == ["python", "-m", vc.ENTRY_MODULE]
     assert "trainer.nnodes=2" in plan.command and "trainer.val_before_train=false" in plan.command
-    monkeypatch.setattr(train_launch, "cuda_gpu_count", lambda: 0)
-    assert tl.check_launch_environment(req) is None  # no local CUDA needed to submit to a cluster...
-    with pytest.raises(tl.LaunchError, match="needs CUDA GPUs"):  # ...while a local run needs it
-        tl.check_launch_environment(tr.TrainRequest(str(final_artifact)))
-    cluster = tr.plan_training(
-        tr.TrainRequest(str(final_artifact), eval_sets=[], run_dir=str(tmp_path), ray_address="auto"),
-        resolve_config=False,
+    monkeypatch.setattr(choice, "cuda_gpu_count", lambda: 0)
+    assert tl.check_launch_environment(TrainConfig(verl=verl).verl) is None  # no local CUDA to submit to a cluster
+    with pytest.raises(LaunchError, match="needs CUDA GPUs"):  # ...while a local run needs it
+        tl.check_launch_environment(TrainConfig().verl)
+    _, cluster = verl_plan(
+        str(final_artifact), resolve_config=False, eval_sets=[], run_dir=str(tmp_path), verl={"ray_address": "auto"}
     )
     assert cluster.mode == "cluster" and "ray_kwargs.ray_init.address=auto" in cluster.overrides
 
@@ -269,7 +282,7 @@ def test_broken_artifacts_are_refused_with_the_reason(final_artifact: Path, tmp_
     pq.write_table(table.set_column(table.schema.get_field_index("cluster_id"), "cluster_id", masked), nulls)
     with pytest.raises(ta.ArtifactError, match="'cluster_id' has 1 null"):
         ta.validate_artifact(str(nulls))
-    result = CliRunner().invoke(app, ["train", str(no_cluster), "--dry-run"])
+    result = CliRunner().invoke(app, ["train", str(no_cluster), *VERL, "--dry-run"])
     assert result.exit_code == 2 and "missing column 'cluster_id'" in result.output
     with pytest.raises(ta.ArtifactError, match="no such file"):
         ta.validate_artifact(str(tmp_path / "nope.parquet"))
@@ -331,22 +344,23 @@ def test_a_dry_run_plan_writes_nothing_and_missing_models_are_caught(
     fs.pipe("/dry/out/final/manifest.json", (final_artifact.parent / "manifest.json").read_bytes())
     leak = tmp_path / "leak.parquet"
     pq.write_table(pq.read_table(final_artifact).slice(0, 1), leak)
-    req = tr.TrainRequest(
+    plan, part = verl_plan(
         "memory://dry/out/final/train.parquet",
+        resolve_config=False,
+        materialize=False,
         run_dir=str(tmp_path / "run"),
         eval_sets=[str(leak)],
         decontaminate="drop",
     )
-    plan = tr.plan_training(req, resolve_config=False, materialize=False)
     assert plan.decontamination["contaminated"] == 1
-    assert plan.train_file == str(tmp_path / "run" / "data" / "train.decontaminated.parquet")
+    assert part.train_file == str(tmp_path / "run" / "data" / "train.decontaminated.parquet")
     assert not (tmp_path / "run").exists()
     with pytest.raises(ta.ArtifactError, match="does not exist on this machine"):
-        tr.plan_training(
-            tr.TrainRequest(str(final_artifact), model=str(tmp_path / "no-model"), eval_sets=[]), resolve_config=False
-        )
+        verl_plan(str(final_artifact), resolve_config=False, model=str(tmp_path / "no-model"), eval_sets=[])
     # joining a cluster needs no local GPU or rollout engine (a local run on this machine would)
-    monkeypatch.setattr(train_launch, "cuda_gpu_count", lambda: 0)
-    assert tl.check_launch_environment(tr.TrainRequest(str(final_artifact), ray_address="auto")) is None
-    with pytest.raises(tl.LaunchError):
-        tl.check_launch_environment(tr.TrainRequest(str(final_artifact)))
+    monkeypatch.setattr(choice, "cuda_gpu_count", lambda: 0)
+    assert tl.check_launch_environment(TrainConfig(verl={"ray_address": "auto"}).verl) is None
+    with pytest.raises(LaunchError):
+        tl.check_launch_environment(TrainConfig().verl)
+    with pytest.raises(LaunchError):  # trun.prepare checks the machine before planning a real verl run
+        trun.prepare(str(final_artifact), TrainConfig(trainer="verl", eval_sets=[]))

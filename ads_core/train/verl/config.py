@@ -11,13 +11,11 @@ from pydantic import ValidationError
 
 from ads_core.config.base import error_line
 from ads_core.config.sampler import ADSSamplerConfig
+from ads_core.config.train import INTEGRATION_KEYS
 
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
 CONFIG_NAME = "ads_grpo"
 ENTRY_MODULE = "ads_core.train.verl.main"
-
-# Keys of data.ads_sampler that belong to the integration, not to ADSSamplerConfig.
-INTEGRATION_KEYS = ("cluster_metrics_interval", "strict_ids")
 
 
 class ConfigError(ValueError):
@@ -25,7 +23,7 @@ class ConfigError(ValueError):
 
 
 def compose(overrides: Sequence[str] = ()) -> DictConfig:
-    """The config `python -m ads_core.integrations.verl.main <overrides>` would receive, before `finalize`."""
+    """The config `python -m ads_core.train.verl.main <overrides>` would receive, before `finalize`."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra

@@ -1,4 +1,4 @@
-"""Hydra entry point: ``python -m ads_core.integrations.verl.main <overrides>`` trains GRPO with the ADS sampler.
+"""Hydra entry point: ``python -m ads_core.train.verl.main <overrides>`` trains GRPO with the ADS sampler.
 
 It mirrors ``verl.trainer.main_ppo.main`` (``auto_set_device``, ``validate_config``, ``run_ppo``), with our
 config (``config/ads_grpo.yaml``, which extends verl's ``ppo_trainer``) and our task runner.

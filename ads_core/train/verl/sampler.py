@@ -28,6 +28,7 @@ import numpy as np
 import torch.utils.data
 
 from ads_core.config.sampler import ADSSamplerConfig
+from ads_core.config.train import VerlConfig
 from ads_core.sampler.ads import ADSSampler
 from ads_core.sampler.ads_state import check_ads_state
 from ads_core.sampler.state import SamplerStateError, refuse, state_int, state_mapping
@@ -66,8 +67,8 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
         cluster_ids: Any = None,
         *,
         steps_per_epoch: int | None = None,
-        cluster_metrics_interval: int = 25,
-        strict_ids: bool = True,
+        cluster_metrics_interval: int = VerlConfig.model_fields["cluster_metrics_interval"].default,
+        strict_ids: bool = VerlConfig.model_fields["strict_ids"].default,
     ) -> None:
         self.ads = ads
         n = ads.n_rows
@@ -95,8 +96,10 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
 
         cfg = sampler_config(data_config) if data_config is not None else ADSSamplerConfig()
         extra = data_config.get("ads_sampler", {}) if data_config is not None else {}
-        kwargs.setdefault("cluster_metrics_interval", int(extra.get("cluster_metrics_interval", 25) or 0))
-        kwargs.setdefault("strict_ids", bool(extra.get("strict_ids", True)))
+        defaults = VerlConfig()
+        interval = extra.get("cluster_metrics_interval", defaults.cluster_metrics_interval)
+        kwargs.setdefault("cluster_metrics_interval", int(interval or 0))
+        kwargs.setdefault("strict_ids", bool(extra.get("strict_ids", defaults.strict_ids)))
         cols = dataset_columns(dataset)
         ads = ADSSampler(cols["cluster_id"], cols["rank_in_cluster"], cfg)
         return cls(ads, cols["sample_id"], cols.get("index"), cols["cluster_id"], **kwargs)

@@ -1,13 +1,11 @@
 """Launching a planned verl run: fail fast on machines that can't train, run the command, read its metrics.
 
-`ads_core.train` plans (and re-exports everything here); this module only needs a plan's command,
-environment and paths. Errors name options by their request field (`dry_run`, `n_gpus_per_node`) and
-carry them in ``options``, so the CLI and the flow each render their own spelling.
+Errors name options by their config field (`dry_run`, `n_gpus_per_node`) and carry them in ``options``, so the
+CLI and the flow each render their own spelling.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -16,55 +14,25 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-from ads_core.core.errors import OptionError
-
-TrainPlan = Any  # ads_core.train.plan.TrainPlan (a command, an environment and paths is all this module reads)
-TrainRequest = Any  # ads_core.train.plan.TrainRequest
-
-
-class LaunchError(OptionError, RuntimeError):
-    """This machine can't launch training (no CUDA GPUs, no rollout engine, verl failed)."""
-
-
-def error_text(exc: BaseException, spell: Callable[[str], str]) -> str:
-    """An expected error as one line, with the options it names spelled for the interface at hand."""
-    render = getattr(exc, "render", None)
-    text = render(spell) if callable(render) else str(exc)
-    return " ".join(str(text).split())
-
-
-def launch_mode(address: str | None) -> str:
-    """local (Ray starts here), ray-job (`ray job submit` to an http:// address) or cluster (join one)."""
-    if not address:
-        return "local"
-    return "ray-job" if address.startswith(("http://", "https://")) else "cluster"
-
-
-def cuda_gpu_count() -> int:
-    try:
-        import torch
-    except ImportError:
-        return 0
-    try:
-        return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
-    except Exception:  # noqa: BLE001 - a broken driver counts as no GPU
-        return 0
+from ads_core.config.train import VerlConfig
+from ads_core.train import choice
+from ads_core.train.errors import LaunchError
+from ads_core.train.verl.plan import VerlPlan, launch_mode
 
 
 def check_cuda(n_gpus_per_node: int) -> int:
     """Raise LaunchError unless this machine has at least ``n_gpus_per_node`` CUDA GPUs."""
-    found = cuda_gpu_count()
+    found = choice.cuda_gpu_count()
     if found == 0:
         import torch
 
         build = f"torch {torch.__version__}" + ("" if torch.version.cuda else " (a CPU-only build)")
         raise LaunchError(
-            f"training needs CUDA GPUs, and this machine has none visible to {build}. Use dry_run to check the "
-            "artifact and the verl config here, run on a GPU machine, or set ray_address to a Ray dashboard "
-            "(http://head:8265) to submit the job to a GPU cluster.",
-            options=("dry_run", "ray_address"),
+            f"verl training needs CUDA GPUs, and this machine has none visible to {build}. Use dry_run to check "
+            "the artifact and the verl config here, train with trainer trl (CPU or one GPU), run on a GPU machine, "
+            "or set ray_address to a Ray dashboard (http://head:8265) to submit the job to a GPU cluster.",
+            options=("dry_run", "ray_address", "trainer"),
         )
     if found < n_gpus_per_node:
         raise LaunchError(
@@ -75,21 +43,21 @@ def check_cuda(n_gpus_per_node: int) -> int:
     return found
 
 
-def check_launch_environment(req: TrainRequest) -> None:
-    """Fail fast, before any config work or Ray start, when this machine can't run the training."""
-    mode = launch_mode(req.ray_address)
+def check_launch_environment(verl: VerlConfig) -> None:
+    """Fail fast, before any config work or Ray start, when this machine can't run verl."""
+    mode = launch_mode(verl.ray_address)
     if mode == "ray-job":
         if not (shutil.which("ray") or Path(sys.executable).with_name("ray").exists()):
             raise LaunchError("`ray` CLI not found: install ray to submit jobs")
         return
     if mode != "local":
         return  # the driver joins a cluster: GPUs and the rollout engine are the cluster's
-    check_cuda(int(req.n_gpus_per_node))
+    check_cuda(int(verl.n_gpus_per_node))
     engine = "vllm"
-    for item in req.overrides:
+    for item in verl.overrides:
         if item.lstrip("+").startswith("actor_rollout_ref.rollout.name="):
             engine = item.split("=", 1)[1].strip("'\"")
-    if engine in ("vllm", "sglang") and importlib.util.find_spec(engine) is None:
+    if engine in choice.ROLLOUT_ENGINES and not choice.installed(engine):
         raise LaunchError(
             f"the rollout engine {engine!r} is not installed in this environment (install the "
             f"`gpu` extra, or add actor_rollout_ref.rollout.name=... to overrides)",
@@ -97,14 +65,14 @@ def check_launch_environment(req: TrainRequest) -> None:
         )
 
 
-def launch(plan: TrainPlan, on_line: Callable[[str], None] | None = None) -> int:
+def launch(part: VerlPlan, on_line: Callable[[str], None] | None = None) -> int:
     """Run the plan's command, passing each output line to ``on_line`` (default: inherit stdout)."""
-    Path(plan.run_dir).mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **plan.env}
+    Path(part.run_dir).mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **part.env}
     if on_line is None:
-        return subprocess.run(plan.command, env=env, check=False).returncode
+        return subprocess.run(part.command, env=env, check=False).returncode
     proc = subprocess.Popen(
-        plan.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace"
+        part.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace"
     )
     assert proc.stdout is not None
     try:
@@ -133,9 +101,9 @@ def parse_console_metrics(line: str) -> dict[str, float] | None:
     return out
 
 
-def final_metrics(plan: TrainPlan, console_lines: Sequence[str] = ()) -> dict[str, float]:
+def final_metrics(part: VerlPlan, console_lines: Sequence[str] = ()) -> dict[str, float]:
     """The last training step's metrics: from the metrics JSONL, else from console lines."""
-    path = Path(plan.metrics_file)
+    path = Path(part.metrics_file)
     last: dict[str, float] | None = None
     if path.exists():
         for line in path.read_text().splitlines():

@@ -1,0 +1,74 @@
+"""Training samplers by kind: one registry entry per `TrainSamplerConfig.kind`, refusing a name taken twice.
+
+A trainer asks for `build_sampler(kind, cluster_ids, rank_in_cluster, sampler_config, batch_size)` and drives
+what it gets only through the protocol in `ads_core.sampler.base` (`next_batch`, `update(rows, success)`,
+`state_dict`, `load_state_dict`, `metrics`). Adding a kind is one `@register_kind("name")` factory here (plus
+its name in `ads_core.config.sampler.SamplerKind`, so configs can choose it; a test checks the two agree):
+
+    @register_kind("mine")
+    def _mine(cluster_ids, rank_in_cluster, cfg, batch_size):
+        return MySampler(cluster_ids, rank_in_cluster, cfg.mine.replaced(batch_size=batch_size))
+
+`cfg` is the run's `TrainSamplerConfig` with the ADS knobs the trainer uses (`TrainConfig.ads_for`), and
+`batch_size` the step's prompt count, the ADS batch `active_clusters x mini_cluster_size`: every kind draws that
+many rows per step, so comparisons train on the same number of prompts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ads_core.core.registry import Registry, UnknownBackendError
+from ads_core.sampler.base import Sampler
+
+SamplerFactory = Callable[[Any, Any, Any, int], Sampler]  # (cluster_ids, rank_in_cluster, TrainSamplerConfig, batch)
+
+KINDS = Registry("sampler kind")
+
+
+def register_kind(name: str) -> Callable[[SamplerFactory], SamplerFactory]:
+    """Register a factory under NAME; a name is taken once (the registry raises DuplicateBackendError)."""
+    return KINDS.register(name)
+
+
+def kind_names() -> list[str]:
+    return KINDS.names()
+
+
+def build_sampler(kind: str, cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
+    """A fresh sampler of KIND over the artifact's rows, drawing ``batch_size`` rows per step."""
+    if kind not in KINDS.names():
+        raise UnknownBackendError(f"unknown sampler kind {kind!r}; choose one of {', '.join(KINDS.names())}")
+    sampler = KINDS.get(kind)(cluster_ids, rank_in_cluster, cfg, int(batch_size))
+    if sampler.batch_size != batch_size:
+        raise ValueError(f"sampler kind {kind!r} draws {sampler.batch_size} rows per step, the step needs {batch_size}")
+    return sampler
+
+
+@register_kind("ads")
+def _ads(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
+    from ads_core.sampler.ads import ADSSampler
+
+    return ADSSampler(cluster_ids, rank_in_cluster, cfg.ads)  # its batch is the step's by definition
+
+
+@register_kind("uniform")
+def _uniform(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
+    from ads_core.sampler.baselines import UniformSampler
+
+    return UniformSampler(cluster_ids, rank_in_cluster, cfg.uniform.replaced(batch_size=batch_size))
+
+
+@register_kind("dots")
+def _dots(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
+    from ads_core.sampler.baselines import DifficultyTargetedSampler
+
+    return DifficultyTargetedSampler(cluster_ids, rank_in_cluster, cfg.dots.replaced(batch_size=batch_size))
+
+
+@register_kind("dynamic")
+def _dynamic(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
+    from ads_core.sampler.dynamic import DynamicSamplingSampler
+
+    return DynamicSamplingSampler(cluster_ids, rank_in_cluster, cfg.dynamic.replaced(batch_size=batch_size))

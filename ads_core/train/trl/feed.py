@@ -1,0 +1,184 @@
+"""The prompt sampler TRL iterates, and the path by which each prompt's rewards return to the live sampler.
+
+`FeedbackSampler` is a torch ``Sampler[int]`` in the shape of TRL's ``RepeatSampler``: every generation batch
+is one ``next_batch()`` of the wrapped sampler (any kind, through the protocol in ``ads_core.sampler.base``),
+each row repeated ``num_generations`` times in a row, the whole batch yielded ``repeat_count`` times. The draw
+happens lazily, when the dataloader asks for the batch's first index, so it reads the sampler's *current* state.
+
+The feedback lag. accelerate's dataloader fetches one batch ahead of the one it hands out, so batch t + 1 is
+drawn when batch t starts, before batch t's rewards exist: each batch misses exactly the feedback of the batch
+before it (lag 1 generation batch; the first batch has lag 0). It can't grow: the dataloader holds at most one
+batch ahead, and one update follows each generation batch. Every draw records how many updates preceded it,
+and the per-step log carries ``lag = step - 1 - updates_before_draw``, so the lag is measured, not assumed.
+
+Exact resume. A checkpoint after step N holds the sampler state after update N (its generator already past the
+prefetched draw N + 1) and that drawn-but-unrewarded batch (``pending``). Restored, the sampler yields the
+pending batch first and then draws on, so the batches after a resume are those the uninterrupted run drew.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch.utils.data
+
+from ads_core.sampler.base import Sampler
+from ads_core.sampler.state import SamplerStateError, refuse, state_int, state_list, state_mapping
+
+STATE_FORMAT = "ads-trl-sampler"
+STATE_VERSION = 1
+STATE_KEYS = ("format", "version", "kind", "prompts_per_step", "draws", "updates", "sampler", "pending")
+DRAW_KEYS = ("index", "rows", "after_updates")
+
+
+@dataclass
+class Draw:
+    index: int  # 1-based: the step that trains on it
+    rows: list[int]
+    after_updates: int  # updates the sampler had received when it drew this batch
+
+    @property
+    def lag(self) -> int:
+        """Earlier batches whose feedback this draw could not see."""
+        return self.index - 1 - self.after_updates
+
+
+@dataclass
+class Feedback:
+    """One step's feedback: each prompt once (first appearance order) with its mean reward and correctness."""
+
+    draw: Draw
+    rows: np.ndarray  # unique rows of the batch
+    success: np.ndarray  # mean correctness of each row's completions, in [0, 1]: what update() got
+    rewards: np.ndarray  # mean total reward (correctness + optional format reward) of each row's completions
+    completions: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class FeedbackSampler(torch.utils.data.Sampler[int]):
+    """TRL's prompt sampler over a live ``Sampler``: lazy draws, repeat semantics, exact resume."""
+
+    def __init__(
+        self, sampler: Sampler, kind: str, num_generations: int, repeat_count: int, n_rows: int, steps: int
+    ) -> None:
+        self.sampler = sampler
+        self.kind = kind
+        self.num_generations = int(num_generations)
+        self.repeat_count = int(repeat_count)
+        self.n_rows = int(n_rows)
+        self.steps = int(steps)
+        self.draws = 0
+        self.updates = 0
+        self.pending: list[Draw] = []  # drawn, not yet fed back (oldest first)
+        self._replay: list[Draw] = []  # restored pending batches, yielded before any new draw
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.sampler.batch_size)
+
+    def __len__(self) -> int:  # the whole run in one "epoch": the Trainer stops at max_steps
+        return max(1, self.steps) * self.batch_size * self.num_generations * self.repeat_count
+
+    def __iter__(self) -> Iterator[int]:
+        while True:
+            draw = self._replay.pop(0) if self._replay else self._draw()
+            for _ in range(self.repeat_count):
+                for row in draw.rows:
+                    for _ in range(self.num_generations):
+                        yield row
+
+    def _draw(self) -> Draw:
+        rows = [int(r) for r in np.asarray(self.sampler.next_batch()).tolist()]
+        self.draws += 1
+        draw = Draw(index=self.draws, rows=rows, after_updates=self.updates)
+        self.pending.append(draw)
+        return draw
+
+    # -- feedback ----------------------------------------------------------------------------------
+
+    def feedback(self, rows: Any, correctness: Any, rewards: Any) -> Feedback:
+        """Feed one generation batch back: per-completion rows (global order), correctness and total rewards."""
+        if not self.pending:
+            raise RuntimeError("feedback without a drawn batch: the trainer generated rows this sampler never drew")
+        draw = self.pending[0]
+        rows = np.asarray(rows, dtype=np.int64)
+        correctness = np.clip(np.nan_to_num(np.asarray(correctness, dtype=np.float64), nan=0.0), 0.0, 1.0)
+        rewards = np.nan_to_num(np.asarray(rewards, dtype=np.float64), nan=0.0)
+        unique, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")  # first-appearance order, as drawn
+        counts = np.bincount(inverse)
+        success = (np.bincount(inverse, weights=correctness) / counts)[order]
+        mean_reward = (np.bincount(inverse, weights=rewards) / counts)[order]
+        unique = unique[order]
+        drawn = list(dict.fromkeys(draw.rows))
+        if unique.tolist() != drawn:
+            raise RuntimeError(
+                f"step {draw.index}: the generation batch holds rows {unique.tolist()[:8]}..., the sampler drew "
+                f"{drawn[:8]}...; TRL must consume exactly one drawn batch per generation batch "
+                "(num_iterations 1, steps_per_generation = gradient_accumulation_steps)"
+            )
+        self.sampler.update(unique, success)
+        self.updates += 1
+        self.pending.pop(0)
+        return Feedback(draw=draw, rows=unique, success=success, rewards=mean_reward, completions=len(rows))
+
+    # -- state ---------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "format": STATE_FORMAT,
+            "version": STATE_VERSION,
+            "kind": self.kind,
+            "prompts_per_step": self.batch_size,
+            "draws": self.draws,
+            "updates": self.updates,
+            "sampler": self.sampler.state_dict(),
+            "pending": [{"index": d.index, "rows": d.rows, "after_updates": d.after_updates} for d in self.pending],
+        }
+
+    def check_state(self, state: Any, fresh: Sampler) -> list[Draw]:
+        """Validate a saved state without changing this sampler; ``fresh`` (a new sampler of the same kind)
+        takes the nested sampler state, which checks every field of it. Returns the pending draws."""
+        if not isinstance(state, Mapping):
+            refuse("state", "a dict (a saved TRL sampler state)", state)
+        if "format" in state and state["format"] != STATE_FORMAT:
+            refuse("state['format']", repr(STATE_FORMAT), state["format"])
+        state_mapping(state, "state", STATE_KEYS)
+        if state["version"] != STATE_VERSION or isinstance(state["version"], bool):
+            refuse("state['version']", f"state version {STATE_VERSION}", state["version"])
+        if state["kind"] != self.kind:
+            raise SamplerStateError(
+                "state['kind']", f"the run was checkpointed with sampler {state['kind']!r}, this one is {self.kind!r}"
+            )
+        batch = state_int(state["prompts_per_step"], "state['prompts_per_step']", 1)
+        if batch != self.batch_size:
+            raise SamplerStateError(
+                "state['prompts_per_step']", f"saved with {batch} prompts per step, this run has {self.batch_size}"
+            )
+        updates = state_int(state["updates"], "state['updates']")
+        draws = state_int(state["draws"], "state['draws']", updates)
+        waiting = "drawn batches awaiting feedback"
+        pending_raw = state_list(state["pending"], "state['pending']", draws - updates, waiting)
+        pending = []
+        for i, item in enumerate(pending_raw):
+            where = f"state['pending'][{i}]"
+            d = state_mapping(item, where, DRAW_KEYS)
+            index = state_int(d["index"], f"{where}['index']", updates + 1 + i, updates + 1 + i)
+            after = state_int(d["after_updates"], f"{where}['after_updates']", 0, updates)
+            rows = state_list(d["rows"], f"{where}['rows']", batch, "row positions")
+            rows = [state_int(r, f"{where}['rows'][{j}]", 0, self.n_rows - 1) for j, r in enumerate(rows)]
+            pending.append(Draw(index=index, rows=rows, after_updates=after))
+        fresh.load_state_dict(state["sampler"])  # the sampler's own all-or-nothing check
+        return pending
+
+    def load_state_dict(self, state: Any, fresh: Sampler) -> None:
+        """Restore a checkpoint's state: all of it checked first (``check_state``), so a refused one changes
+        nothing; then ``fresh`` (holding the checked schedule) becomes the live sampler."""
+        pending = self.check_state(state, fresh)
+        self.sampler = fresh
+        self.draws, self.updates = int(state["draws"]), int(state["updates"])
+        self.pending = pending
+        self._replay = list(pending)

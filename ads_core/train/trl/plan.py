@@ -1,0 +1,81 @@
+"""TRL's part of a plan: how one optimizer step maps onto TRL's batches, and where the run writes.
+
+One optimizer step = one generation batch = one sampler batch of P prompts (`TrainPlan.prompts_per_step`, the
+ADS batch `active_clusters x mini_cluster_size`), each with G = `trl.num_generations` completions. TRL cuts the
+P x G completions into `gradient_accumulation_steps` micro-batches per process (`steps_per_generation` is the
+same number and `num_iterations` is 1), so every optimizer step draws exactly one batch from the sampler and
+feeds it back once.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ads_core.train.errors import TrainOptionError
+from ads_core.train.plan import TrainPlan
+
+CHECKPOINTS = "checkpoints"
+STEPS_FILE = "steps.jsonl"
+
+
+@dataclass
+class TRLPlan:
+    prompts_per_step: int
+    num_generations: int
+    completions_per_step: int
+    processes: int
+    per_device_batch: int  # completions per micro-batch and process
+    gradient_accumulation_steps: int
+    device: str  # cpu or cuda
+    checkpoints_dir: str
+    steps_file: str
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "generations_per_prompt": self.num_generations,
+            "completions_per_step": self.completions_per_step,
+            "micro_batch": f"{self.per_device_batch} completions x {self.gradient_accumulation_steps} per process",
+            "device": self.device,
+            "steps_file": self.steps_file,
+        }
+
+    def describe(self) -> str:
+        return (
+            f"TRL GRPO on {self.device}: {self.prompts_per_step} prompts x {self.num_generations} completions = "
+            f"{self.completions_per_step} per optimizer step (one sampler batch, one generation batch), in "
+            f"{self.gradient_accumulation_steps} micro-batch(es) of {self.per_device_batch} on {self.processes} "
+            f"process(es). Checkpoints: `{self.checkpoints_dir}`; per-step log: `{self.steps_file}`.\n"
+        )
+
+
+def plan_trl(plan: TrainPlan) -> TRLPlan:
+    """The batch layout of a TRL run; a layout that does not divide evenly is an error naming the option."""
+    from ads_core.train.choice import cuda_gpu_count
+
+    trl = plan.config.trl
+    prompts = plan.prompts_per_step
+    completions = prompts * trl.num_generations
+    processes = max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    per_step = processes * trl.gradient_accumulation_steps
+    if completions % per_step:
+        raise TrainOptionError(
+            f"{prompts} prompts x {trl.num_generations} generations = {completions} completions per step do not "
+            f"split into {processes} process(es) x gradient_accumulation_steps={trl.gradient_accumulation_steps} "
+            "equal micro-batches; change gradient_accumulation_steps or num_generations",
+            options=("gradient_accumulation_steps", "num_generations"),
+        )
+    run_dir = Path(plan.run_dir)
+    return TRLPlan(
+        prompts_per_step=prompts,
+        num_generations=trl.num_generations,
+        completions_per_step=completions,
+        processes=processes,
+        per_device_batch=completions // per_step,
+        gradient_accumulation_steps=trl.gradient_accumulation_steps,
+        device="cuda" if cuda_gpu_count() else "cpu",
+        checkpoints_dir=str(run_dir / CHECKPOINTS),
+        steps_file=str(run_dir / STEPS_FILE),
+    )

@@ -1,0 +1,265 @@
+"""Run a planned TRL training: rows, sampler, policy, rewards, ``GRPOConfig``; resume from the newest complete
+checkpoint; train; return where everything went.
+
+Resume. A checkpoint folder counts when it holds TRL's ``trainer_state.json`` (written last by HF) and our
+``ads_sampler.json`` (written first); the newest such folder is resumed from, after its sampler state passed
+every check (a bad one stops the run with the file and the field, before anything is trained). Newer,
+incomplete folders (a save that was killed) are removed, and ``steps.jsonl`` is cut back to the resumed step.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ads_core.core.text import last_boxed
+from ads_core.sampler.kinds import build_sampler
+from ads_core.sampler.state import SamplerStateError, state_int
+from ads_core.train.plan import TrainPlan
+from ads_core.train.reward import compute_score
+from ads_core.train.trl.data import TrainRows, load_rows
+from ads_core.train.trl.feed import FeedbackSampler
+from ads_core.train.trl.plan import TRLPlan
+from ads_core.train.trl.steps import StepWriter, keep_steps_up_to, read_steps
+
+log = logging.getLogger("ads.train")
+
+Score = Callable[[str, str], float]  # (completion text, ground truth) -> correctness in [0, 1]
+_CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+
+
+class CheckpointStateError(ValueError):
+    """A checkpoint's sampler state can't be resumed from; the message names the file and the field."""
+
+
+@dataclass
+class TRLResult:
+    run_dir: str
+    steps_file: str
+    checkpoints_dir: str
+    steps: list[dict[str, Any]]
+    resumed_from: int | None  # the checkpoint step this run continued from
+    last_checkpoint: str | None
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+
+def math_score(text: str, ground_truth: str) -> float:
+    """The project's math reward: the last ``\\boxed{}`` against the ground truth (math-verify)."""
+    return compute_score(None, text, ground_truth)["acc"]
+
+
+def completion_text(completion: Any) -> str:
+    """A TRL completion (a list of chat messages, or plain text) as text."""
+    if isinstance(completion, list):
+        return "".join(str(m.get("content", "")) for m in completion if isinstance(m, dict))
+    return str(completion)
+
+
+def reward_functions(score: Score, format_weight: float) -> tuple[list[Callable[..., list[float]]], list[float] | None]:
+    """TRL reward functions: correctness first (the sampler reads column 0), a format reward when weighted."""
+
+    def correctness(completions: list[Any], ground_truth: list[str], **_: Any) -> list[float]:
+        return [float(score(completion_text(c), g)) for c, g in zip(completions, ground_truth, strict=True)]
+
+    def boxed_format(completions: list[Any], **_: Any) -> list[float]:
+        return [1.0 if last_boxed(completion_text(c)) is not None else 0.0 for c in completions]
+
+    if format_weight > 0:
+        return [correctness, boxed_format], [1.0, float(format_weight)]
+    return [correctness], None
+
+
+def complete_checkpoints(folder: str) -> list[tuple[int, Path]]:
+    """(step, folder) of every complete checkpoint, oldest first."""
+    root = Path(folder)
+    found = []
+    for child in root.iterdir() if root.is_dir() else ():
+        m = _CHECKPOINT.fullmatch(child.name)
+        if m and (child / "trainer_state.json").is_file() and (child / "ads_sampler.json").is_file():
+            found.append((int(m.group(1)), child))
+    return sorted(found)
+
+
+def read_checkpoint_state(folder: Path, step: int) -> dict[str, Any]:
+    """The feed state in ``folder/ads_sampler.json``: readable JSON, saved at ``step`` (field checks follow)."""
+    path = folder / "ads_sampler.json"
+    fix = f"delete {folder} to resume from the checkpoint before it, or pick a new name"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise CheckpointStateError(f"{path}: unreadable sampler state ({exc}); {fix}") from None
+    try:
+        if not isinstance(doc, dict) or set(doc) != {"global_step", "feed"}:
+            raise SamplerStateError("[]", "expected an object with global_step and feed")
+        saved = state_int(doc["global_step"], "['global_step']")
+        if saved != step:
+            raise SamplerStateError("['global_step']", f"saved at step {saved}, but its folder is step {step}")
+        feed = doc["feed"]
+        if not isinstance(feed, dict) or feed.get("updates") != step:
+            raise SamplerStateError("['feed']['updates']", f"expected {step} updates (one per step)")
+    except SamplerStateError as exc:
+        raise CheckpointStateError(f"{path}: bad sampler state at {exc}; {fix}") from None
+    return feed
+
+
+def resume_point(part: TRLPlan, feed: FeedbackSampler, make_sampler: Callable[[], Any]) -> tuple[int, str] | None:
+    """Restore the feed from the newest complete checkpoint; tidy what a killed run left after it."""
+    checkpoints = complete_checkpoints(part.checkpoints_dir)
+    if not checkpoints:
+        if read_steps(part.steps_file):
+            log.warning("%s has steps but no complete checkpoint: starting again from step 0", part.steps_file)
+            keep_steps_up_to(part.steps_file, 0)
+        return None
+    step, folder = checkpoints[-1]
+    state = read_checkpoint_state(folder, step)
+    try:
+        feed.load_state_dict(state, make_sampler())
+    except SamplerStateError as exc:
+        raise CheckpointStateError(
+            f"{folder / 'ads_sampler.json'}: its sampler state does not fit this run at {exc}; resume with the "
+            f"options it was saved with, or delete {folder} (or pick a new name)"
+        ) from None
+    for child in Path(part.checkpoints_dir).iterdir():
+        m = _CHECKPOINT.fullmatch(child.name)
+        if m and int(m.group(1)) > step:  # a save that was killed: never complete
+            log.warning("removing the incomplete checkpoint %s", child)
+            shutil.rmtree(child, ignore_errors=True)
+    keep_steps_up_to(part.steps_file, step)
+    return step, str(folder)
+
+
+def load_policy(model_path: str, device: str) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    tokenizer.padding_side = "left"  # TRL generates from left-padded prompts
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def grpo_config(plan: TrainPlan, part: TRLPlan, reward_weights: list[float] | None) -> Any:
+    from trl import GRPOConfig
+
+    trl = plan.config.trl
+    return GRPOConfig(
+        output_dir=part.checkpoints_dir,
+        max_steps=plan.config.steps,
+        per_device_train_batch_size=part.per_device_batch,
+        gradient_accumulation_steps=part.gradient_accumulation_steps,  # = steps_per_generation: one draw per step
+        num_generations=trl.num_generations,
+        num_iterations=1,
+        max_completion_length=trl.max_completion_length,
+        temperature=trl.temperature,
+        beta=trl.beta,
+        learning_rate=trl.learning_rate,
+        lr_scheduler_type="constant",  # a resumed run continues the same schedule whatever --steps says
+        warmup_steps=0,
+        seed=trl.seed,
+        reward_weights=reward_weights,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=trl.save_steps,
+        save_total_limit=trl.keep_checkpoints,
+        ignore_data_skip=True,  # the sampler resumes itself; skipping batches would draw and discard them
+        dataloader_num_workers=0,  # workers would prefetch batches drawn before the last update
+        remove_unused_columns=False,
+        shuffle_dataset=False,
+        use_cpu=part.device == "cpu",
+        bf16=part.device == "cuda",
+        report_to=[],
+        disable_tqdm=True,
+        log_completions=False,
+    )
+
+
+def run_trl(
+    plan: TrainPlan,
+    part: TRLPlan,
+    on_step: Callable[[dict[str, Any], Any], None] | None = None,
+    score: Score | None = None,
+) -> TRLResult:
+    """Train ``plan.config.steps`` optimizer steps (resuming when the run folder has a checkpoint)."""
+    from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    from ads_core.train.trl.trainer import ADSGRPOTrainer
+
+    started = time.perf_counter()
+    Path(part.checkpoints_dir).mkdir(parents=True, exist_ok=True)
+    rows: TrainRows = load_rows(plan.train_uri)
+
+    def make_sampler() -> Any:
+        kind, batch = plan.sampler.kind, part.prompts_per_step
+        return build_sampler(kind, rows.cluster_ids, rows.rank_in_cluster, plan.sampler, batch)
+
+    feed = FeedbackSampler(
+        make_sampler(),
+        plan.sampler.kind,
+        part.num_generations,
+        part.gradient_accumulation_steps,
+        rows.n_rows,
+        plan.config.steps,
+    )
+    resumed = resume_point(part, feed, make_sampler)
+    notes = []
+    if resumed is not None:
+        notes.append(f"resumed from {resumed[1]} (step {resumed[0]})")
+        if resumed[0] >= plan.config.steps:
+            notes.append(f"already trained {resumed[0]} steps >= steps {plan.config.steps}: nothing to do")
+            return _result(plan, part, resumed, started, notes)
+    funcs, weights = reward_functions(score or math_score, plan.config.trl.format_reward)
+    model, tokenizer = load_policy(plan.model, part.device)
+
+    class FinalCheckpoint(TrainerCallback):
+        """Always checkpoint the last step, whatever save_steps says."""
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            if state.global_step >= state.max_steps:
+                control.should_save = True
+            return control
+
+    trainer = ADSGRPOTrainer(
+        model=model,
+        reward_funcs=funcs,
+        args=grpo_config(plan, part, weights),
+        train_dataset=rows.dataset,
+        processing_class=tokenizer,
+        callbacks=[FinalCheckpoint()],
+        feed=feed,
+        rows=rows,
+        writer=StepWriter(part.steps_file),
+        on_step=on_step,
+    )
+    for noisy in (PrinterCallback, ProgressCallback):
+        trainer.remove_callback(noisy)
+    trainer.resumed_rng = resumed[1] if resumed else None
+    trainer.train(resume_from_checkpoint=resumed[1] if resumed else None)
+    return _result(plan, part, resumed, started, notes)
+
+
+def _result(
+    plan: TrainPlan, part: TRLPlan, resumed: tuple[int, str] | None, started: float, notes: list[str]
+) -> TRLResult:
+    done = complete_checkpoints(part.checkpoints_dir)
+    return TRLResult(
+        run_dir=plan.run_dir,
+        steps_file=part.steps_file,
+        checkpoints_dir=part.checkpoints_dir,
+        steps=read_steps(part.steps_file),
+        resumed_from=resumed[0] if resumed else None,
+        last_checkpoint=str(done[-1][1]) if done else None,
+        seconds=time.perf_counter() - started,
+        notes=notes,
+    )

@@ -1,0 +1,146 @@
+"""``ADSGRPOTrainer``: TRL's ``GRPOTrainer`` with the run's sampler in the loop; five small overrides.
+
+* ``_get_train_sampler``: returns the ``FeedbackSampler`` (TRL's own hook for a custom prompt sampler);
+* ``_calculate_rewards``: after TRL has computed and gathered every completion's rewards (all processes, in
+  the global order the groups are normalised in), the rows are gathered the same way and each prompt's mean
+  correctness goes to ``update``; identical on every process, so every process's sampler stays the same;
+* ``log``: TRL logs every step (``logging_steps=1``); the step's line goes to ``steps.jsonl`` with TRL's loss
+  and lengths, before any checkpoint of that step is written;
+* ``get_batch_samples``: on resume, re-applies the checkpoint's RNG state after the first fetch (below);
+* ``_save_checkpoint``: writes ``ads_sampler.json`` (the feed's whole state) into ``checkpoint-N`` first, then
+  lets TRL save; HF writes ``trainer_state.json`` last, so a checkpoint with both files is complete.
+
+Nothing of TRL is copied; ``tests/integrations/test_trl_contract.py`` pins the hooks and signatures used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from accelerate.utils import gather_object
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from trl import GRPOTrainer
+
+from ads_core.train.trl.data import TrainRows
+from ads_core.train.trl.feed import Feedback, FeedbackSampler
+from ads_core.train.trl.steps import StepWriter, window_position
+
+STATE_FILE = "ads_sampler.json"
+TRL_LOG_KEYS = {  # TRL's per-step log key -> our name
+    "loss": "loss",
+    "completions/mean_length": "completion_length",
+    "step_time": "seconds",
+    "entropy": "entropy",
+    "grad_norm": "grad_norm",
+}
+
+OnStep = Callable[[dict[str, Any], Any], None]  # (the step's record, the trainer: .model, .processing_class)
+
+
+class ADSGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` whose prompts come from a ``FeedbackSampler`` fed back every generation batch."""
+
+    def __init__(
+        self,
+        *args: Any,
+        feed: FeedbackSampler,
+        rows: TrainRows,
+        writer: StepWriter,
+        on_step: OnStep | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.feed = feed
+        self.rows = rows
+        self.writer = writer
+        self.on_step = on_step
+        self.last_feedback: Feedback | None = None
+        self.resumed_rng: str | None = None  # the checkpoint whose RNG state the first batch must start from
+        super().__init__(*args, **kwargs)
+
+    def _get_train_sampler(self, dataset: Any = None) -> FeedbackSampler:
+        return self.feed
+
+    def get_batch_samples(self, epoch_iterator: Any, num_batches: int, device: Any) -> Any:
+        """On resume, restore the RNG state again once the first batches are fetched: HF restores it before
+        creating the dataloader iterator, which draws a seed from it, so the resumed run's sampling would
+        differ from the uninterrupted run's (HF does the same after skipping batches)."""
+        batches = super().get_batch_samples(epoch_iterator, num_batches, device)
+        if self.resumed_rng is not None:
+            self._load_rng_state(self.resumed_rng)
+            self.resumed_rng = None
+        return batches
+
+    def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if not self.model.training:  # evaluation: no feedback
+            return rewards_per_func
+        rows = gather_object([int(x["row"]) for x in inputs])
+        values = rewards_per_func.detach().float().cpu().numpy()
+        weights = self.reward_weights.detach().float().cpu().numpy()
+        total = np.nansum(values * weights[None, :], axis=1)
+        self.last_feedback = self.feed.feedback(rows, values[:, 0], total)  # column 0: correctness
+        return rewards_per_func
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        super().log(logs, start_time)
+        fb = self.last_feedback
+        if fb is None or fb.draw.index != self.state.global_step or "loss" not in logs:
+            return
+        self.last_feedback = None
+        if not self.is_world_process_zero():  # every process fed back the same; one writes
+            return
+        record = step_record(fb, self.rows, self.feed.sampler.metrics(), logs)
+        self.writer.write(record)
+        if self.on_step is not None:
+            self.on_step(record, self)
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        if self.args.should_save:
+            name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            folder = os.path.join(self._get_output_dir(trial=trial), name)
+            os.makedirs(folder, exist_ok=True)
+            write_state(folder, int(self.state.global_step), self.feed.state_dict())
+        super()._save_checkpoint(model, trial)
+
+
+def step_record(fb: Feedback, rows: TrainRows, metrics: dict[str, float], logs: dict[str, Any]) -> dict[str, Any]:
+    """One ``steps.jsonl`` line (see ``ads_core.train.trl.steps`` for the fields)."""
+    clusters = rows.cluster_ids[fb.rows]
+    record: dict[str, Any] = {
+        "step": fb.draw.index,
+        "sample_ids": rows.sample_ids[fb.rows].tolist(),
+        "rows": fb.rows.tolist(),
+        "rewards": [round(float(v), 6) for v in fb.rewards],
+        "success": [round(float(v), 6) for v in fb.success],
+        "clusters": clusters.tolist(),
+        "lag": fb.draw.lag,
+        "drawn_after_updates": fb.draw.after_updates,
+        "completions": fb.completions,
+        "reward_mean": float(fb.rewards.mean()) if len(fb.rewards) else 0.0,
+        "success_mean": float(fb.success.mean()) if len(fb.success) else 0.0,
+        "active_clusters": int(len(np.unique(clusters))),
+        "window_position": window_position(metrics),
+    }
+    for key, name in TRL_LOG_KEYS.items():
+        value = logs.get(key)
+        if isinstance(value, int | float) and np.isfinite(value):
+            record[name] = float(value)
+    record["metrics"] = {k: float(v) for k, v in metrics.items() if np.isfinite(v)}
+    record["time"] = time.time()
+    return record
+
+
+def write_state(folder: str, step: int, state: dict[str, Any]) -> None:
+    """``ads_sampler.json`` in a checkpoint folder, atomically (temp file, fsync, rename)."""
+    path = os.path.join(folder, STATE_FILE)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"global_step": step, "feed": state}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

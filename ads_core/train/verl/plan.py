@@ -1,0 +1,195 @@
+"""verl's part of a plan: inputs verl can read, the Hydra overrides, the launch command, the resolved config.
+
+`ads_core.train.run.prepare` calls `plan_verl` on a neutral `TrainPlan`; the result is what `ads train --dry-run`
+prints and what `ads_core.train.verl.launch` runs. Sampler knobs become ``data.ads_sampler.*`` overrides only
+where they differ from the defaults, which `config/ads_grpo.yaml` declares (a test keeps the two equal).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ads_core import storage
+from ads_core.config.sampler import ADSSamplerConfig
+from ads_core.config.train import VerlConfig
+from ads_core.train.errors import TrainOptionError
+from ads_core.train.plan import TrainPlan
+from ads_core.train.verl.config import ENTRY_MODULE, INTEGRATION_KEYS
+
+_PLAIN = re.compile(r"[A-Za-z0-9_./~@+-]+")
+_NOT_A_STRING = re.compile(r"(?i)(true|false|null|none|nan|[-+]?inf|[-+]?[0-9._]+(e[-+]?[0-9]+)?)")
+
+
+@dataclass
+class VerlPlan:
+    train_file: str
+    val_files: list[str]
+    metrics_file: str
+    overrides: list[str]
+    command: list[str]
+    env: dict[str, str]
+    mode: str  # local, cluster (driver here, joins a Ray cluster) or ray-job
+    run_dir: str
+    config_yaml: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def command_line(self) -> str:
+        return shlex.join(self.command)
+
+    def summary(self) -> dict[str, Any]:
+        return {"mode": self.mode, "train_file": self.train_file, "val_files": self.val_files}
+
+    def describe(self) -> str:
+        command = f"## Command\n\n```bash\n{self.command_line}\n```\n\n"
+        return command + f"## Resolved verl config\n\n```yaml\n{self.config_yaml}```\n"
+
+
+def hydra_quote(value: Any) -> str:
+    """A Hydra override value: numbers and booleans as they are, strings quoted unless plainly safe."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(hydra_quote(v) for v in value) + "]"
+    text = str(value)
+    if _PLAIN.fullmatch(text) and not _NOT_A_STRING.fullmatch(text):
+        return text
+    text = text.replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
+
+
+def launch_mode(address: str | None) -> str:
+    """local (Ray starts here), ray-job (`ray job submit` to an http:// address) or cluster (join one)."""
+    if not address:
+        return "local"
+    return "ray-job" if address.startswith(("http://", "https://")) else "cluster"
+
+
+def sampler_overrides(ads: ADSSamplerConfig, verl: VerlConfig) -> list[str]:
+    """``data.ads_sampler.KEY=VALUE`` for every knob that differs from its default (the YAML's value)."""
+    values = {k: v for k, v in ads.model_dump().items() if v != ADSSamplerConfig.model_fields[k].default}
+    values |= {k: getattr(verl, k) for k in INTEGRATION_KEYS if getattr(verl, k) != VerlConfig.model_fields[k].default}
+    return [f"data.ads_sampler.{key}={hydra_quote(value)}" for key, value in values.items()]
+
+
+def _stage(uri: str, dest: Path) -> str:
+    """A local copy of a remote file (verl's dataset loader reads local paths and hdfs:// only)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fs, path = storage.get_fs(uri)
+    tmp = dest.with_suffix(dest.suffix + ".part")
+    fs.get(path, str(tmp))
+    os.replace(tmp, dest)
+    return str(dest)
+
+
+def plan_verl(plan: TrainPlan, materialize: bool = True, resolve_config: bool = True) -> VerlPlan:
+    """Stage inputs verl can read, build the overrides and the launch command (no GPU needed)."""
+    cfg, verl = plan.config, plan.config.verl
+    if plan.sampler.kind != "ads":
+        raise TrainOptionError(
+            f"the verl integration trains with the ADS sampler only, not {plan.sampler.kind!r}; "
+            "use trainer trl to compare samplers",
+            options=("trainer",),
+        )
+    mode = launch_mode(verl.ray_address)
+    run_dir = Path(plan.run_dir)
+    warnings: list[str] = []
+
+    # inputs verl can read: local files as they are, remote ones staged (unless a Ray job reads them itself)
+    def local(uri: str, name: str) -> str:
+        if storage.is_local(uri):
+            path = str(storage.local_path(uri).resolve())
+            if mode == "ray-job":
+                warnings.append(f"{path} must be readable at the same path on the cluster's nodes")
+            return path
+        if mode == "ray-job":
+            warnings.append(f"{uri} is passed to the cluster as is (needs s3fs and credentials on the nodes)")
+            return uri
+        if not materialize:
+            return str(run_dir / "data" / name)
+        return _stage(uri, run_dir / "data" / name)
+
+    train_file = local(plan.artifact_uri, "train.parquet")
+    if plan.train_uri != plan.artifact_uri:
+        train_file = plan.train_uri  # the decontaminated copy in the run folder
+    val_files = [local(uri, f"{name}.parquet") for name, uri in plan.eval_uris.items()]
+    if not val_files:
+        warnings.append("no eval sets: validation is off (write them with `ads eval-sets --out OUT`)")
+
+    metrics_file = str(run_dir / "metrics.jsonl")
+    overrides = [
+        f"data.train_files={hydra_quote(train_file)}",
+        f"actor_rollout_ref.model.path={hydra_quote(plan.model)}",
+        f"trainer.n_gpus_per_node={int(verl.n_gpus_per_node)}",
+        f"trainer.nnodes={int(verl.nnodes)}",
+        f"trainer.experiment_name={hydra_quote(plan.experiment)}",
+        f"trainer.default_local_dir={hydra_quote(str(run_dir / 'checkpoints'))}",
+        "trainer.logger=[console,file]",
+        f"ads.metrics_file={hydra_quote(metrics_file)}",
+        f"hydra.run.dir={hydra_quote(str(run_dir / 'hydra'))}",
+    ]
+    if val_files:
+        overrides.append(f"data.val_files={hydra_quote(val_files)}")
+    else:
+        overrides += ["trainer.val_before_train=false", "trainer.test_freq=-1"]
+    overrides += sampler_overrides(plan.sampler.ads, verl)
+    overrides.append(f"trainer.total_training_steps={int(cfg.steps)}")
+    if mode == "cluster":
+        overrides.append(f"ray_kwargs.ray_init.address={hydra_quote(verl.ray_address)}")
+    overrides += list(verl.overrides)
+
+    env = {"VERL_FILE_LOGGER_PATH": metrics_file, "PYTHONUNBUFFERED": "1"}
+    entry = ["-m", ENTRY_MODULE, *overrides]
+    if mode == "ray-job":
+        ray_bin = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
+        runtime_env = json.dumps({"env_vars": env})
+        submit = [ray_bin, "job", "submit", "--address", str(verl.ray_address), "--runtime-env-json", runtime_env]
+        command = [*submit, "--", "python", *entry]
+    else:
+        command = [sys.executable, *entry]
+    part = VerlPlan(
+        train_file=train_file,
+        val_files=val_files,
+        metrics_file=metrics_file,
+        overrides=overrides,
+        command=command,
+        env=env,
+        mode=mode,
+        run_dir=str(run_dir),
+        warnings=warnings,
+    )
+    if resolve_config:
+        part.config_yaml = resolve_config_yaml(overrides)
+    return part
+
+
+def resolve_config_yaml(overrides: Sequence[str]) -> str:
+    """Compose the entry point's config with these overrides, apply the ADS rules and verl's validation."""
+    import contextlib
+    import io
+    import warnings as _warnings
+
+    from ads_core.train.verl import config as vc
+
+    try:
+        with _warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            _warnings.simplefilter("ignore")
+            cfg = vc.resolve(overrides)
+    except vc.ConfigError:
+        raise
+    except AssertionError as exc:  # verl's validate_config reports with asserts
+        raise vc.ConfigError(f"verl rejected the config: {exc}") from None
+    return vc.to_yaml(cfg)

@@ -1,0 +1,112 @@
+"""Training options defined once: the CPU-sized TRL defaults (and that setting a size explicitly wins), the verl
+YAML's sampler block equal to the config defaults, the `ads-train` flow's parameters equal to `TrainConfig`'s
+fields, the `auto` trainer choice, and sampler kinds as one registry entry each."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from ads_core.config.sampler import ADSSamplerConfig, SamplerKind
+from ads_core.config.train import INTEGRATION_KEYS, TRL_MINI_CLUSTER_SIZE, TrainConfig, VerlConfig
+from ads_core.core.registry import DuplicateBackendError
+from ads_core.sampler import kinds
+from ads_core.train import choice
+
+YAML = Path(__file__).resolve().parents[2] / "ads_core" / "train" / "verl" / "config" / "ads_grpo.yaml"
+
+
+def test_cpu_defaults_are_cpu_sized_and_a_set_size_wins():
+    cfg = TrainConfig()
+    assert cfg.prompts_per_step("trl") == 4 * TRL_MINI_CLUSTER_SIZE == 8  # 4 clusters x 2 rows
+    assert (cfg.trl.num_generations, cfg.trl.max_completion_length) == (4, 48)
+    assert cfg.prompts_per_step("verl") == 128  # the reference's batch, as verl always had it
+    # set through any path (constructor, --set / -s, a replaced copy), the value is kept under TRL too
+    explicit = TrainConfig(sampler={"ads": {"mini_cluster_size": 32}})
+    assert explicit.prompts_per_step("trl") == 128
+    assert TrainConfig().with_overrides({"sampler.ads.mini_cluster_size": 32}).prompts_per_step("trl") == 128
+    # setting something else leaves the size at the trainer's default
+    other = TrainConfig().with_overrides({"sampler.ads.alpha": 0.5}).replaced(steps=3)
+    assert other.prompts_per_step("trl") == 8 and other.sampler.ads.alpha == 0.5 and other.steps == 3
+
+
+def test_the_verl_yaml_sampler_block_is_the_config_defaults():
+    block = yaml.safe_load(YAML.read_text())["data"]["ads_sampler"]
+    verl = VerlConfig()
+    expected = ADSSamplerConfig().model_dump() | {key: getattr(verl, key) for key in INTEGRATION_KEYS}
+    assert set(INTEGRATION_KEYS) == {"cluster_metrics_interval", "strict_ids"}
+    assert block == expected
+
+
+def test_the_flow_parameters_are_the_train_config_fields():
+    pytest.importorskip("prefect")
+    from ads_prefect.flows.ads_train import ads_train
+
+    params = inspect.signature(ads_train.fn).parameters
+    assert list(params)[:2] == ["artifact_uri", "dry_run"]
+    assert set(params) - {"artifact_uri", "dry_run"} == set(TrainConfig.model_fields)
+    defaults = TrainConfig()
+    for name, field in TrainConfig.model_fields.items():
+        default = params[name].default
+        if hasattr(default, "model_dump"):
+            assert default.model_dump() == getattr(defaults, name).model_dump(), name
+        else:
+            assert default == getattr(defaults, name), name
+        assert typing.get_type_hints(ads_train.fn)[name] == field.annotation, name
+
+
+def test_the_sampler_flag_picks_the_kind_and_s_sets_an_ads_knob(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from ads_cli.main import app
+
+    artifact = tmp_path / "missing" / "final" / "train.parquet"
+    result = CliRunner().invoke(app, ["train", str(artifact), "--sampler", "bogus", "--dry-run"])
+    assert result.exit_code == 2 and "--sampler" in result.output  # the kind, validated against SamplerKind
+    result = CliRunner().invoke(app, ["train", str(artifact), "-s", "alpah=0.5", "--dry-run"])
+    assert result.exit_code == 2 and "sampler.ads.alpah" in result.output
+
+
+@pytest.mark.parametrize(
+    ("gpus", "present", "address", "expected"),
+    [
+        (0, {"verl", "vllm"}, None, "trl"),  # no CUDA: verl is GPU-only
+        (2, {"verl", "vllm"}, None, "verl"),
+        (2, {"verl", "sglang"}, None, "verl"),
+        (2, {"verl"}, None, "trl"),  # no rollout engine
+        (2, {"vllm"}, None, "trl"),  # no verl
+        (0, set(), "http://head:8265", "verl"),  # a Ray cluster has the GPUs
+    ],
+)
+def test_auto_picks_verl_only_where_it_can_train(monkeypatch: pytest.MonkeyPatch, gpus, present, address, expected):
+    monkeypatch.setattr(choice, "cuda_gpu_count", lambda: gpus)
+    monkeypatch.setattr(choice, "installed", lambda module: module in present)
+    trainer, reason = choice.choose_trainer("auto", address)
+    assert trainer == expected and reason.startswith("auto: ")
+    assert choice.choose_trainer("trl", address) == ("trl", "trainer=trl as set")
+    assert choice.choose_trainer("verl")[0] == "verl"
+    assert choice.choose_trainer("auto", address, "dots")[0] == "trl"  # verl runs the ADS sampler only
+
+
+def test_every_sampler_kind_is_one_registry_entry():
+    assert kinds.kind_names() == list(typing.get_args(SamplerKind))
+    with pytest.raises(DuplicateBackendError, match="'ads' is already registered"):
+        kinds.register_kind("ads")(lambda *a: None)
+    cid = np.repeat(np.arange(4), 10)
+    rank = np.tile(np.arange(10), 4)
+    cfg = TrainConfig().sampler.model_copy(update={"ads": TrainConfig().ads_for("trl")})
+    for kind in kinds.kind_names():
+        sampler = kinds.build_sampler(kind, cid, rank, cfg, 8)
+        rows = sampler.next_batch()
+        assert len(rows) == 8 and sampler.batch_size == 8
+        sampler.update(rows, np.full(len(rows), 0.5))
+        fresh = kinds.build_sampler(kind, cid, rank, cfg, 8)
+        fresh.load_state_dict(sampler.state_dict())
+        assert fresh.state_dict() == sampler.state_dict()
+    with pytest.raises(ValueError, match="unknown sampler kind 'nope'"):
+        kinds.build_sampler("nope", cid, rank, cfg, 8)
