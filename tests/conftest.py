@@ -1,10 +1,19 @@
-"""Shared fixtures, kept small and generic."""
+"""Shared fixtures, kept small and generic.
+
+Nothing reaches the network at run time: the hub and datasets libraries are told so before any test module
+imports them (a library that reads these variables at import would otherwise try the hub, and time out).
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
