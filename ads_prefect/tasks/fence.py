@@ -8,11 +8,12 @@ The check reads the lock's newest generation; only the build whose token it is m
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ads_core.stages.base import ProgressFactory
 from ads_core.storage import fencing
 from ads_core.storage.fencing import LockLost
 from ads_prefect.tasks.lockstore import LEASE_ENV, Generation, LockStore, describe, store_at
@@ -89,3 +90,28 @@ def fenced(fence: dict[str, Any] | None) -> Iterator[None]:
     checked.check()
     with fencing.guarded(checked.label, checked.check):
         yield
+
+
+def stopping_when_lost(factory: ProgressFactory, fence: dict[str, Any] | None) -> ProgressFactory:
+    """A stage's progress, which also checks the fence (at most once a heartbeat): a build that lost its lock
+    stops computing at its next progress tick instead of at its next publish."""
+    if fence is None:
+        return factory
+    checked = Fence.from_dict(fence)
+
+    @contextmanager
+    def wrapped(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+        last = time.monotonic()
+        with factory(description, total) as advance:
+
+            def tick(n: int) -> None:
+                nonlocal last
+                if advance:
+                    advance(n)
+                if time.monotonic() - last >= checked.heartbeat_s:
+                    last = time.monotonic()
+                    checked.check()
+
+            yield tick
+
+    return wrapped

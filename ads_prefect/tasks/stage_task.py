@@ -36,7 +36,7 @@ from ads_prefect.tasks.base import (
     retry_delays,
     retry_if_transient,
 )
-from ads_prefect.tasks.locks import fenced
+from ads_prefect.tasks.fence import fenced, stopping_when_lost
 
 log = logging.getLogger("ads.tasks")
 
@@ -139,7 +139,8 @@ def stage_task(
     fault_point(stage_name)
     with fenced(fence):  # checked now (a build that lost its lock starts nothing) and before every publish
         pause_point(stage_name)
-        ctx.progress = progress if progress_artifact is None else with_artifact(progress_artifact, stage, ctx, shard)
+        shown = progress if progress_artifact is None else with_artifact(progress_artifact, stage, ctx, shard)
+        ctx.progress = stopping_when_lost(shown, fence)
         ctx.state = lifecycle.state_for(stage, ctx)
         with lifecycle.resources(stage):
             manifest = run_stage(stage, ctx, shard, key)
