@@ -1,4 +1,4 @@
-"""Where build locks live, and their settings: a small store interface, a folder implementation, bounds.
+"""Where build locks live, what their records say, and their settings (with bounds).
 
 A lock is a sequence of generations. Taking the lock creates generation N+1, exclusively: of two builds that
 try at once, exactly one succeeds. N is the lock's fencing token: it only goes up, so a build that took over
@@ -10,6 +10,9 @@ release), so a late renewal by a paused holder can never overwrite its successor
 lock with a JSON file per generation (`<lock dir>/<key>/<N>.json`), created with `link()`, which is atomic and
 exclusive on local and NFS file systems alike. An object store could implement the same four calls with
 conditional writes (`If-None-Match: *` on `<key>/<N>.json`).
+
+A record names its holder (host, pid, process start time, a nonce) and its lease; `free_because` says whether a
+lock may be taken: released, its holder dead on this host, or its lease expired.
 """
 
 from __future__ import annotations
@@ -225,10 +228,15 @@ class DirLockStore:
         os.replace(self._temp(key, record), self._file(key, number))
 
     def prune(self, key: str, below: int) -> None:
+        """Generations below `below`, and temp files a writer that died left behind (older than an hour)."""
         for number in self._numbers(key):
             if number < below:
                 with contextlib.suppress(FileNotFoundError):
                     self._file(key, number).unlink()
+        for tmp in self._folder(key).glob(".*.tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                if time.time() - tmp.stat().st_mtime > 3600:
+                    tmp.unlink()
 
     def keys(self) -> list[str]:
         """Every lock ever taken here (for tests and diagnostics)."""

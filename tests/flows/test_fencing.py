@@ -130,6 +130,36 @@ def test_a_build_paused_past_its_lease_publishes_nothing_after_another_took_over
     assert "lost the build lock" in runs[0].state.message, runs[0].state.message
 
 
+def test_a_lost_fence_refuses_s3_puts(moto_s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """On object storage the check runs right before the PUT (one-shot and multipart-from-file alike)."""
+    import boto3
+
+    from ads_core.storage.fencing import LockLost, guarded
+    from ads_prefect.tasks.fence import Fence
+    from ads_prefect.tasks.locks import BuildLockManager, out_lock_key
+    from ads_prefect.tasks.lockstore import LOCK_DIR_ENV, DirLockStore
+
+    monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path / "locks"))
+    client = boto3.client("s3", endpoint_url=moto_s3.endpoint, region_name="us-east-1")
+    client.create_bucket(Bucket="fenced")
+    out = "s3://fenced/builds/x"
+    store, key = DirLockStore(tmp_path / "locks"), out_lock_key(out)
+    store.create(key, 1, {"holder": "A", "nonce": "a", "host": "other-host", "pid": 1, "lease_until": time.time() - 1})
+    paused = Fence(store.location, key, 1, "a", out, lease_s=1.0, heartbeat_s=0.25)
+    taker = BuildLockManager()
+    assert taker.acquire_lock(out_lock_key("S3://fenced//builds/x/"), "B", acquire_timeout=5)  # same lock
+    with guarded(out, paused.check):
+        with pytest.raises(LockLost):
+            storage.write_bytes(f"{out}/final/manifest.json", b"{}")
+        with pytest.raises(LockLost), storage.atomic_local_file(f"{out}/final/train.parquet") as tmp:
+            tmp.write_bytes(b"A's rows")
+    assert client.list_objects_v2(Bucket="fenced").get("KeyCount") == 0
+    with guarded(out, taker.fence(key).check):
+        storage.write_bytes(f"{out}/final/manifest.json", b"{}")
+    assert client.list_objects_v2(Bucket="fenced")["KeyCount"] == 1
+    taker.release_all()
+
+
 def descendants(pid: int) -> dict[int, str]:
     """Every live process below `pid`, with its command line."""
     children: dict[int, list[int]] = {}
