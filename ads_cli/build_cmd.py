@@ -176,6 +176,13 @@ def build_cmd(
     if source and _looks_like_path(source) and not _exists(source):  # fail before Prefect's start-up cost
         raise fail(f"{source}: no such file or directory")
     from ads_core.storage.errors import StorageError
+    from ads_core.storage.fencing import LockLost
+    from ads_prefect.tasks.lockstore import LockSettingsError, lock_settings
+
+    try:
+        lock_settings()  # ADS_LOCK_LEASE_S=0 or =abc: one line now, not after the start-up
+    except LockSettingsError as exc:
+        raise fail(str(exc)) from None
 
     if out:
         from ads_core import storage
@@ -184,7 +191,7 @@ def build_cmd(
             storage.check_writable(out)
         except StorageError as exc:
             raise fail(str(exc)) from None
-    from ads_prefect.flows.env import local_prefect_env
+    from ads_prefect.flows.env import local_prefect_env, start_temporary_server
     from ads_prefect.tasks.locks import LockWaitTimeout
 
     def hide_run_errors(record: logging.LogRecord) -> bool:  # printed once, as the `error:` line
@@ -212,6 +219,8 @@ def build_cmd(
         set_progress_factory(progress_bar)
         previous_term = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the build like Ctrl-C
         try:
+            if api_url is None:
+                start_temporary_server()  # stopped with this process, kill -9 included
             result = ads_build(
                 source=source or None,
                 dataset=name,
@@ -222,7 +231,15 @@ def build_cmd(
                 report=cfg.report,
                 run=cfg.run,
             )
-        except (InputError, ModelLoadError, ValueError, ParameterTypeError, StorageError, LockWaitTimeout) as exc:
+        except (
+            InputError,
+            ModelLoadError,
+            ValueError,
+            ParameterTypeError,
+            StorageError,
+            LockWaitTimeout,
+            LockLost,
+        ) as exc:  # one `error:` line; LockLost: another build took OUT over and this one published nothing more
             raise fail(for_cli(exc)) from None
         except (KeyboardInterrupt, TerminationSignal):  # Ctrl-C, or SIGTERM (Prefect's handler while the flow runs)
             stop_now()

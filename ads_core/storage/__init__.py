@@ -13,6 +13,9 @@ Errors a user must fix become a one-line `StorageError` naming the URI, the endp
 ones keep their types so stage retries see them. S3 client time is bounded from the environment. Both live in
 `ads_core.storage_errors` and are re-exported here.
 
+A build that holds its OUT's lock guards OUT (`ads_core.storage.fencing`): each write checks, right before
+its rename or PUT, that the lock is still held with the build's token, else raises `LockLost`.
+
 Local temp files are named `.<name>.<uuid>-<host>-<pid>.tmp<suffix>`; the first write into a folder in a
 process removes our own leftovers there (`clean_stale_temps`), and published files get 0o666 & ~umask.
 """
@@ -48,6 +51,7 @@ from ads_core.storage.errors import (
     storage_options,
     translating,
 )
+from ads_core.storage.fencing import check_publish
 
 log = logging.getLogger("ads.storage")
 _HASH_CHUNK = 1 << 20
@@ -252,6 +256,7 @@ def write_bytes(uri: str, data: bytes) -> None:
     with translating(uri):
         fs, path = get_fs(uri)
         if not isinstance(fs, LocalFileSystem):
+            check_publish(uri)  # a build that lost its OUT lock publishes nothing (fencing.py)
             fs.pipe_file(path, data)
             return
         target = Path(path)
@@ -264,6 +269,7 @@ def write_bytes(uri: str, data: bytes) -> None:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
+            check_publish(uri)
             os.replace(tmp, target)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -296,8 +302,10 @@ def atomic_local_file(uri: str, suffix: str = "") -> Iterator[Path]:
                 with open(tmp, "rb") as fh:  # data on disk before the rename, as write_bytes does
                     os.fsync(fh.fileno())
                 os.chmod(tmp, file_mode())  # whatever mode the writer's library chose
+                check_publish(uri)
                 os.replace(tmp, target)
             else:
+                check_publish(uri)
                 fs.put_file(str(tmp), path)
     finally:
         with contextlib.suppress(FileNotFoundError):

@@ -7,7 +7,8 @@ build resumes from the stages whose inputs did not change. `run.force_from=<stag
 everything after it. A cached stage whose artifact has vanished or was overwritten is recomputed
 (`ads_prefect.tasks.stage_task.checked`). A sharded stage runs in-process by default, or on Dask
 (`dask="local"`, `"local-cuda"` for one worker per GPU, or a scheduler address), with its declared resources
-as Dask worker resources. Builds into one OUT run one at a time (`ads_prefect.tasks.locks.owning`).
+as Dask worker resources. Builds into one OUT run one at a time (`ads_prefect.tasks.locks.owning`), and a build
+that lost its lock on OUT (paused past its lease, then taken over) publishes nothing more.
 
 With `run.trigger_training=on_change` (or `always`), the finished build starts the `ads-train` deployment with
 the final artifact's URI (`run_deployment`, `timeout=0`, idempotent on the artifact's content digest), linked
@@ -119,10 +120,13 @@ def progress_artifact(stage: Stage, ctx: StageContext) -> str | None:
     )
 
 
-def run_stage_runs(stage: Stage, ctx: StageContext, refresh: bool, states: dict[str, str]) -> StageOutput:
+def run_stage_runs(
+    stage: Stage, ctx: StageContext, refresh: bool, states: dict[str, str], fence: dict[str, Any] | None = None
+) -> StageOutput:
     """Every run of one stage (one per shard of a sharded stage): in this thread one after another (the set-up
     state is made once, and Ctrl-C / SIGTERM reach the computing stage), or mapped on Dask. Returns the
-    record of the stage's main output (the last shard's for a sharded stage)."""
+    record of the stage's main output (the last shard's for a sharded stage). Each run publishes only while
+    `fence` (the build's hold on OUT) is still the newest."""
     logger = get_run_logger()
     shards = stage.shards(ctx)
     artifact = progress_artifact(stage, ctx)
@@ -133,7 +137,7 @@ def run_stage_runs(stage: Stage, ctx: StageContext, refresh: bool, states: dict[
     cached = 0
 
     def params(shard: int | None, fresh: bool) -> dict[str, Any]:
-        return params_of(stage, ctx, shard, keys[shard], reuse=not fresh, progress_artifact=artifact)
+        return params_of(stage, ctx, shard, keys[shard], reuse=not fresh, progress_artifact=artifact, fence=fence)
 
     def record(done: int, shard: int | None, state: Any, recompute: Any) -> None:
         nonlocal cached
@@ -179,7 +183,9 @@ def run_stage_runs(stage: Stage, ctx: StageContext, refresh: bool, states: dict[
     return outputs[shards[-1]]
 
 
-def run_stages(ctx: StageContext) -> tuple[dict[str, str], dict[str, float], dict[str, StageOutput], Any]:
+def run_stages(
+    ctx: StageContext, fence: dict[str, Any] | None = None
+) -> tuple[dict[str, str], dict[str, float], dict[str, StageOutput], Any]:
     """Every declared stage in order, each followed by the UI items it declares; no stage is special here."""
     force = stages_from(ctx.config.run.force_from)
     states: dict[str, str] = {}
@@ -190,7 +196,7 @@ def run_stages(ctx: StageContext) -> tuple[dict[str, str], dict[str, float], dic
     for stage in declared.STAGES:  # read at call time: a stage added to the list runs with no other edit
         t0 = time.perf_counter()
         try:
-            outputs[stage.name] = run_stage_runs(stage, ctx, stage.name in force, states)
+            outputs[stage.name] = run_stage_runs(stage, ctx, stage.name in force, states, fence)
         finally:
             lifecycle.teardown(stage)  # the set-up state of runs in this process (the model) is not needed again
         seconds[stage.name] = time.perf_counter() - t0
@@ -201,7 +207,8 @@ def run_stages(ctx: StageContext) -> tuple[dict[str, str], dict[str, float], dic
 
 
 def mark_crashed(dead: dict[str, Any]) -> None:
-    """A build killed while it held this OUT left its flow run Running: mark it Crashed."""
+    """A build killed (or paused past its lease) while it held this OUT left its flow run Running: mark it
+    Crashed. A paused one that wakes up publishes nothing (its fence is stale) and ends Failed with its own line."""
     holder = str(dead.get("holder", ""))
     if not holder.startswith("flow-run:"):
         return
@@ -213,12 +220,11 @@ def mark_crashed(dead: dict[str, Any]) -> None:
         with get_client(sync_client=True) as client:
             run = client.read_flow_run(run_id)
             if not run.state or not run.state.is_final():
-                client.set_flow_run_state(
-                    run_id, Crashed(message="its process died; a later build took over its output folder"), force=True
-                )
-                get_run_logger().warning(
-                    "flow run %s (%s) was left Running by a dead process: marked Crashed", run.name, run_id
-                )
+                why = str(dead.get("stale_reason") or "its process died")
+                message = f"a later build took over its output folder: {why}"
+                client.set_flow_run_state(run_id, Crashed(message=message), force=True)
+                logger = get_run_logger()
+                logger.warning("flow run %s (%s) was left Running (%s): marked Crashed", run.name, run_id, why)
     except Exception as exc:  # noqa: BLE001 - another server, or the run is gone: nothing to mark
         get_run_logger().info("could not mark the earlier flow run %s Crashed: %s", run_id, exc)
 
@@ -266,11 +272,11 @@ def ads_build(
     )
     from prefect.runtime import flow_run
 
-    with owning(ctx.out, f"flow-run:{flow_run.id}") as dead:  # one build at a time per OUT
-        if dead:
-            mark_crashed(dead)
+    with owning(ctx.out, f"flow-run:{flow_run.id}") as held:  # one build at a time per OUT, publishes fenced
+        if held.taken_over:
+            mark_crashed(held.taken_over)
         try:
-            states, seconds, outputs, previous = run_stages(ctx)
+            states, seconds, outputs, previous = run_stages(ctx, held.fence.to_dict())
         except InputError as exc:  # name the flow parameter to set (format.question_col=...), in one line
             raise InputError(exc.render(flow_spelling), exc.options, original=exc) from None
         final = {"uri": ctx.uri("final"), "digest": outputs_digest(mf.read(ctx.stage_dir("final")))}

@@ -85,6 +85,24 @@ def local_prefect_env(cache_dir: Path) -> Iterator[str | None]:
         os.environ.update(saved)
 
 
+def start_temporary_server() -> str:
+    """Start Prefect's temporary (ephemeral) server now, from this thread, and tie its life to this process.
+
+    Prefect starts it on first use from whichever thread gets there first, and stops it only at a clean exit:
+    after kill -9 it lived on (about 225 MB each). Started here, before the flow, it is the one Prefect then
+    uses, and a watchdog (`ads_core.core.procs.reap_with_me`) stops it when this process ends in any way.
+    Returns its API URL."""
+    from prefect.server.api.server import SubprocessASGIServer
+
+    from ads_core.core.procs import reap_with_me
+
+    server = SubprocessASGIServer()  # the instance Prefect's clients use in ephemeral mode (port None)
+    server.start()
+    if server.server_process is not None:
+        reap_with_me(server.server_process.pid)
+    return server.api_url
+
+
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 

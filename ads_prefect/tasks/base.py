@@ -30,7 +30,7 @@ log = logging.getLogger("ads.tasks")
 StageOutput = dict[str, str]  # {"uri": main output URI, "digest": hash of all the stage's output hashes}
 
 FAULT_ENV = "ADS_TEST_FAIL_STAGE"  # test-only: comma-separated stage names that raise InjectedFault
-PAUSE_ENV = "ADS_TEST_PAUSE_STAGE"  # test-only: "stage:marker-file": touch the file, then sleep (to be killed)
+PAUSE_ENV = "ADS_TEST_PAUSE_STAGE"  # test-only: "stage:marker-file[:seconds]": touch the file, then sleep
 RETRIES_ENV = "ADS_TASK_RETRIES"
 RETRY_DELAY_ENV = "ADS_RETRY_BASE_DELAY"
 
@@ -61,13 +61,18 @@ def fault_point(stage: str) -> None:
 
 
 def pause_point(stage: str) -> None:
-    """Test-only hook: with ADS_TEST_PAUSE_STAGE=stage:FILE, create FILE and sleep, so a test can kill -9 here."""
+    """Test-only hook: with ADS_TEST_PAUSE_STAGE=stage:FILE[:SECONDS], create FILE and sleep (600 s), so a test can
+    kill -9 or SIGSTOP the build here."""
     wanted, _, marker = os.environ.get(PAUSE_ENV, "").partition(":")
     if wanted == stage and marker:
         import time
 
+        seconds = 600.0
+        path, _, tail = marker.rpartition(":")
+        if path and tail.replace(".", "", 1).isdigit():
+            marker, seconds = path, float(tail)
         Path(marker).write_text(str(os.getpid()))
-        time.sleep(600)
+        time.sleep(seconds)
 
 
 _TRANSIENT_S3_CODES = {
@@ -90,9 +95,11 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     from ads_core.core.errors import OptionError
     from ads_core.models import ModelLoadError
     from ads_core.storage.errors import StorageError
+    from ads_core.storage.fencing import LockLost
     from ads_prefect.tasks.locks import LockWaitTimeout
+    from ads_prefect.tasks.lockstore import LockSettingsError
 
-    return (OptionError, ModelLoadError, LockWaitTimeout, StorageError)
+    return (OptionError, ModelLoadError, LockWaitTimeout, StorageError, LockLost, LockSettingsError)
 
 
 def is_transient(exc: BaseException | None) -> bool:
@@ -102,6 +109,7 @@ def is_transient(exc: BaseException | None) -> bool:
     from ads_core.core.errors import InputError
     from ads_core.models import ModelLoadError
     from ads_core.storage.errors import StorageError
+    from ads_core.storage.fencing import LockLost
 
     if isinstance(
         exc,
@@ -109,6 +117,7 @@ def is_transient(exc: BaseException | None) -> bool:
             InputError,
             ModelLoadError,
             StorageError,
+            LockLost,
             InjectedFault,
             FileNotFoundError,
             PermissionError,

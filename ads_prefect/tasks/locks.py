@@ -1,19 +1,24 @@
-"""Build locks that cannot outlive their holder: two builds of the same stage serialise on its cache key.
+"""Build locks that cannot outlive their holder, with fencing tokens: a build that lost its lock publishes nothing.
 
-Prefect's SERIALIZABLE isolation asks a lock manager for a lock per cache key. This one implements
-Prefect's `LockManager` protocol (not its file manager's internals) with lock files that record who
-holds them: host, pid, the process's start time and a lease expiry that a heartbeat thread renews
-while the build runs. A lock is taken over, with a warning naming the old holder, when
+A build holds one lock on its OUT for the whole build (`owning`), keyed on OUT's canonical location
+(`ads_core.storage.fencing.canonical_location`), so every spelling of one folder or bucket prefix is one lock.
+Its record (in a `LockStore`, see `lockstore.py`) names the holder: host, pid, the process's start time, a nonce
+and a lease expiry that a heartbeat thread renews while the build runs. A lock is taken over, with a warning
+naming the old holder, when
 - its holder is on this host and dead (pid gone, or reused by a process that started later), or
-- its lease expired (a holder on another host, via a shared `ADS_LOCK_DIR`, that stopped renewing).
-A build that must wait says so every few seconds, naming the holder, and gives up after
-`ADS_LOCK_WAIT_S` (default 6 h) with one clear line.
+- its lease expired (a holder that stopped renewing: dead on another host, or paused longer than its lease).
+Each acquisition creates the next generation of the lock, and its number is the build's fencing token. The
+build guards OUT with it (`fencing.guarded`): every publish checks, right before its rename or PUT, that the
+token is still the newest and the build's own (`Fence.check`), so a paused build that was taken over refuses
+to publish and fails with one line (`LockLost`). The check needs only the store and the token, so it works in
+Dask workers that do not hold the lock (`fenced`). A build that must wait says so every few seconds, naming the
+holder, and gives up after `ADS_LOCK_WAIT_S` (default 6 h) with one clear line.
 """
 
 from __future__ import annotations
 
 import atexit
-import json
+import hashlib
 import logging
 import os
 import socket
@@ -22,74 +27,39 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
+
+from ads_core.storage import fencing
+from ads_core.storage.fencing import LockLost
+from ads_prefect.tasks.fence import Fence, fenced
+from ads_prefect.tasks.lockstore import (
+    WAIT_ENV,
+    DirLockStore,
+    LockSettings,
+    LockStore,
+    describe,
+    free_because,
+    lock_settings,
+    process_start,
+    store_at,
+)
 
 log = logging.getLogger("ads.locks")
 
-LOCK_DIR_ENV = "ADS_LOCK_DIR"
-LEASE_ENV = "ADS_LOCK_LEASE_S"
-WAIT_ENV = "ADS_LOCK_WAIT_S"
 _WAIT_LOG_EVERY = 5.0
 _POLL = 0.2
+__all__ = ["BuildLockManager", "Fence", "LockLost", "LockWaitTimeout", "fenced", "out_lock_key", "owning"]
 
 
 class LockWaitTimeout(RuntimeError):
     """Waited longer than ADS_LOCK_WAIT_S for another build's lock."""
 
 
-def lock_dir() -> Path:
-    """ADS_LOCK_DIR (a shared filesystem for multi-node builds) or $PREFECT_HOME/ads-locks."""
-    explicit = os.environ.get(LOCK_DIR_ENV)
-    if explicit:
-        return Path(explicit).expanduser().resolve()
-    from prefect.settings import get_current_settings
-
-    return Path(get_current_settings().home).expanduser().resolve() / "ads-locks"
-
-
-def lease_seconds() -> float:
-    return float(os.environ.get(LEASE_ENV, "60"))
-
-
-def process_start(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (Linux), to tell a reused pid from its holder."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def stale_reason(info: dict[str, Any]) -> str | None:
-    """Why a lock's holder can no longer hold it, or None while it may."""
-    lease = info.get("lease_until")
-    if isinstance(lease, int | float) and lease < time.time():
-        return f"its lease expired {time.time() - lease:.0f} s ago"
-    if info.get("host") == socket.gethostname() and isinstance(info.get("pid"), int):
-        pid = info["pid"]
-        if not _pid_alive(pid):
-            return f"its process {pid} is gone"
-        started = info.get("started")
-        if started is not None and process_start(pid) not in (None, started):
-            return f"pid {pid} now belongs to another process"
-    if "lease_until" not in info and "pid" not in info:  # a lock file of another format or a torn write
-        return "it records no holder process or lease"
-    return None
-
-
-def describe(info: dict[str, Any]) -> str:
-    return f"{info.get('host', '?')}:{info.get('pid', '?')} (holder {info.get('holder', '?')})"
+@dataclass
+class _Held:
+    holder: str
+    fence: Fence
 
 
 _MANAGERS: list[BuildLockManager] = []
@@ -102,172 +72,166 @@ def release_everything() -> None:
 
 
 class BuildLockManager:
-    """Prefect `LockManager` with holder-aware lock files and a lease renewed by a heartbeat."""
+    """Holder-aware, fenced locks with a lease renewed by a heartbeat (the names follow Prefect's LockManager)."""
 
-    def __init__(self) -> None:
-        self._held: dict[str, tuple[Path, str]] = {}  # key -> (lock file, holder)
-        self.taken_over: dict[str, dict[str, Any]] = {}  # key -> the dead holder's record
-        _MANAGERS.append(self)
+    def __init__(self, store: LockStore | None = None) -> None:
+        self._store = store
+        self._held: dict[str, _Held] = {}
+        self.taken_over: dict[str, dict[str, Any]] = {}  # key -> the stale holder's record
+        self.lost: dict[str, str] = {}  # key -> why it is no longer ours
         self._guard = threading.Lock()
         self._beat: threading.Thread | None = None
+        _MANAGERS.append(self)
         atexit.register(self.release_all)
 
     def __reduce__(self) -> tuple[type[BuildLockManager], tuple[()]]:
-        """Sent to Dask workers with the cache policy: a fresh manager there (locks, threads stay here)."""
+        """Sent to Dask workers: a fresh manager there (locks and threads stay here)."""
         return (BuildLockManager, ())
 
-    # -- files ------------------------------------------------------------------------------
+    @property
+    def store(self) -> LockStore:
+        return self._store if self._store is not None else store_at()  # ADS_LOCK_DIR read at call time
 
-    def _path(self, key: str) -> Path:
-        return lock_dir() / f"{key}.lock"
-
-    @staticmethod
-    def _read(path: Path) -> dict[str, Any] | None:
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    def _record(self, holder: str) -> dict[str, Any]:
+    def _record(self, holder: str, nonce: str, settings: LockSettings) -> dict[str, Any]:
         pid = os.getpid()
         return {
             "holder": holder,
+            "nonce": nonce,
             "host": socket.gethostname(),
             "pid": pid,
             "started": process_start(pid),
-            "lease_until": time.time() + lease_seconds(),
+            "acquired_at": time.time(),
+            "lease_until": time.time() + settings.lease_s,
         }
-
-    def _write(self, path: Path, holder: str) -> None:
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        tmp.write_text(json.dumps(self._record(holder)))
-        os.replace(tmp, path)
-
-    def _try_create(self, path: Path, holder: str) -> bool:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return False
-        with os.fdopen(fd, "w") as fh:
-            fh.write(json.dumps(self._record(holder)))
-        return True
-
-    def _break_if_stale(self, key: str, path: Path) -> bool:
-        info = self._read(path)
-        if info is None:
-            return True
-        if not info:  # empty or torn: maybe a lock being written this instant, so only when it is old
-            try:
-                if time.time() - path.stat().st_mtime < 10:
-                    return False
-            except FileNotFoundError:
-                return True
-        reason = stale_reason(info)
-        if reason is None:
-            return False
-        grave = path.with_name(f".{path.name}.{uuid.uuid4().hex}.stale")
-        try:
-            os.replace(path, grave)  # one taker wins; a concurrent breaker finds the file gone
-        except FileNotFoundError:
-            return True
-        grave.unlink(missing_ok=True)
-        log.warning("taking over the build lock %s from %s: %s", key, describe(info), reason)
-        self.taken_over[key] = info
-        return True
 
     # -- heartbeat ----------------------------------------------------------------------------
 
-    def _start_heartbeat(self) -> None:
-        if self._beat is not None and self._beat.is_alive():
-            return
-        self._beat = threading.Thread(target=self._renew_forever, name="ads-lock-heartbeat", daemon=True)
-        self._beat.start()
+    def _start_heartbeat(self, every: float) -> None:
+        with self._guard:
+            if self._beat is None:
+                self._beat = threading.Thread(
+                    target=self._renew_forever, args=(every,), name="ads-lock-heartbeat", daemon=True
+                )
+                self._beat.start()
 
-    def _renew_forever(self) -> None:
+    def _renew_forever(self, every: float) -> None:
         while True:
-            time.sleep(max(lease_seconds() / 3, 0.05))
+            time.sleep(every)
             with self._guard:
                 held = dict(self._held)
-            if not held:
-                return
-            for key, (path, holder) in held.items():
-                info = self._read(path)
-                if info and info.get("holder") == holder:
-                    try:
-                        self._write(path, holder)
-                    except OSError as exc:
-                        log.warning("could not renew the build lock %s: %s", key, exc)
+                if not held:
+                    self._beat = None
+                    return
+            for key, entry in held.items():
+                self._renew(key, entry)
 
-    # -- LockManager protocol -----------------------------------------------------------------
+    def _renew(self, key: str, entry: _Held) -> None:
+        store = store_at(entry.fence.store)
+        try:
+            newest = store.newest(key)
+            if entry.fence.owns(newest):
+                assert newest is not None
+                entry.fence.renew(store, newest)
+                return
+        except OSError as exc:
+            log.warning("could not renew the build lock %s: %s", key, exc)
+            return
+        message = entry.fence.lost_message(newest)
+        with self._guard:
+            if self._held.get(key) is entry:
+                del self._held[key]
+                self.lost[key] = message
+        log.warning("%s", message)
+
+    # -- acquire / release ----------------------------------------------------------------------
 
     def acquire_lock(
-        self, key: str, holder: str, acquire_timeout: float | None = None, hold_timeout: float | None = None
+        self,
+        key: str,
+        holder: str,
+        acquire_timeout: float | None = None,
+        hold_timeout: float | None = None,
+        label: str | None = None,
     ) -> bool:
-        path = self._path(key)
+        """Take the lock (the next generation), waiting while a live holder has it; LockWaitTimeout after the wait."""
+        settings = lock_settings()
+        store = self.store
         if self.is_lock_holder(key, holder):
             return True
-        deadline = time.monotonic() + (
-            acquire_timeout if acquire_timeout is not None else float(os.environ.get(WAIT_ENV, str(6 * 3600)))
-        )
+        deadline = time.monotonic() + (acquire_timeout if acquire_timeout is not None else settings.wait_s)
         next_log = time.monotonic() + _WAIT_LOG_EVERY
         while True:
-            if self._try_create(path, holder):
-                with self._guard:
-                    self._held[key] = (path, holder)
-                self._start_heartbeat()
-                return True
-            if self._break_if_stale(key, path):
-                continue
+            newest = store.newest(key)
+            why = None if newest is None else free_because(newest)
+            if newest is None or why is not None:
+                nonce = uuid.uuid4().hex
+                number = (newest.number if newest else 0) + 1
+                if store.create(key, number, self._record(holder, nonce, settings)):
+                    if newest is not None and why != "released":
+                        log.warning("taking over the build lock %s from %s: %s", key, describe(newest.record), why)
+                        self.taken_over[key] = {**newest.record, "stale_reason": why}
+                    store.prune(key, below=number - 1)  # keep the previous generation, for diagnostics
+                    fence = Fence(
+                        store.location, key, number, nonce, label or key, settings.lease_s, settings.heartbeat_s
+                    )
+                    with self._guard:
+                        self._held[key] = _Held(holder, fence)
+                        self.lost.pop(key, None)
+                    self._start_heartbeat(settings.heartbeat_s)
+                    return True
+                continue  # another build created that generation first: look again
             now = time.monotonic()
             if now >= deadline:
-                info = self._read(path) or {}
                 raise LockWaitTimeout(
-                    f"gave up waiting for the build lock {key} held by {describe(info)} "
+                    f"gave up waiting for the build lock {label or key} held by {describe(newest.record)} "
                     f"(set {WAIT_ENV} to wait longer, or stop that build)"
                 )
             if now >= next_log:
-                log.warning("waiting for the build lock %s held by %s", key, describe(self._read(path) or {}))
+                log.warning("waiting for the build lock %s held by %s", label or key, describe(newest.record))
                 next_log = now + _WAIT_LOG_EVERY
             time.sleep(_POLL)
 
-    async def aacquire_lock(
-        self, key: str, holder: str, acquire_timeout: float | None = None, hold_timeout: float | None = None
-    ) -> bool:
-        import anyio
+    def fence(self, key: str) -> Fence | None:
+        with self._guard:
+            entry = self._held.get(key)
+        return entry.fence if entry else None
 
-        return await anyio.to_thread.run_sync(self.acquire_lock, key, holder, acquire_timeout, hold_timeout)
+    def _release(self, key: str, entry: _Held) -> bool:
+        """Mark our generation released if it is still the newest and ours; False when it was not."""
+        store = store_at(entry.fence.store)
+        newest = store.newest(key)
+        if not entry.fence.owns(newest):
+            return False
+        assert newest is not None
+        store.rewrite(key, entry.fence.token, {**newest.record, "released": True, "lease_until": time.time()})
+        return True
 
     def release_lock(self, key: str, holder: str) -> None:
-        path = self._path(key)
-        info = self._read(path)
         with self._guard:
-            self._held.pop(key, None)
-        if info is None:
-            raise ValueError(f"No lock for transaction with key {key}")
-        if info.get("holder") != holder:
+            entry = self._held.get(key)
+            if entry is not None and entry.holder == holder:
+                del self._held[key]
+        if entry is None or entry.holder != holder or not self._release(key, entry):
             raise ValueError(f"No lock held by {holder} for transaction with key {key}")
-        path.unlink(missing_ok=True)
 
     def release_all(self) -> None:
         """Locks this process still holds (at exit, or after Ctrl-C / SIGTERM)."""
         with self._guard:
             held, self._held = dict(self._held), {}
-        for _, (path, holder) in held.items():
-            info = self._read(path)
-            if info and info.get("holder") == holder:
-                path.unlink(missing_ok=True)
+        for key, entry in held.items():
+            try:
+                self._release(key, entry)
+            except OSError as exc:  # the lease lapses on its own
+                log.warning("could not release the build lock %s: %s", key, exc)
 
     def is_locked(self, key: str) -> bool:
-        path = self._path(key)
-        return self._read(path) is not None and not self._break_if_stale(key, path)
+        newest = self.store.newest(key)
+        return newest is not None and free_because(newest) is None
 
     def is_lock_holder(self, key: str, holder: str) -> bool:
-        info = self._read(self._path(key))
-        return bool(info) and info.get("holder") == holder and stale_reason(info) is None
+        with self._guard:
+            entry = self._held.get(key)
+        return entry is not None and entry.holder == holder and entry.fence.owns(self.store.newest(key))
 
     def wait_for_lock(self, key: str, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -276,40 +240,46 @@ class BuildLockManager:
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             if time.monotonic() >= next_log:
-                log.warning(
-                    "waiting for the build lock %s held by %s", key, describe(self._read(self._path(key)) or {})
-                )
+                newest = self.store.newest(key)
+                log.warning("waiting for the build lock %s held by %s", key, describe(newest.record if newest else {}))
                 next_log = time.monotonic() + _WAIT_LOG_EVERY
             time.sleep(_POLL)
         return True
-
-    async def await_for_lock(self, key: str, timeout: float | None = None) -> bool:
-        import anyio
-
-        return await anyio.to_thread.run_sync(self.wait_for_lock, key, timeout)
 
 
 OUT_LOCKS = BuildLockManager()
 
 
-def out_lock_key(out: str) -> str:
-    import hashlib
+def held_locks(store: DirLockStore | None = None) -> dict[str, dict[str, Any]]:
+    """The locks of the store that someone holds now (newest generation neither released nor stale), by key."""
+    store = store or store_at()
+    newest = {key: store.newest(key) for key in store.keys()}
+    return {key: gen.record for key, gen in newest.items() if gen is not None and free_because(gen) is None}
 
-    return "out-" + hashlib.sha256(out.rstrip("/").encode()).hexdigest()[:32]
+
+def out_lock_key(out: str) -> str:
+    """The lock of an OUT: its canonical location, hashed (every spelling of one place is one lock)."""
+    return "out-" + hashlib.sha256(fencing.canonical_location(out).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Ownership:
+    fence: Fence
+    taken_over: dict[str, Any] | None  # the stale holder's record, when this build took the lock over
 
 
 @contextmanager
-def owning(out: str, holder: str) -> Iterator[dict[str, Any] | None]:
-    """Hold OUT for one whole build: a second build into the same OUT waits, then runs after it.
-
-    Yields the record of a dead holder whose lock was taken over (so its flow run can be marked
-    Crashed), or None.
-    """
+def owning(out: str, holder: str) -> Iterator[Ownership]:
+    """Hold OUT for one whole build: a second build into the same OUT waits, then runs after it. Every publish
+    into OUT from this process is fenced while the block runs; pass `fence.to_dict()` to work done elsewhere."""
     key = out_lock_key(out)
     OUT_LOCKS.taken_over.pop(key, None)
-    OUT_LOCKS.acquire_lock(key, holder)
+    OUT_LOCKS.acquire_lock(key, holder, label=out)
+    fence = OUT_LOCKS.fence(key)
+    assert fence is not None
     try:
-        yield OUT_LOCKS.taken_over.pop(key, None)
+        with fencing.guarded(out, fence.check):
+            yield Ownership(fence, OUT_LOCKS.taken_over.pop(key, None))
     finally:
         try:
             OUT_LOCKS.release_lock(key, holder)

@@ -36,6 +36,7 @@ from ads_prefect.tasks.base import (
     retry_delays,
     retry_if_transient,
 )
+from ads_prefect.tasks.fence import fenced, stopping_when_lost
 
 log = logging.getLogger("ads.tasks")
 
@@ -113,12 +114,16 @@ def stage_task(
     shard: int | None = None,
     reuse: bool = True,
     progress_artifact: str | None = None,
+    fence: dict[str, Any] | None = None,
 ) -> StageOutput | State:
     """Run one declared stage (one shard of a sharded stage) and return its output record.
 
     Prefect's own cache records are checked first (by the cache policy). When they are elsewhere (another
     PREFECT_HOME, API URL or machine) the stage's manifest in OUT still says whether this exact stage
     key was computed; then the stage is not run again and the run shows as Cached.
+
+    `fence` is the build's hold on OUT (`locks.Fence`): every write of the run is checked against it right
+    before it is published, here or on a Dask worker, and a build that lost its lock publishes nothing.
     """
     stage = stages_by_name()[stage_name]
     ctx = context_of({"source": source, "out": out, "dataset": dataset, "config": config})
@@ -132,11 +137,13 @@ def stage_task(
             message="reused: the artifact's manifest records this stage key",
         )
     fault_point(stage_name)
-    pause_point(stage_name)
-    ctx.progress = progress if progress_artifact is None else with_artifact(progress_artifact, stage, ctx, shard)
-    ctx.state = lifecycle.state_for(stage, ctx)
-    with lifecycle.resources(stage):
-        manifest = run_stage(stage, ctx, shard, key)
+    with fenced(fence):  # checked now (a build that lost its lock starts nothing) and before every publish
+        pause_point(stage_name)
+        shown = progress if progress_artifact is None else with_artifact(progress_artifact, stage, ctx, shard)
+        ctx.progress = stopping_when_lost(shown, fence)
+        ctx.state = lifecycle.state_for(stage, ctx)
+        with lifecycle.resources(stage):
+            manifest = run_stage(stage, ctx, shard, key)
     get_run_logger().info("%s: %s -> %s", stage.label(shard), summary(manifest), record["uri"])
     return {**record, "digest": outputs_digest(manifest)}
 
@@ -204,6 +211,7 @@ def params_of(
     key: str,
     reuse: bool = True,
     progress_artifact: str | None = None,
+    fence: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     return {
         "stage_name": stage.name,
@@ -215,6 +223,7 @@ def params_of(
         "shard": shard,
         "reuse": reuse,
         "progress_artifact": progress_artifact,
+        "fence": fence,
     }
 
 

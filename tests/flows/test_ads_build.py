@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from ads_core.stages.sort import check_invariants
+from ads_prefect.tasks.locks import held_locks
 
 
 @pytest.fixture(scope="module")
@@ -221,7 +222,7 @@ def test_two_concurrent_builds_into_one_out_run_one_after_the_other(
     assert all(stages[1 - first][key] == "Cached" for key in h.STAGE_KEYS), stages
     final = h.read_final(str(out / "final" / "train.parquet"))
     check_invariants(final, 60)
-    assert not list(Path(os.environ["ADS_LOCK_DIR"]).glob("*.lock"))  # every lock released
+    assert not held_locks()  # every lock released
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from ads_core.storage import manifest as mf
+from ads_prefect.tasks.locks import held_locks
 
 BUILD_SCRIPT = (
     "import json, sys\n"
@@ -90,7 +91,7 @@ def test_kill_9_in_a_stage_then_the_same_command_finishes_with_the_same_artifact
     running = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING])))
     with get_client(sync_client=True) as client:  # the killed build's run was marked Crashed by the rerun
         assert not [r.name for r in client.read_flow_runs(flow_run_filter=running) if r.name.startswith("build-")]
-    assert not list(Path(os.environ["ADS_LOCK_DIR"]).glob("*.lock"))  # nothing left to clean by hand
+    assert not held_locks()  # nothing left to clean by hand
 
 
 def test_two_builds_of_different_sources_into_one_out_describe_their_own_artifacts(
@@ -149,7 +150,7 @@ def test_sigterm_stops_a_build_within_seconds_and_leaves_no_lock(
         h.stop_process(proc)
     log = (tmp_path / "cli.log").read_text()
     assert code == 130 and "interrupted" in log, log[-3000:]
-    assert not list(Path(os.environ["ADS_LOCK_DIR"]).glob("*.lock"))
+    assert not held_locks()
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(like_="build-sigterm60")))
     assert runs and all(r.state.is_final() for r in runs), [(r.name, r.state) for r in runs]

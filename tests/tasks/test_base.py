@@ -1,13 +1,8 @@
-"""Unit tests of the task layer's integrity check, retry rules, locks and artifact keys (no Prefect server)."""
+"""Unit tests of the task layer's integrity check, retry rules and artifact keys (no Prefect server); locks are in
+test_locks.py."""
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,7 +12,6 @@ import pytest
 from ads_core import storage
 from ads_core.storage import manifest as mf
 from ads_prefect.tasks import base
-from ads_prefect.tasks import locks as locks_module
 
 
 def ctx(name: str) -> SimpleNamespace:
@@ -100,60 +94,6 @@ def test_fault_hook_only_fires_for_listed_stages(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(base.InjectedFault):
         base.fault_point("sort")
     base.fault_point("format")
-
-
-def dead_pid() -> int:
-    return int(
-        subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout
-    )
-
-
-def test_live_locks_are_respected_and_dead_holders_taken_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv(locks_module.LOCK_DIR_ENV, str(tmp_path / "locks"))
-    locks = locks_module.BuildLockManager()
-    assert locks.acquire_lock("k1", "me") and (tmp_path / "locks" / "k1.lock").exists()
-    record = json.loads((tmp_path / "locks" / "k1.lock").read_text())
-    assert record["pid"] == os.getpid() and record["host"] == socket.gethostname() and record["lease_until"]
-    other = locks_module.BuildLockManager()
-    assert other.is_locked("k1") and not other.is_lock_holder("k1", "you")
-    assert not other.wait_for_lock("k1", timeout=0.3)  # held by a live process: respected
-    locks.release_lock("k1", "me")
-    assert not other.is_locked("k1")
-
-    stale = {"holder": "x", "host": socket.gethostname(), "pid": dead_pid(), "lease_until": time.time() + 600}
-    (tmp_path / "locks" / "k2.lock").write_text(json.dumps(stale))
-    assert other.acquire_lock("k2", "you", acquire_timeout=2)  # its holder died: taken over at once
-    (tmp_path / "locks" / "k3.lock").write_text(json.dumps({"holder": "uuid-only", "expiration": None}))
-    os.utime(tmp_path / "locks" / "k3.lock", (time.time() - 60, time.time() - 60))
-    assert other.acquire_lock("k3", "you", acquire_timeout=2)  # Prefect's own format: no holder to wait for
-
-
-def test_another_hosts_lock_holds_until_its_lease_expires(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv(locks_module.LOCK_DIR_ENV, str(tmp_path))
-    remote = {"holder": "h", "host": "other-host", "pid": dead_pid(), "lease_until": time.time() + 600}
-    (tmp_path / "k.lock").write_text(json.dumps(remote))
-    locks = locks_module.BuildLockManager()
-    assert locks.is_locked("k")  # its pid means nothing here; only the lease counts
-    (tmp_path / "k.lock").write_text(json.dumps({**remote, "lease_until": time.time() - 1}))
-    assert not locks.is_locked("k") and not (tmp_path / "k.lock").exists()
-
-
-def test_the_heartbeat_renews_the_lease_and_waiting_gives_up_with_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
-    monkeypatch.setenv(locks_module.LOCK_DIR_ENV, str(tmp_path))
-    monkeypatch.setenv(locks_module.LEASE_ENV, "0.6")
-    monkeypatch.setenv(locks_module.WAIT_ENV, "1")
-    holder = locks_module.BuildLockManager()
-    assert holder.acquire_lock("k", "me")
-    first = json.loads((tmp_path / "k.lock").read_text())["lease_until"]
-    time.sleep(1.2)  # two lease lengths: without renewal the lock would have expired
-    assert json.loads((tmp_path / "k.lock").read_text())["lease_until"] > first
-    with pytest.raises(locks_module.LockWaitTimeout, match=f"held by .*:{os.getpid()}") as info:
-        locks_module.BuildLockManager().acquire_lock("k", "you")
-    assert "\n" not in str(info.value) and locks_module.WAIT_ENV in str(info.value)
-    holder.release_all()
-    assert not (tmp_path / "k.lock").exists()
 
 
 def test_artifact_keys_are_valid_prefect_keys():

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ads_core.config.train import VerlConfig
+from ads_core.core.procs import die_with_parent
 from ads_core.train import choice
 from ads_core.train.errors import LaunchError
 from ads_core.train.verl.plan import VerlPlan, launch_mode
@@ -69,10 +70,18 @@ def launch(part: VerlPlan, on_line: Callable[[str], None] | None = None) -> int:
     """Run the plan's command, passing each output line to ``on_line`` (default: inherit stdout)."""
     Path(part.run_dir).mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **part.env}
+    dies_with_us = die_with_parent()  # killed with this process (this thread waits for it), kill -9 included
     if on_line is None:
-        return subprocess.run(part.command, env=env, check=False).returncode
+        return subprocess.run(part.command, env=env, check=False, preexec_fn=dies_with_us).returncode
     proc = subprocess.Popen(
-        part.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace"
+        part.command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+        errors="replace",
+        preexec_fn=dies_with_us,
     )
     assert proc.stdout is not None
     try:

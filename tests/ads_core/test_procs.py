@@ -1,0 +1,51 @@
+"""No orphans: a process we start (die_with_parent) or a library starts for us (reap_with_me) dies with its parent,
+kill -9 included. The `ads build` end-to-end case is in tests/flows/test_fencing.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+OWNER = """
+import subprocess, sys, time
+from ads_core.core.procs import die_with_parent, reap_with_me
+ours = subprocess.Popen(["sleep", "600"], preexec_fn=die_with_parent())
+theirs = subprocess.Popen(["sleep", "600"])  # as a library would start it: nothing set up
+watchdog = reap_with_me(theirs.pid)
+print(ours.pid, theirs.pid, watchdog, flush=True)
+time.sleep(600)
+"""
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting for a reaper."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux")
+def test_children_die_with_a_parent_killed_by_sigkill():
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        pids = [int(p) for p in owner.stdout.readline().split()]
+        assert len(pids) == 3 and all(alive(p) for p in pids), pids
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait(10)
+        deadline = time.monotonic() + 15  # a bound, not a timing claim: they go within a second here
+        while any(alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in pids if alive(p)], "outlived their parent"
+    finally:
+        try:
+            os.killpg(owner.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
