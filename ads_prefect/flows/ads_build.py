@@ -20,6 +20,7 @@ import datetime as dt
 import os
 import time
 from contextlib import nullcontext
+from functools import partial
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -37,7 +38,7 @@ from ads_core.pipeline.resolve import resolve, resolve_name, resolve_source
 from ads_core.pipeline.stages import context, stages_from
 from ads_core.stages.base import Stage, StageContext
 from ads_core.storage import manifest as mf
-from ads_prefect.tasks.base import StageOutput, artifact_key
+from ads_prefect.tasks.base import StageOutput, artifact_key, intact
 from ads_prefect.tasks.locks import owning
 from ads_prefect.tasks.publish import publish_build, publish_refresh, publish_stage, start_training
 from ads_prefect.tasks.stage_task import checked, configured, flow_spelling, params_of
@@ -138,7 +139,8 @@ def run_stage_runs(stage: Stage, ctx: StageContext, refresh: bool, states: dict[
     def record(done: int, shard: int | None, state: Any, recompute: Any) -> None:
         nonlocal cached
         if state.is_completed():
-            outputs[shard], state = checked(state, recompute, stage.label(shard))
+            trusted = partial(intact, stage=stage, ctx=ctx, shard=shard, key=keys[shard])
+            outputs[shard], state = checked(state, recompute, stage.label(shard), trusted)
             cached += state.name == "Cached"
         else:
             failures.append((shard, state))
