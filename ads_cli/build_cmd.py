@@ -56,6 +56,9 @@ def format_cmd(
     except ValueError as exc:
         raise fail(str(exc)) from None
     source, out, cfg = target.source, target.out, cfg.replaced(name=target.dataset)
+    from ads_core import storage
+
+    storage.check_writable(out)  # a missing bucket, a dead endpoint or a full disk: one line, before any reading
     try:
         with progress_bar("format rows") as advance:
             manifest = format_dataset(source, out, cfg, progress=advance)
@@ -173,9 +176,12 @@ def build_cmd(
 
         sys.stdout.write(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
         return
+    from ads_core.storage.errors import StorageError, refuse_credentials
+
+    for what, uri in (("SOURCE", source), ("OUT", out)):
+        refuse_credentials(uri or "", what)  # before the flow run records them as parameters
     if source and _looks_like_path(source) and not _exists(source):  # fail before Prefect's start-up cost
         raise fail(f"{source}: no such file or directory")
-    from ads_core.storage.errors import StorageError
 
     if out:
         from ads_core import storage

@@ -9,6 +9,7 @@ The sort stage writes this layout (the column names are in `ads_core.core.contra
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from ads_core.config.sampler import ADSSamplerConfig
 from ads_core.core.contract import EXTRA_INFO_FIELDS, FINAL_DIR, REQUIRED_COLUMNS
 from ads_core.core.errors import OptionError
 from ads_core.sampler.ads import ADSSampler
+from ads_core.storage import manifest as mf
 from ads_core.storage.manifest import MANIFEST_NAME
 
 
@@ -61,12 +63,45 @@ def out_root_of(uri: str) -> str | None:
 
 
 def read_manifest(artifact_uri: str) -> dict[str, Any] | None:
-    """The ``manifest.json`` next to the artifact (OUT/final/manifest.json), if any."""
+    """The ``manifest.json`` next to the artifact (OUT/final/manifest.json) once it checks out, None when there is none.
+
+    Training takes the policy model and the dataset name from it, so it is trusted only when its digest matches its
+    content, its counts add up and it lists this very artifact; otherwise ArtifactError names the file.
+    """
     uri = storage.join(parent(artifact_uri), MANIFEST_NAME)
-    try:
-        return storage.read_json(uri) if storage.exists(uri) else None
-    except (OSError, ValueError):
+    if not storage.exists(uri):
         return None
+    try:
+        data = storage.read_json(uri)
+        found = mf.problems(mf.Manifest.from_dict(data))
+    except (OSError, ValueError, TypeError) as exc:
+        data, found = {}, [f"unreadable ({type(exc).__name__}: {exc})"]
+    if not found and not any(_same_file(str(e.get("uri", "")), artifact_uri) for e in data["outputs"].values()):
+        found = [f"it does not list {artifact_uri}"]
+    if found:
+        raise ArtifactError(
+            f"{uri}: not trusted ({'; '.join(found)}); training reads the policy model from it, so rebuild with "
+            "`ads build` (the build recomputes a stage whose manifest was changed)"
+        )
+    return data
+
+
+def _same_file(listed: str, uri: str) -> bool:
+    if "://" in listed or "://" in uri:
+        return listed.rstrip("/") == uri.rstrip("/")
+    return os.path.realpath(listed) == os.path.realpath(uri)
+
+
+def _check_against_manifest(uri: str, manifest: dict[str, Any] | None, rows: int) -> None:
+    """The manifest's row count and hash of the artifact are this file's (a manifest of another build is refused)."""
+    if manifest is None:
+        return
+    entry = next(e for e in manifest["outputs"].values() if _same_file(str(e.get("uri", "")), uri))
+    manifest_uri = storage.join(parent(uri), MANIFEST_NAME)
+    if entry.get("rows") is not None and entry["rows"] != rows:
+        raise ArtifactError(f"{manifest_uri}: not trusted (it lists {entry['rows']} rows, {uri} has {rows})")
+    if entry.get("sha256") and storage.content_hash(uri) != entry["sha256"]:
+        raise ArtifactError(f"{manifest_uri}: not trusted ({uri} no longer matches the hash it lists); rebuild")
 
 
 def _struct_fields(typ: pa.DataType) -> set[str]:
@@ -153,6 +188,8 @@ def validate_artifact(uri: str, sampler_cfg: ADSSamplerConfig | None = None) -> 
     except ValueError as exc:
         raise ArtifactError(f"{uri}: the ADS sampler rejects the cluster columns: {exc}") from None
     sizes = sampler.sizes
+    manifest = read_manifest(uri)
+    _check_against_manifest(uri, manifest, cols.num_rows)
     return ArtifactInfo(
         uri=uri,
         rows=cols.num_rows,
@@ -160,7 +197,7 @@ def validate_artifact(uri: str, sampler_cfg: ADSSamplerConfig | None = None) -> 
         cluster_size_min=int(sizes.min()),
         cluster_size_median=float(np.median(sizes)),
         cluster_size_max=int(sizes.max()),
-        manifest=read_manifest(uri),
+        manifest=manifest,
         out_root=out_root_of(uri),
     )
 

@@ -38,6 +38,7 @@ from ads_core.pipeline.resolve import resolve, resolve_name, resolve_source
 from ads_core.pipeline.stages import context, stages_from
 from ads_core.stages.base import Stage, StageContext
 from ads_core.storage import manifest as mf
+from ads_core.storage.errors import StorageError
 from ads_prefect.tasks.base import StageOutput, artifact_key, intact
 from ads_prefect.tasks.locks import owning
 from ads_prefect.tasks.publish import publish_build, publish_refresh, publish_stage, start_training
@@ -53,7 +54,7 @@ def build_run_name() -> str:
     given = fmt.get("name") if isinstance(fmt, dict) else getattr(fmt, "name", None)
     try:
         name = resolve_name(resolve_source(params.get("source")), params.get("dataset"), given)
-    except ValueError:  # a bad name fails the run with its own message; the run still needs a name
+    except (ValueError, StorageError):  # a bad name or source fails the run with its own message; it needs a name
         name = "dataset"
     return f"build-{name}-{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}"
 

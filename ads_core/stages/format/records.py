@@ -75,10 +75,11 @@ class _HashingRaw(io.RawIOBase):
 
 def file_stamp(uri: str) -> tuple[Any, ...]:
     """What changes when a file is rewritten or appended to: size, mtime, inode (locally), ETag (object stores)."""
-    fs, path = storage.get_fs(uri)
-    if hasattr(fs, "invalidate_cache"):
-        fs.invalidate_cache(path)  # s3fs answers `info` from its listing cache otherwise
-    info = fs.info(path)
+    with storage.translating(uri, reading=True):
+        fs, path = storage.get_fs(uri)
+        if hasattr(fs, "invalidate_cache"):
+            fs.invalidate_cache(path)  # s3fs answers `info` from its listing cache otherwise
+        info = fs.info(path)
     return tuple(info.get(k) for k in ("size", "mtime", "ino", "ETag", "LastModified", "created"))
 
 
@@ -124,7 +125,7 @@ class ReadLedger:
         """A buffered binary stream of URI that hashes what is read; checked for changes at the end."""
         before = file_stamp(uri)
         fs, path = storage.get_fs(uri)
-        with fs.open(path, "rb") as fh:
+        with storage.translating(uri, reading=True), fs.open(path, "rb") as fh:
             raw = _HashingRaw(fh)
             yield io.BufferedReader(raw, _CHUNK)
             raw.drain()
@@ -136,7 +137,7 @@ class ReadLedger:
         """An open file for a parser that seeks (Parquet): hashed in one pass first, checked for changes at the end."""
         before = file_stamp(uri)
         fs, path = storage.get_fs(uri)
-        with fs.open(path, "rb") as fh:
+        with storage.translating(uri, reading=True), fs.open(path, "rb") as fh:
             sha, size = hashlib.sha256(), 0
             while data := fh.read(_CHUNK):
                 sha.update(data)

@@ -58,6 +58,11 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 def list_source_files(source: str, split: str = "train") -> list[str]:
     """The data files SOURCE names, in sorted order; FileNotFoundError if SOURCE does not exist."""
+    with storage.translating(source, reading=True):  # an unreachable store or no permission: one line
+        return _list_source_files(source, split)
+
+
+def _list_source_files(source: str, split: str) -> list[str]:
     fs, path = storage.get_fs(source)
     if not fs.exists(path):
         raise FileNotFoundError(source)
