@@ -88,6 +88,12 @@ def print_format_summary(manifest: Any) -> None:
     for file, layout in detected.items():
         cols = escape(", ".join(f"{k}={v}" for k, v in layout.items() if v and k != "layout"))
         console.print(f"[dim]{escape(file)}[/]: layout [bold]{layout['layout']}[/] ({cols})", highlight=False)
+    skipped = manifest.extra.get("files_skipped")
+    if skipped:
+        names = ", ".join(skipped["names"][:10]) + (" ..." if skipped["count"] > 10 else "")
+        console.print(
+            escape(f"warning: {skipped['count']} file(s) not read (format not supported): {names}"), highlight=False
+        )
     console.print(escape(f"output: {train_uri} (rejects: {rejects_uri})"), highlight=False)
 
 

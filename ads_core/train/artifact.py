@@ -9,7 +9,6 @@ The sort stage writes this layout (the column names are in `ads_core.core.contra
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +65,8 @@ def read_manifest(artifact_uri: str) -> dict[str, Any] | None:
     """The ``manifest.json`` next to the artifact (OUT/final/manifest.json) once it checks out, None when there is none.
 
     Training takes the policy model and the dataset name from it, so it is trusted only when its digest matches its
-    content, its counts add up and it lists this very artifact; otherwise ArtifactError names the file.
+    content and its counts add up; otherwise ArtifactError names the file (`validate_artifact` also checks that it
+    describes the artifact's very bytes).
     """
     uri = storage.join(parent(artifact_uri), MANIFEST_NAME)
     if not storage.exists(uri):
@@ -76,32 +76,34 @@ def read_manifest(artifact_uri: str) -> dict[str, Any] | None:
         found = mf.problems(mf.Manifest.from_dict(data))
     except (OSError, ValueError, TypeError) as exc:
         data, found = {}, [f"unreadable ({type(exc).__name__}: {exc})"]
-    if not found and not any(_same_file(str(e.get("uri", "")), artifact_uri) for e in data["outputs"].values()):
-        found = [f"it does not list {artifact_uri}"]
     if found:
-        raise ArtifactError(
-            f"{uri}: not trusted ({'; '.join(found)}); training reads the policy model from it, so rebuild with "
-            "`ads build` (the build recomputes a stage whose manifest was changed)"
-        )
+        raise _untrusted(uri, "; ".join(found))
     return data
 
 
-def _same_file(listed: str, uri: str) -> bool:
-    if "://" in listed or "://" in uri:
-        return listed.rstrip("/") == uri.rstrip("/")
-    return os.path.realpath(listed) == os.path.realpath(uri)
+def _untrusted(manifest_uri: str, why: str) -> ArtifactError:
+    return ArtifactError(
+        f"{manifest_uri}: not trusted ({why}); training reads the policy model from it, so rebuild with `ads build` "
+        "(a build recomputes a stage whose manifest was changed)"
+    )
 
 
 def _check_against_manifest(uri: str, manifest: dict[str, Any] | None, rows: int) -> None:
-    """The manifest's row count and hash of the artifact are this file's (a manifest of another build is refused)."""
+    """The manifest describes this artifact's bytes and rows (a manifest of another build beside it is refused).
+
+    Compared by content, not path, so an OUT copied elsewhere (another bucket, a synced folder) keeps its manifest."""
     if manifest is None:
         return
-    entry = next(e for e in manifest["outputs"].values() if _same_file(str(e.get("uri", "")), uri))
+    name = uri.rstrip("/").rsplit("/", 1)[-1]
+    listed = [e for e in manifest["outputs"].values() if str(e.get("uri", "")).rsplit("/", 1)[-1] == name]
     manifest_uri = storage.join(parent(uri), MANIFEST_NAME)
+    if not listed:
+        raise _untrusted(manifest_uri, f"it lists no {name}")
+    entry = listed[0]
     if entry.get("rows") is not None and entry["rows"] != rows:
-        raise ArtifactError(f"{manifest_uri}: not trusted (it lists {entry['rows']} rows, {uri} has {rows})")
+        raise _untrusted(manifest_uri, f"it lists {entry['rows']} rows, {uri} has {rows}")
     if entry.get("sha256") and storage.content_hash(uri) != entry["sha256"]:
-        raise ArtifactError(f"{manifest_uri}: not trusted ({uri} no longer matches the hash it lists); rebuild")
+        raise _untrusted(manifest_uri, f"{uri} does not match the hash it lists")
 
 
 def _struct_fields(typ: pa.DataType) -> set[str]:

@@ -143,6 +143,11 @@ def test_an_edited_policy_model_is_never_trained_and_the_build_recomputes_it(
     run(source, out, tiny_build_config)
     real = mf.read(str(out / "final")).extra["policy_model"]
     assert planned_model(out) == real
+    copied = tmp_path / "synced-elsewhere"  # an OUT copied to another place keeps its manifest's trust
+    (copied / "final").mkdir(parents=True)
+    for name in ("train.parquet", "manifest.json"):
+        (copied / "final" / name).write_bytes((out / "final" / name).read_bytes())
+    assert planned_model(copied) == real
 
     edited = str(tmp_path / "someone-elses-model")
     edit_json(out / "final" / "manifest.json", lambda d: d["extra"].update(policy_model=edited))

@@ -139,6 +139,8 @@ def test_every_reader_accounts_for_every_record_in_a_directory(tmp_path, caplog)
     assert sorted(r for _, r in rejected) == ["bad_json", "bad_quote", "bad_row"]
     assert manifest.extra["files_skipped"] == {"count": 1, "names": ["e.tsv"]}
     assert "e.tsv" in caplog.text and "not read" in caplog.text
+    result = CliRunner().invoke(app, ["format", str(src), "--out", str(tmp_path / "cli"), "--min-kept", "0"])
+    assert result.exit_code == 0 and "1 file(s) not read" in result.stderr and "e.tsv" in result.stderr
 
 
 # ---------------------------------------------------------------------------------------------

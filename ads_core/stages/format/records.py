@@ -75,11 +75,14 @@ class _HashingRaw(io.RawIOBase):
 
 def file_stamp(uri: str) -> tuple[Any, ...]:
     """What changes when a file is rewritten or appended to: size, mtime, inode (locally), ETag (object stores)."""
-    with storage.translating(uri, reading=True):
-        fs, path = storage.get_fs(uri)
-        if hasattr(fs, "invalidate_cache"):
-            fs.invalidate_cache(path)  # s3fs answers `info` from its listing cache otherwise
-        info = fs.info(path)
+    try:
+        with storage.translating(uri, reading=True):
+            fs, path = storage.get_fs(uri)
+            if hasattr(fs, "invalidate_cache"):
+                fs.invalidate_cache(path)  # s3fs answers `info` from its listing cache otherwise
+            info = fs.info(path)
+    except FileNotFoundError:  # listed a moment ago: it was removed or replaced while the source was read
+        raise SourceChanged(uri, "it was removed while the source was read") from None
     return tuple(info.get(k) for k in ("size", "mtime", "ino", "ETag", "LastModified", "created"))
 
 

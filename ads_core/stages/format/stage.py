@@ -29,11 +29,11 @@ from ads_core.core.text import sample_id_of
 from ads_core.stages.base import Stage, StageContext, UIItem, outputs_under
 from ads_core.stages.format import readers, records
 from ads_core.stages.format import sources as format_sources
-from ads_core.stages.format.detect import Layout, detect_layout
+from ads_core.stages.format.detect import FileLayouts, Layout
 from ads_core.stages.format.records import RawRow, SourceChanged
 from ads_core.stages.format.rows import Converted, convert_row
 from ads_core.stages.format.schema import OUTPUT_SCHEMA, REJECTS_SCHEMA, template_string
-from ads_core.stages.format.sources import dataset_name, folder_of
+from ads_core.stages.format.sources import dataset_name
 from ads_core.stages.format.values import Reject
 from ads_core.storage import manifest as mf
 
@@ -64,50 +64,6 @@ def _source_meta(row: dict[str, Any], layout: Layout, folder: str | None) -> str
     if folder and "folder" not in meta:
         meta["folder"] = folder  # the subject folder of a one-problem-per-file tree (MATH)
     return readers.safe_text(json.dumps(meta, ensure_ascii=False, sort_keys=True)) if meta else None
-
-
-class _Layouts:
-    """One detected layout per file; small files (one problem each) reuse the layout of their column set."""
-
-    MAX_LISTED = 100  # files listed one by one in the manifest; the rest are counted
-
-    def __init__(self, source: str, cfg: FormatConfig) -> None:
-        self.source, self.cfg = source, cfg
-        self.by_file: dict[str, Layout] = {}
-        self.by_columns: dict[tuple[str, ...], Layout] = {}
-        self.detected: dict[str, dict[str, Any]] = {}
-        self.evidence: dict[str, dict[str, Any]] = {}
-        self.folders: dict[str, str | None] = {}
-        self.unlisted = 0
-
-    def get(self, raw: RawRow, batch: list[RawRow]) -> Layout:
-        file = raw.source_file
-        layout = self.by_file.get(file)
-        if layout is not None:
-            return layout
-        sample = [r.data for r in batch if r.data is not None and r.source_file == file][:200]
-        key = tuple(sorted({k for row in sample for k in row}))
-        if len(sample) < 20:  # too few rows to judge alone: other files with the same columns help
-            layout = self.by_columns.get(key)
-            if layout is None:
-                sample += [
-                    r.data
-                    for r in batch
-                    if r.data is not None and r.source_file != file and tuple(sorted(r.data)) == key
-                ][: 200 - len(sample)]
-        if layout is None:
-            layout = detect_layout(file, sample, self.cfg)
-            self.by_columns.setdefault(key, layout)
-        self.by_file[file] = layout
-        self.folders[file] = folder_of(self.source, file) if storage.exists(self.source) else None
-        if len(self.detected) < self.MAX_LISTED:
-            self.detected[file] = layout.describe()
-            if layout.evidence:
-                self.evidence[file] = layout.evidence
-            log.info("%s: detected layout %s", file, layout.describe())
-        else:
-            self.unlisted += 1
-        return layout
 
 
 def format_dataset(
@@ -147,9 +103,9 @@ def write_formatted(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def format_config_record(cfg: FormatConfig) -> dict[str, Any]:
+def format_config_record(cfg: FormatConfig, name: str) -> dict[str, Any]:
     """The config a format manifest records: the section, the dataset name and the prompt template written."""
-    return {**mf.config_dict(cfg), "name": cfg.name, "template_string": template_string(cfg)}
+    return {**mf.config_dict(cfg), "name": name, "template_string": template_string(cfg)}
 
 
 def _write_once(
@@ -159,15 +115,14 @@ def _write_once(
     cfg: FormatConfig,
     progress: Callable[[int], None] | None,
 ) -> mf.Manifest:
-    cfg = cfg.replaced(name=cfg.name or dataset_name(source))
     template = template_string(cfg)
-    name = cfg.name
+    name = cfg.name or dataset_name(source)
     stage_dir = mf.stage_dir_of(train_uri)
     source_exists = storage.exists(source)  # a missing path is reported by the reader as an error: line
     ledger = records.ReadLedger(source)
 
     summary = FormatSummary()
-    layouts = _Layouts(source, cfg)
+    layouts = FileLayouts(source, cfg)
     seen: dict[int, tuple[str, int]] = {}
 
     with (
@@ -262,7 +217,7 @@ def _write_once(
     skipped = format_sources.skipped_files(source) if source_exists else []
     if skipped:
         log.warning("%s: %d file(s) not read (format not supported): %s", source, len(skipped), ", ".join(skipped[:10]))
-        extra["files_skipped"] = {"count": len(skipped), "names": skipped[: _Layouts.MAX_LISTED]}
+        extra["files_skipped"] = {"count": len(skipped), "names": skipped[: FileLayouts.MAX_LISTED]}
     manifest = mf.Manifest(
         stage="format",
         inputs={
@@ -276,8 +231,8 @@ def _write_once(
             "train": mf.output_entry(train_uri, summary.rows_out),
             "rejects": mf.output_entry(rejects_uri, summary.rows_rejected),
         },
-        config=format_config_record(cfg),
-        code_version=mf.version_of(STAGE, VERSION),
+        config=format_config_record(cfg, name),
+        code_version=mf.version_of("format", VERSION),
         counts={
             "rows_in": summary.rows_in,
             "rows_out": summary.rows_out,
@@ -398,7 +353,11 @@ def recorded(ctx: StageContext, _: int | None) -> dict[str, Any]:
     """The source and the config a format manifest must name for this build (the dataset name and template
     reach every row; the CLI and the refresh summary read the source)."""
     fmt = ctx.config.format.replaced(name=ctx.dataset)
-    return {"inputs.source.uri": ctx.source, "config": format_config_record(fmt), "extra.name": ctx.dataset}
+    return {
+        "inputs.source.uri": ctx.source,
+        "config": format_config_record(fmt, ctx.dataset),
+        "extra.name": ctx.dataset,
+    }
 
 
 STAGE = Stage(
