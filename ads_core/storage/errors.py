@@ -105,6 +105,10 @@ class StorageError(Exception):
         where = f" (endpoint {endpoint})" if endpoint else ""
         super().__init__(" ".join(f"storage error at {uri}{where}: {problem}; {fix}".split()))
 
+    def __reduce__(self) -> tuple[type[StorageError], tuple[str, str, str, str | None]]:
+        """Pickles (Prefect and Dask ship exceptions between processes) with its parts."""
+        return (type(self), (self.uri, self.problem, self.fix, self.endpoint))
+
 
 _CREDENTIAL_CODES = {
     "InvalidAccessKeyId",

@@ -84,6 +84,15 @@ def test_ads_format_disk_errors_are_one_line(tmp_path, monkeypatch, code, where)
     assert published == [], published  # no artifact, no manifest, no temp file left behind
 
 
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
+def test_ads_eval_sets_disk_errors_are_one_line(tmp_path, monkeypatch, code):
+    """Another command: eval sets are formatted in a scratch folder (the line names it), then copied to OUT/eval."""
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", lambda *a, **k: (_ for _ in ()).throw(oserror(code)))
+    result = CliRunner().invoke(app, ["eval-sets", "--out", str(tmp_path / "out"), "--names", "aime24"])
+    one_error_line(result, "storage error at /", "aime24", ERRNOS[code])
+    assert not list((tmp_path / "out").rglob("*.parquet"))
+
+
 # ---------------------------------------------------------------------------------------------
 # every stage of a build
 
@@ -244,3 +253,6 @@ def test_credentials_in_a_source_or_out_url_are_refused_and_never_echoed(tmp_pat
 def test_storage_errors_never_carry_credentials():
     err = StorageError(f"s3://AKIAX:{SECRET}@bucket/run", "denied", "fix it", f"http://u:{SECRET}@host:9000")
     assert SECRET not in str(err) and "s3://bucket/run" in str(err) and "http://host:9000" in str(err)
+    import pickle
+
+    assert str(pickle.loads(pickle.dumps(err))) == str(err)  # shipped between processes intact
