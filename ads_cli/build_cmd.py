@@ -56,6 +56,9 @@ def format_cmd(
     except ValueError as exc:
         raise fail(str(exc)) from None
     source, out, cfg = target.source, target.out, cfg.replaced(name=target.dataset)
+    from ads_core import storage
+
+    storage.check_writable(out)  # a missing bucket, a dead endpoint or a full disk: one line, before any reading
     try:
         with progress_bar("format rows") as advance:
             manifest = format_dataset(source, out, cfg, progress=advance)
@@ -85,6 +88,12 @@ def print_format_summary(manifest: Any) -> None:
     for file, layout in detected.items():
         cols = escape(", ".join(f"{k}={v}" for k, v in layout.items() if v and k != "layout"))
         console.print(f"[dim]{escape(file)}[/]: layout [bold]{layout['layout']}[/] ({cols})", highlight=False)
+    skipped = manifest.extra.get("files_skipped")
+    if skipped:
+        names = ", ".join(skipped["names"][:10]) + (" ..." if skipped["count"] > 10 else "")
+        console.print(
+            escape(f"warning: {skipped['count']} file(s) not read (format not supported): {names}"), highlight=False
+        )
     console.print(escape(f"output: {train_uri} (rejects: {rejects_uri})"), highlight=False)
 
 
@@ -173,9 +182,12 @@ def build_cmd(
 
         sys.stdout.write(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
         return
+    from ads_core.storage.errors import StorageError, refuse_credentials
+
+    for what, uri in (("SOURCE", source), ("OUT", out)):
+        refuse_credentials(uri or "", what)  # before the flow run records them as parameters
     if source and _looks_like_path(source) and not _exists(source):  # fail before Prefect's start-up cost
         raise fail(f"{source}: no such file or directory")
-    from ads_core.storage.errors import StorageError
     from ads_core.storage.fencing import LockLost
     from ads_prefect.tasks.lockstore import LockSettingsError, lock_settings
 

@@ -6,8 +6,11 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
+import click
 import typer
+import typer.core
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -36,6 +39,34 @@ def fail(message: str) -> typer.Exit:
     one_line = " ".join(str(message).split())  # exception texts quoted in messages may span lines
     console.print(f"[bold red]error:[/] {escape(one_line)}", highlight=False, soft_wrap=True)
     return typer.Exit(code=2)
+
+
+def storage_failure(exc: BaseException) -> str | None:
+    """The one line for an error of the disk or store a command wrote to or read from (a full disk, no permission,
+    a read-only mount, an unreachable store, bad or embedded credentials), or None when it is not one."""
+    from ads_core.storage.errors import WRITE_ERRNOS, StorageError, redact
+    from ads_core.storage.manifest import ManifestError
+
+    if isinstance(exc, StorageError | ManifestError):
+        return str(exc)
+    if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
+        where = f" at {redact(str(exc.filename))}" if exc.filename else ""
+        return f"storage error{where}: {exc.strerror or exc}; free space, fix the permissions, or write elsewhere"
+    return None
+
+
+class OneLineErrors(typer.core.TyperGroup):
+    """Every command: storage errors (ENOSPC, EACCES, EROFS, S3 problems, credentials in a URL) end the command with
+    one `error:` line and exit status 2, whichever stage or library raised them, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            line = storage_failure(exc)
+            if line is None:
+                raise
+            raise fail(line) from None
 
 
 @contextmanager

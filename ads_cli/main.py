@@ -12,8 +12,10 @@ from typing import Annotated
 import typer
 
 from ads_cli import build_cmd, server_cmd, simulate_cmd, train_cmd
+from ads_cli.common import OneLineErrors
 
 app = typer.Typer(
+    cls=OneLineErrors,
     help="ADS pipeline: build clustered, difficulty-sorted GRPO training sets and schedule them adaptively.",
     no_args_is_help=True,
     add_completion=False,

@@ -46,6 +46,12 @@ class FormatConfig(Section):
     max_solution_chars: int = tuning(default=64_000, ge=1, description="Longer solutions are rejected.")
     max_answer_chars: int = tuning(default=1_000, ge=1, description="Longer answers are rejected.")
     batch_rows: int = tuning(default=20_000, ge=1, description="Rows per read batch.")
+    csv_max_record_lines: int = tuning(
+        default=1_000,
+        ge=2,
+        description="A CSV record spanning more lines is a runaway quote: its first line is rejected (bad_quote) "
+        "and the lines after it are read as rows again.",
+    )
     min_kept: float = Field(
         0.5,
         ge=0,

@@ -4,6 +4,9 @@
   `extra_info.source_file` and the stage keys never depend on the caller's working directory.
 - the dataset name: the given one, else `format.name`, else derived from SOURCE; always one plain path segment.
 - OUT: the given root, else `$ADS_OUT_DIR/<dataset>`, else `./ads-out/<dataset>`; local roots made absolute.
+
+A SOURCE or OUT with credentials in it (`s3://KEY:SECRET@bucket/...`) is refused here, before anything logs it
+(StorageError, which never repeats them).
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ from dataclasses import dataclass
 
 from ads_core.core import defaults
 from ads_core.core.names import safe_name
+from ads_core.storage.errors import refuse_credentials
 
 OUT_ENV = "ADS_OUT_DIR"  # output root of runs without `out` (deployments): $ADS_OUT_DIR/<dataset>
 
 
 def resolve_source(source: str | None) -> str:
     source = source or defaults.sample_path()
+    refuse_credentials(source, "SOURCE")
     if "://" not in source and os.path.exists(source):
         return os.path.abspath(source)
     return source
@@ -32,6 +37,7 @@ def default_out(dataset: str) -> str:
 def resolve_out(out: str | None, dataset: str) -> str:
     """`out`, or the default root for DATASET; local paths made absolute, no trailing slash."""
     out = out or default_out(dataset)
+    refuse_credentials(out, "OUT")
     if "://" not in out:
         out = os.path.abspath(os.path.expanduser(out))
     return out.rstrip("/") or "/"

@@ -97,6 +97,9 @@ class Stage:
     ui: Callable[[StageContext, mf.Manifest], list[UIItem]] | None = None
     key_config: Callable[[BuildConfig], dict[str, Any]] | None = None  # default: the whole section
     key_extra: Callable[[StageContext], dict[str, Any]] | None = None  # more content the output depends on
+    # manifest fields (dotted paths) that later work trusts, with the values this config gives them; default: the
+    # section's fields under `config.`. Reuse checks them, so a hand-edited field is recomputed, never trusted.
+    recorded: Callable[[StageContext, int | None], dict[str, Any]] | None = None
 
     @property
     def main(self) -> str:
@@ -115,6 +118,14 @@ class Stage:
         if self.key_config is not None:
             return self.key_config(cfg)
         return getattr(cfg, self.section).model_dump() if self.section else {}
+
+    def recorded_fields(self, ctx: StageContext, shard: int | None) -> dict[str, Any]:
+        """What this run's manifest must say in the fields later stages and training read (see `recorded`)."""
+        if self.recorded is not None:
+            return self.recorded(ctx, shard)
+        if self.section is None:
+            return {}
+        return {f"config.{k}": v for k, v in getattr(ctx.config, self.section).model_dump().items()}
 
 
 def outputs_under(out: str, stage: Stage, shard: int | None = None, num_shards: int = 1) -> dict[str, str]:

@@ -114,16 +114,21 @@ def sort_stage(
 # the declaration
 
 
-def run(ctx: StageContext, _: int | None) -> mf.Manifest:
+def recorded(ctx: StageContext, _: int | None = None) -> dict[str, Any]:
+    """What training reads from the final manifest: the policy the difficulties were scored with, the dataset."""
     from ads_core.models import resolve_model
 
+    return {"extra.policy_model": resolve_model(ctx.config.score.model), "extra.dataset": ctx.dataset}
+
+
+def run(ctx: StageContext, _: int | None) -> mf.Manifest:
     with ctx.progress("sort", None):
         return sort_stage(
             ctx.uri("formatted"),
             ctx.uri("scores"),
             ctx.uri("assignments"),
             ctx.uri("final"),
-            extra={"policy_model": resolve_model(ctx.config.score.model), "dataset": ctx.dataset},
+            extra={field.removeprefix("extra."): value for field, value in recorded(ctx).items()},
         )
 
 
@@ -136,4 +141,5 @@ STAGE = Stage(
     run=run,
     # the manifest records the policy and the dataset name, which training reads
     key_config=lambda cfg: {"model": cfg.score.model, "dataset": cfg.format.name},
+    recorded=recorded,
 )

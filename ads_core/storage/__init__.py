@@ -45,9 +45,11 @@ import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
 from ads_core.storage.errors import (
+    WRITE_ERRNOS,
     StorageError,
     _limit,
     endpoint_of,
+    refuse_credentials,
     storage_options,
     translating,
 )
@@ -76,7 +78,10 @@ def _s3_cache_key(opts: dict[str, Any]) -> tuple[str, ...]:
 
 
 def get_fs(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
-    """Filesystem and path inside it for any supported URI; S3 clients are reused (each costs ~0.3 s)."""
+    """Filesystem and path inside it for any supported URI; S3 clients are reused (each costs ~0.3 s).
+
+    A URI with credentials in it is refused (StorageError, without them)."""
+    refuse_credentials(uri)
     opts = storage_options(uri)
     if not opts:
         return fsspec.core.url_to_fs(uri)
@@ -296,7 +301,13 @@ def atomic_local_file(uri: str, suffix: str = "") -> Iterator[Path]:
         _clean_once(folder)
     tmp = folder / _temp_name(name, suffix)
     try:
-        yield tmp
+        try:
+            yield tmp
+        except OSError as exc:  # the writer's own write into the temp file (a full disk) is about `uri`
+            if exc.errno not in WRITE_ERRNOS or exc.filename not in (None, str(tmp)):
+                raise  # e.g. the source a stage reads while it writes: that error names its own file
+            with translating(uri):
+                raise OSError(exc.errno, exc.strerror, str(target if local else uri)) from exc
         with translating(uri):
             if local:
                 with open(tmp, "rb") as fh:  # data on disk before the rename, as write_bytes does

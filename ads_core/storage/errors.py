@@ -7,6 +7,9 @@ Client time is bounded: `ADS_S3_CONNECT_TIMEOUT` (s, default 2), `ADS_S3_READ_TI
 `ADS_S3_MAX_ATTEMPTS` (botocore attempts per request, default 3) and `ADS_S3_RETRIES` (s3fs rounds, default
 2), so a dead endpoint fails within about 15 s.
 
+A URI or endpoint with credentials in it (`s3://KEY:SECRET@bucket/...`, `http://user:pass@host:9000`) is refused
+before any client is made (`refuse_credentials`), and every URI an error names has any such part removed.
+
 `ads_core.storage` re-exports every public name here; this module never imports it (no cycle).
 """
 
@@ -39,12 +42,41 @@ def _limit(name: str) -> Any:
     return value
 
 
+_USERINFO = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@?#]*)@")
+
+
+def redact(uri: str) -> str:
+    """URI without a `user:password@` part (what may be shown in a message or a log)."""
+    return _USERINFO.sub(r"\g<scheme>", uri)
+
+
+def has_credentials(uri: str) -> bool:
+    return _USERINFO.match(uri) is not None
+
+
+def refuse_credentials(uri: str, what: str = "") -> None:
+    """StorageError (never echoing them) when URI carries credentials in a `user:password@` part."""
+    if has_credentials(uri):
+        raise StorageError(
+            redact(uri),
+            f"{what or 'the URI'} has credentials in it (a user:password@ part), which would end up in logs and "
+            "manifests; refused",
+            "remove them and set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) instead",
+        )
+
+
+def _endpoint_env() -> tuple[str, str | None]:
+    name = "ADS_S3_ENDPOINT_URL" if os.environ.get("ADS_S3_ENDPOINT_URL") else "AWS_ENDPOINT_URL"
+    return name, os.environ.get(name) or None
+
+
 def storage_options(uri: str) -> dict[str, Any]:
     """fsspec options for a URI; for s3 the endpoint comes from the environment."""
     if uri.startswith(("s3://", "s3a://")):
         opts: dict[str, Any] = {}
-        endpoint = os.environ.get("ADS_S3_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL")
+        name, endpoint = _endpoint_env()
         if endpoint:
+            refuse_credentials(endpoint, name)  # botocore would fail with a long traceback that names them
             opts["endpoint_url"] = endpoint
         region = os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION")
         if region:
@@ -68,9 +100,14 @@ class StorageError(Exception):
     """A storage problem no retry fixes; one line with the URI, the endpoint (never credentials) and the fix."""
 
     def __init__(self, uri: str, problem: str, fix: str, endpoint: str | None = None) -> None:
+        uri, endpoint = redact(uri), None if endpoint is None else redact(endpoint)
         self.uri, self.problem, self.fix, self.endpoint = uri, problem, fix, endpoint
         where = f" (endpoint {endpoint})" if endpoint else ""
         super().__init__(" ".join(f"storage error at {uri}{where}: {problem}; {fix}".split()))
+
+    def __reduce__(self) -> tuple[type[StorageError], tuple[str, str, str, str | None]]:
+        """Pickles (Prefect and Dask ship exceptions between processes) with its parts."""
+        return (type(self), (self.uri, self.problem, self.fix, self.endpoint))
 
 
 _CREDENTIAL_CODES = {
@@ -91,10 +128,11 @@ _CONNECT_FAILURES = {
     "ConnectionTimeoutError",
 }  # connect never succeeded; resets after connect stay transient
 _LOCAL_ERRNOS = {
-    errno.ENOSPC: ("no space left on the device", "free space or choose another --out"),
-    errno.EDQUOT: ("disk quota exceeded", "free space or choose another --out"),
-    errno.EROFS: ("the filesystem is read-only", "choose a writable --out"),
+    errno.ENOSPC: ("no space left on the device", "free space there or write elsewhere (--out)"),
+    errno.EDQUOT: ("disk quota exceeded", "free space there or write elsewhere (--out)"),
+    errno.EROFS: ("the filesystem is read-only", "write to a writable location (--out)"),
 }
+WRITE_ERRNOS = frozenset({*_LOCAL_ERRNOS, errno.EACCES, errno.EPERM})  # a write that no retry will fix
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -121,8 +159,7 @@ def _code(exc: BaseException) -> str:
 
 def endpoint_of(uri: str) -> str:
     """The S3 endpoint a URI is served from, without any user:password part."""
-    endpoint = storage_options(uri).get("endpoint_url") or "the AWS default endpoint"
-    return re.sub(r"//[^/@]*@", "//", endpoint)
+    return redact(_endpoint_env()[1] or "the AWS default endpoint")
 
 
 def _file_in_the_way(path: str) -> str | None:
@@ -133,7 +170,7 @@ def _file_in_the_way(path: str) -> str | None:
     return None
 
 
-def as_storage_error(exc: BaseException, uri: str) -> StorageError | None:
+def as_storage_error(exc: BaseException, uri: str, reading: bool = False) -> StorageError | None:
     """The user-facing StorageError for `exc` raised while using `uri`, or None when it is not one (a missing
     key, a transient reset/5xx/throttle, a bug): those keep their type so callers and retries see them."""
     if isinstance(exc, StorageError):
@@ -185,7 +222,9 @@ def as_storage_error(exc: BaseException, uri: str) -> StorageError | None:
         return StorageError(uri, f"{exc.filename or path} is a folder, not a file", "move that folder away")
     if isinstance(exc, PermissionError):
         return StorageError(
-            uri, f"permission denied on {exc.filename or path}", "fix the folder's permissions or choose another --out"
+            uri,
+            f"permission denied on {exc.filename or path}",
+            "make it readable" if reading else "fix the folder's permissions or choose another --out",
         )
     if isinstance(exc, OSError) and exc.errno in _LOCAL_ERRNOS:
         problem, fix = _LOCAL_ERRNOS[exc.errno]
@@ -194,12 +233,12 @@ def as_storage_error(exc: BaseException, uri: str) -> StorageError | None:
 
 
 @contextlib.contextmanager
-def translating(uri: str) -> Iterator[None]:
+def translating(uri: str, reading: bool = False) -> Iterator[None]:
     """Raise StorageError instead of the user-fixable errors met inside; everything else unchanged."""
     try:
         yield
     except Exception as exc:
-        err = as_storage_error(exc, uri)
+        err = as_storage_error(exc, uri, reading)
         if err is None or err is exc:
             raise
         raise err from exc

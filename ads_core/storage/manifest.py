@@ -3,18 +3,30 @@
 A stage directory is complete only once its manifest exists and the output hashes it lists still
 match the files (`verify`). The manifest is written last, so a crash mid-stage leaves no
 manifest and the stage is recomputed. Later stages key their caches on these hashes.
+
+Nothing in a manifest is trusted unchecked: each carries `digest`, the sha256 of the rest of its content,
+which `problems()` recomputes (a hand edit, or a manifest written before digests, fails it), and its counts
+must add up and agree with the row counts of the files it lists (`verify` reads each Parquet footer).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
+import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from ads_core import __version__, storage
 
 MANIFEST_NAME = "manifest.json"
+log = logging.getLogger("ads.manifest")
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be trusted (edited by hand, or its counts do not add up); one line naming the file."""
 
 
 def version_of(stage: str, version: str) -> str:
@@ -41,6 +53,7 @@ class Manifest:
     counts: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     created_at: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
+    digest: str | None = None  # sha256 of everything else, set by `write`
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -76,7 +89,7 @@ def artifact_hash(uri: str) -> str:
     Every stage records its outputs' hashes, so later stages and cache keys need not read them again.
     """
     try:
-        for entry in read(stage_dir_of(uri)).outputs.values():
+        for entry in checked(stage_dir_of(uri)).outputs.values():  # an edited manifest is not believed
             if entry.get("uri") == uri and entry.get("sha256"):
                 return str(entry["sha256"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -88,29 +101,93 @@ def input_entry(uri: str, sha256: str | None = None) -> dict[str, Any]:
     return {"uri": uri, "sha256": sha256 or artifact_hash(uri)}
 
 
+def content_digest(data: dict[str, Any]) -> str:
+    """sha256 of a manifest's content as stored (JSON, keys sorted), without its own `digest` field."""
+    body = {k: v for k, v in data.items() if k != "digest"}
+    canonical = json.dumps(json.loads(json.dumps(body, default=str)), sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
 def write(stage_dir: str, manifest: Manifest) -> str:
     uri = storage.join(stage_dir, MANIFEST_NAME)
+    manifest.digest = content_digest(manifest.to_dict())
     storage.write_json(uri, manifest.to_dict())
     return uri
 
 
 def read(stage_dir: str) -> Manifest:
+    """The manifest as stored, unchecked (see `checked` and `verify` for what may be trusted)."""
     return Manifest.from_dict(storage.read_json(storage.join(stage_dir, MANIFEST_NAME)))
 
 
-def verify(stage_dir: str) -> Manifest | None:
-    """The stage's manifest if it and every output it lists are intact and beside it, else None."""
+# counts that must add up: total = sum of parts; and counts that name an output's row count
+_SUMS = (("rows_in", ("rows_out", "rows_rejected")), ("rows", ("rows_scored", "rows_reused")))
+_OUTPUT_ROWS = {"rows_out": "train", "rows_rejected": "rejects"}
+
+
+def problems(manifest: Manifest) -> list[str]:
+    """Why a manifest cannot be trusted as it stands (empty when it can): its digest, and counts that disagree."""
+    found = []
+    if not manifest.digest:
+        found.append("it has no digest (written by hand or by an older version)")
+    elif content_digest(manifest.to_dict()) != manifest.digest:
+        found.append("its content does not match its digest (it was edited after it was written)")
+    counts = manifest.counts if isinstance(manifest.counts, dict) else {}
+    ints = {k: v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)}
+    for total, parts in _SUMS:
+        if total in ints and all(p in ints for p in parts) and ints[total] != sum(ints[p] for p in parts):
+            found.append(f"counts: {total} {ints[total]} != {' + '.join(f'{p} {ints[p]}' for p in parts)}")
+    by_reason = counts.get("rejects_by_reason")
+    if isinstance(by_reason, dict) and "rows_rejected" in ints:
+        total = sum(v for v in by_reason.values() if isinstance(v, int))
+        if total != ints["rows_rejected"]:
+            found.append(f"counts: rejects_by_reason sum to {total}, rows_rejected is {ints['rows_rejected']}")
+    for name, entry in manifest.outputs.items():
+        listed = entry.get("rows") if isinstance(entry, dict) else None
+        if listed is None:
+            continue
+        for count, output in _OUTPUT_ROWS.items():
+            if output == name and count in ints and ints[count] != listed:
+                found.append(f"counts: {count} {ints[count]}, but outputs.{name} lists {listed} rows")
+        if "rows" in ints and ints["rows"] != listed:
+            found.append(f"counts: rows {ints['rows']}, but outputs.{name} lists {listed} rows")
+    return found
+
+
+def checked(stage_dir: str) -> Manifest:
+    """The manifest, once its digest and counts check out; ManifestError (one line naming the file) otherwise."""
+    manifest = read(stage_dir)
+    found = problems(manifest)
+    if found:
+        raise ManifestError(f"{storage.join(stage_dir, MANIFEST_NAME)}: not trusted: {'; '.join(found)}")
+    return manifest
+
+
+def why_not_intact(stage_dir: str) -> tuple[Manifest | None, str | None]:
+    """The stage's manifest and None when it and every output it lists are intact and beside it, else the reason."""
     try:
         manifest = read(stage_dir)
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
-        return None
+    except (FileNotFoundError, ValueError, KeyError, TypeError) as exc:
+        return None, f"no readable {MANIFEST_NAME} ({type(exc).__name__})"
+    found = problems(manifest)
+    if found:
+        return None, "; ".join(found)
     prefix = stage_dir.rstrip("/") + "/"
-    for entry in manifest.outputs.values():
+    for name, entry in manifest.outputs.items():
         try:
             if not str(entry["uri"]).startswith(prefix):  # a copied manifest describing files elsewhere
-                return None
+                return None, f"outputs.{name} is not in this folder ({entry['uri']})"
             if storage.content_hash(entry["uri"]) != entry["sha256"]:
-                return None
+                return None, f"{entry['uri']} no longer matches its hash"
+            if entry.get("rows") is not None and str(entry["uri"]).endswith(".parquet"):
+                actual = storage.parquet_num_rows(entry["uri"])
+                if actual != entry["rows"]:
+                    return None, f"{entry['uri']} has {actual} rows, the manifest lists {entry['rows']}"
         except (OSError, KeyError, TypeError):  # output gone or unreadable, or an entry without uri/sha256
-            return None
-    return manifest
+            return None, f"outputs.{name} is missing or unreadable"
+    return manifest, None
+
+
+def verify(stage_dir: str) -> Manifest | None:
+    """The stage's manifest if it checks out (digest, counts) and every output it lists is intact beside it."""
+    return why_not_intact(stage_dir)[0]

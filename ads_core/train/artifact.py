@@ -20,6 +20,7 @@ from ads_core.config.sampler import ADSSamplerConfig
 from ads_core.core.contract import EXTRA_INFO_FIELDS, FINAL_DIR, REQUIRED_COLUMNS
 from ads_core.core.errors import OptionError
 from ads_core.sampler.ads import ADSSampler
+from ads_core.storage import manifest as mf
 from ads_core.storage.manifest import MANIFEST_NAME
 
 
@@ -61,12 +62,48 @@ def out_root_of(uri: str) -> str | None:
 
 
 def read_manifest(artifact_uri: str) -> dict[str, Any] | None:
-    """The ``manifest.json`` next to the artifact (OUT/final/manifest.json), if any."""
+    """The ``manifest.json`` next to the artifact (OUT/final/manifest.json) once it checks out, None when there is none.
+
+    Training takes the policy model and the dataset name from it, so it is trusted only when its digest matches its
+    content and its counts add up; otherwise ArtifactError names the file (`validate_artifact` also checks that it
+    describes the artifact's very bytes).
+    """
     uri = storage.join(parent(artifact_uri), MANIFEST_NAME)
-    try:
-        return storage.read_json(uri) if storage.exists(uri) else None
-    except (OSError, ValueError):
+    if not storage.exists(uri):
         return None
+    try:
+        data = storage.read_json(uri)
+        found = mf.problems(mf.Manifest.from_dict(data))
+    except (OSError, ValueError, TypeError) as exc:
+        data, found = {}, [f"unreadable ({type(exc).__name__}: {exc})"]
+    if found:
+        raise _untrusted(uri, "; ".join(found))
+    return data
+
+
+def _untrusted(manifest_uri: str, why: str) -> ArtifactError:
+    return ArtifactError(
+        f"{manifest_uri}: not trusted ({why}); training reads the policy model from it, so rebuild with `ads build` "
+        "(a build recomputes a stage whose manifest was changed)"
+    )
+
+
+def _check_against_manifest(uri: str, manifest: dict[str, Any] | None, rows: int) -> None:
+    """The manifest describes this artifact's bytes and rows (a manifest of another build beside it is refused).
+
+    Compared by content, not path, so an OUT copied elsewhere (another bucket, a synced folder) keeps its manifest."""
+    if manifest is None:
+        return
+    name = uri.rstrip("/").rsplit("/", 1)[-1]
+    listed = [e for e in manifest["outputs"].values() if str(e.get("uri", "")).rsplit("/", 1)[-1] == name]
+    manifest_uri = storage.join(parent(uri), MANIFEST_NAME)
+    if not listed:
+        raise _untrusted(manifest_uri, f"it lists no {name}")
+    entry = listed[0]
+    if entry.get("rows") is not None and entry["rows"] != rows:
+        raise _untrusted(manifest_uri, f"it lists {entry['rows']} rows, {uri} has {rows}")
+    if entry.get("sha256") and storage.content_hash(uri) != entry["sha256"]:
+        raise _untrusted(manifest_uri, f"{uri} does not match the hash it lists")
 
 
 def _struct_fields(typ: pa.DataType) -> set[str]:
@@ -153,6 +190,8 @@ def validate_artifact(uri: str, sampler_cfg: ADSSamplerConfig | None = None) -> 
     except ValueError as exc:
         raise ArtifactError(f"{uri}: the ADS sampler rejects the cluster columns: {exc}") from None
     sizes = sampler.sizes
+    manifest = read_manifest(uri)
+    _check_against_manifest(uri, manifest, cols.num_rows)
     return ArtifactInfo(
         uri=uri,
         rows=cols.num_rows,
@@ -160,7 +199,7 @@ def validate_artifact(uri: str, sampler_cfg: ADSSamplerConfig | None = None) -> 
         cluster_size_min=int(sizes.min()),
         cluster_size_median=float(np.median(sizes)),
         cluster_size_max=int(sizes.max()),
-        manifest=read_manifest(uri),
+        manifest=manifest,
         out_root=out_root_of(uri),
     )
 

@@ -21,6 +21,7 @@ import datetime as dt
 import os
 import time
 from contextlib import nullcontext
+from functools import partial
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -38,7 +39,8 @@ from ads_core.pipeline.resolve import resolve, resolve_name, resolve_source
 from ads_core.pipeline.stages import context, stages_from
 from ads_core.stages.base import Stage, StageContext
 from ads_core.storage import manifest as mf
-from ads_prefect.tasks.base import StageOutput, artifact_key
+from ads_core.storage.errors import StorageError
+from ads_prefect.tasks.base import StageOutput, artifact_key, intact
 from ads_prefect.tasks.locks import owning
 from ads_prefect.tasks.publish import publish_build, publish_refresh, publish_stage, start_training
 from ads_prefect.tasks.stage_task import checked, configured, flow_spelling, params_of
@@ -53,7 +55,7 @@ def build_run_name() -> str:
     given = fmt.get("name") if isinstance(fmt, dict) else getattr(fmt, "name", None)
     try:
         name = resolve_name(resolve_source(params.get("source")), params.get("dataset"), given)
-    except ValueError:  # a bad name fails the run with its own message; the run still needs a name
+    except (ValueError, StorageError):  # a bad name or source fails the run with its own message; it needs a name
         name = "dataset"
     return f"build-{name}-{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}"
 
@@ -142,7 +144,8 @@ def run_stage_runs(
     def record(done: int, shard: int | None, state: Any, recompute: Any) -> None:
         nonlocal cached
         if state.is_completed():
-            outputs[shard], state = checked(state, recompute, stage.label(shard))
+            trusted = partial(intact, stage=stage, ctx=ctx, shard=shard, key=keys[shard])
+            outputs[shard], state = checked(state, recompute, stage.label(shard), trusted)
             cached += state.name == "Cached"
         else:
             failures.append((shard, state))

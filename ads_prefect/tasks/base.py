@@ -11,6 +11,7 @@ artifacts and invariant violations are not retried and fail fast with their own 
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -21,8 +22,8 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from ads_core.pipeline.keys import outputs_digest
-from ads_core.stages.base import ProgressFactory
+from ads_core.pipeline.keys import outputs_digest, reusable
+from ads_core.stages.base import ProgressFactory, Stage, StageContext
 from ads_core.storage import manifest as mf
 
 log = logging.getLogger("ads.tasks")
@@ -39,9 +40,22 @@ def stage_output(manifest: mf.Manifest, main: str) -> StageOutput:
     return {"uri": manifest.output_uri(main), "digest": outputs_digest(manifest)}
 
 
-def intact(output: StageOutput) -> bool:
-    """True if the artifact a (cached) record points to is still there, unchanged, with its manifest."""
-    current = mf.verify(mf.stage_dir_of(output["uri"]))
+def intact(
+    output: StageOutput,
+    stage: Stage | None = None,
+    ctx: StageContext | None = None,
+    shard: int | None = None,
+    key: str | None = None,
+) -> bool:
+    """True if the artifact a (cached) record points to is still there, unchanged, with a manifest that checks out.
+
+    With the stage run it is for (STAGE, CTX, SHARD, KEY), the manifest must also record that stage key and say what
+    this build's config gives the fields later work reads (`keys.reusable`): a record stored under the key of a
+    source as it was before a run is not trusted for the different bytes that run read."""
+    if stage is not None and ctx is not None and key is not None:
+        current = reusable(stage, ctx, shard, key)
+    else:
+        current = mf.verify(mf.stage_dir_of(output["uri"]))
     return current is not None and outputs_digest(current) == output["digest"]
 
 
@@ -75,6 +89,7 @@ def pause_point(stage: str) -> None:
         time.sleep(seconds)
 
 
+_USER_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
 _TRANSIENT_S3_CODES = {
     "SlowDown",
     "Throttling",
@@ -128,6 +143,8 @@ def is_transient(exc: BaseException | None) -> bool:
             KeyError,
         ),
     ):
+        return False
+    if isinstance(exc, OSError) and exc.errno in _USER_ERRNOS:  # a full disk or read-only mount: no retry helps
         return False
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return True

@@ -227,13 +227,19 @@ def params_of(
     }
 
 
-def checked(state: State, recompute: Callable[[], State], label: str) -> tuple[StageOutput, State]:
-    """The output of a finished stage run; a cache hit whose artifact is gone or changed is recomputed.
+def checked(
+    state: State,
+    recompute: Callable[[], State],
+    label: str,
+    trusted: Callable[[StageOutput], bool] = intact,
+) -> tuple[StageOutput, State]:
+    """The output of a finished stage run; a cache hit whose artifact is gone, changed or no longer described by its
+    manifest (`trusted`, default `intact`) is recomputed.
 
     `recompute()` runs the same stage with the cache refreshed and returns its final state.
     """
     output: StageOutput = state.result()  # raises the stage's own exception when it failed
-    if state.name == "Cached" and not intact(output):
+    if state.name == "Cached" and not trusted(output):
         get_run_logger().warning("%s: the cached artifact %s is missing or changed; recomputing", label, output["uri"])
         state = recompute()
         output = state.result()

@@ -43,3 +43,26 @@ def formatted(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> str:
         (src / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
     format_dataset(str(src), str(out))
     return str(out / "formatted" / "train.parquet")
+
+
+# The cheapest real build: 24 bundled GSM8K rows, the tiny model, 2 clusters, a tiny report map.
+TINY_BUILD = {
+    "cluster": {"num_clusters": 2},
+    "score": {"max_length": 256},
+    "report": {"decontaminate": False, "map_sample": 10, "map_iterations": 250},
+}
+
+
+@pytest.fixture(scope="session")
+def tiny_build_config() -> object:
+    from ads_core.config.build import BuildConfig
+
+    return BuildConfig.model_validate(TINY_BUILD)
+
+
+@pytest.fixture(scope="session")
+def tiny_sample_lines() -> list[str]:
+    """The first 24 problems of the bundled GSM8K sample, one JSON line each."""
+    from ads_core.core import defaults
+
+    return Path(defaults.sample_path()).read_text().splitlines()[:24]

@@ -16,6 +16,8 @@ import pytest
 
 from ads_core import storage
 from ads_core.config.build import FormatConfig
+from ads_core.stages.format.records import combine
+from ads_core.stages.format.sources import source_digest
 from ads_core.stages.format.stage import format_dataset
 
 # The ADS reference's prompt (ads_spec.md, prepare step): instruction line, blank line, question, blank line, <think>.
@@ -450,7 +452,9 @@ def test_memory_uri_in_and_out(tmp_path):
     assert manifest.counts["rows_out"] == 3
     assert storage.read_parquet(storage.join(out, "formatted", "train.parquet")).num_rows == 3
     assert storage.read_json(storage.join(out, "formatted", "manifest.json"))["counts"]["rows_in"] == 3
-    assert manifest.inputs["source"]["sha256"] == storage.content_hash(src)
+    # the digest of what was read: the one file's name and content hash, as the stage key hashes the source now
+    digest = combine([("rows.jsonl", storage.content_hash(src))])
+    assert manifest.inputs["source"]["sha256"] == source_digest(src) == digest
 
 
 # ---------------------------------------------------------------------------------------------
@@ -464,7 +468,11 @@ def test_stage_manifest_records_inputs_outputs_and_config(tmp_path):
     out = tmp_path / "out"
     manifest, _, _ = run_format(src, out, template="plain")
     assert manifest["stage"] == "format"
-    assert manifest["inputs"]["source"] == {"uri": str(src), "sha256": storage.content_hash(str(src))}
+    assert manifest["inputs"]["source"] == {
+        "uri": str(src),
+        "sha256": source_digest(str(src)),
+        "bytes": src.stat().st_size,
+    }
     assert manifest["counts"] == {
         "rows_in": 4,
         "rows_out": 3,

@@ -131,7 +131,7 @@ def test_run_stage_stamps_its_key_and_reusable_checks_it(ctx: StageContext):
         ),
     )
     assert keys.reusable(merge, ctx, None, keys.stage_key(merge, ctx)) is None  # no merge output yet
-    fake = mf.Manifest(stage="merge", inputs={}, outputs={}, config={}, code_version="t")
+    fake = mf.Manifest(stage="merge", inputs={}, outputs={}, config={"num_shards": 1}, code_version="t")
     uri = ctx.uri("scores")
 
     def run(c: StageContext, _: int | None) -> mf.Manifest:

@@ -17,13 +17,15 @@ from ads_core.storage import manifest as mf
 def tree(out: Path) -> dict[str, Any]:
     """Every file under OUT: data files by content hash; manifests as JSON with OUT-relative URIs, without
     their timestamp and measured speeds (the only fields that may differ between two builds of the same input
-    into two folders)."""
+    into two folders) and the digest over them (each checked to match its manifest first)."""
     snapshot: dict[str, Any] = {}
     for path in sorted(p for p in out.rglob("*") if p.is_file()):
         rel = path.relative_to(out).as_posix()
         if path.name == mf.MANIFEST_NAME:
+            assert not mf.problems(mf.read(str(path.parent))), rel
             data = json.loads(path.read_text().replace(str(out), "OUT"))
             data.pop("created_at", None)
+            data.pop("digest", None)
             for measured in ("seconds", "tokens_per_s"):  # how fast this machine was, not what was built
                 data.get("extra", {}).pop(measured, None)
             snapshot[rel] = data

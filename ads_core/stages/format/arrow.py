@@ -14,18 +14,18 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ads_core import storage
 from ads_core.core.errors import InputError
-from ads_core.stages.format.records import RawRow
+from ads_core.stages.format.records import RawRow, ReadLedger
 
 _READ_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, EOFError)
 
 
-def iter_columnar_batches(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
+def iter_columnar_batches(uri: str, batch_rows: int, ledger: ReadLedger) -> Iterator[list[RawRow]]:
+    """Rows of a Parquet or Arrow file; LEDGER hashes the file and checks that it did not change meanwhile."""
     if uri.split("?", 1)[0].lower().endswith(".arrow"):
-        yield from _iter_arrow(uri, batch_rows)
+        yield from _iter_arrow(uri, batch_rows, ledger)
     else:
-        yield from _iter_parquet(uri, batch_rows)
+        yield from _iter_parquet(uri, batch_rows, ledger)
 
 
 def _check_names(uri: str, schema: pa.Schema) -> None:
@@ -36,9 +36,8 @@ def _check_names(uri: str, schema: pa.Schema) -> None:
         )
 
 
-def _iter_parquet(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
-    fs, path = storage.get_fs(uri)
-    with fs.open(path, "rb") as fh:
+def _iter_parquet(uri: str, batch_rows: int, ledger: ReadLedger) -> Iterator[list[RawRow]]:
+    with ledger.random_access(uri) as fh:
         try:
             pf = pq.ParquetFile(fh)
         except _READ_ERRORS as exc:
@@ -53,8 +52,8 @@ def _iter_parquet(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
             raise InputError(f"{uri}: Parquet file is corrupt or truncated after row {row} ({exc})") from exc
 
 
-def _iter_arrow(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
-    data = storage.read_bytes(uri)
+def _iter_arrow(uri: str, batch_rows: int, ledger: ReadLedger) -> Iterator[list[RawRow]]:
+    data = ledger.whole(uri)
     reader: Any = None
     for opener in (pa.ipc.open_stream, pa.ipc.open_file):  # datasets writes the stream format
         try:

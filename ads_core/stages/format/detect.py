@@ -10,19 +10,26 @@ Layouts (column names in any capitalisation, see `format_evidence.SYNONYMS`):
 - `verl`:      rows already in verl schema (prompt messages + reward_model), passed through
 
 Errors name the option to set by its config field (`set question_col`); see `InputError.render`.
+`FileLayouts` keeps one detected layout per file of a source, for the format stage.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from ads_core import storage
 from ads_core.config.build import FormatConfig
 from ads_core.core.errors import InputError
 from ads_core.core.text import is_messages
 from ads_core.stages.format.evidence import MARGIN, MARKER, ColumnStats, column_stats, letter_option_columns, rank
+from ads_core.stages.format.records import RawRow
+from ads_core.stages.format.sources import folder_of
 
 DATA_SOURCE_COLUMN = "data_source"
+
+log = logging.getLogger("ads.format")
 
 
 @dataclass
@@ -192,3 +199,47 @@ def detect_layout(file: str, rows: list[dict[str, Any]], cfg: FormatConfig) -> L
         return Layout("mcq", options=options, option_columns=option_columns, answer=answer, solution=solution, **kw)
     kind = "body_question" if body else ("qa" if answer is not None else "boxed")
     return Layout(kind, solution=solution, answer=answer, **kw)
+
+
+class FileLayouts:
+    """One detected layout per file; small files (one problem each) reuse the layout of their column set."""
+
+    MAX_LISTED = 100  # files listed one by one in the manifest; the rest are counted
+
+    def __init__(self, source: str, cfg: FormatConfig) -> None:
+        self.source, self.cfg = source, cfg
+        self.by_file: dict[str, Layout] = {}
+        self.by_columns: dict[tuple[str, ...], Layout] = {}
+        self.detected: dict[str, dict[str, Any]] = {}
+        self.evidence: dict[str, dict[str, Any]] = {}
+        self.folders: dict[str, str | None] = {}
+        self.unlisted = 0
+
+    def get(self, raw: RawRow, batch: list[RawRow]) -> Layout:
+        file = raw.source_file
+        layout = self.by_file.get(file)
+        if layout is not None:
+            return layout
+        sample = [r.data for r in batch if r.data is not None and r.source_file == file][:200]
+        key = tuple(sorted({k for row in sample for k in row}))
+        if len(sample) < 20:  # too few rows to judge alone: other files with the same columns help
+            layout = self.by_columns.get(key)
+            if layout is None:
+                sample += [
+                    r.data
+                    for r in batch
+                    if r.data is not None and r.source_file != file and tuple(sorted(r.data)) == key
+                ][: 200 - len(sample)]
+        if layout is None:
+            layout = detect_layout(file, sample, self.cfg)
+            self.by_columns.setdefault(key, layout)
+        self.by_file[file] = layout
+        self.folders[file] = folder_of(self.source, file) if storage.exists(self.source) else None
+        if len(self.detected) < self.MAX_LISTED:
+            self.detected[file] = layout.describe()
+            if layout.evidence:
+                self.evidence[file] = layout.evidence
+            log.info("%s: detected layout %s", file, layout.describe())
+        else:
+            self.unlisted += 1
+        return layout

@@ -12,20 +12,19 @@ Which files a SOURCE names (directories, `save_to_disk` folders, hub cache snaps
 
 from __future__ import annotations
 
-import csv
 import gzip
 import io
 import json
 import os
 import re
-import sys
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import IO, Any
 
-from ads_core import storage
 from ads_core.core.errors import InputError
-from ads_core.stages.format.records import RawRow
+from ads_core.stages.format.csv_rows import iter_csv
+from ads_core.stages.format.records import RawRow, ReadLedger
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")  # what errors="surrogateescape" makes of an undecodable byte
@@ -33,20 +32,27 @@ MAX_EMBEDDED_JSON_CHARS = 100_000
 MAX_EMBEDDED_JSON_DEPTH = 20
 
 
-def iter_file_batches(uri: str, batch_rows: int) -> Iterator[list[RawRow]]:
+DEFAULT_MAX_RECORD_LINES = 1000  # FormatConfig.csv_max_record_lines
+
+
+def iter_file_batches(
+    uri: str, batch_rows: int, ledger: ReadLedger | None = None, max_record_lines: int = DEFAULT_MAX_RECORD_LINES
+) -> Iterator[list[RawRow]]:
+    """Batches of rows of one file; LEDGER records the bytes read (and raises SourceChanged if the file changed)."""
+    ledger = ledger if ledger is not None else ReadLedger(uri)
     lower = uri.split("?", 1)[0].lower()
     gz = lower.endswith(".gz")
     base = lower[:-3] if gz else lower
     if base.endswith((".jsonl", ".ndjson")):
-        yield from _guard_gzip(uri, gz, _iter_jsonl(uri, batch_rows, gz))
+        yield from _guard_gzip(uri, gz, _iter_jsonl(uri, batch_rows, ledger, gz))
     elif base.endswith(".json"):
-        yield from _guard_gzip(uri, gz, _iter_json(uri, batch_rows, gz))
+        yield from _guard_gzip(uri, gz, _iter_json(uri, batch_rows, ledger, gz))
     elif base.endswith(".csv"):
-        yield from _guard_gzip(uri, gz, _iter_csv(uri, batch_rows, gz))
+        yield from _guard_gzip(uri, gz, _iter_csv(uri, batch_rows, ledger, gz, max_record_lines))
     elif base.endswith((".parquet", ".arrow")):
         from ads_core.stages.format import arrow as format_arrow
 
-        yield from format_arrow.iter_columnar_batches(uri, batch_rows)
+        yield from format_arrow.iter_columnar_batches(uri, batch_rows, ledger)
     else:  # pragma: no cover - list_source_files filters suffixes
         raise InputError(f"{uri}: unknown file type")
 
@@ -62,10 +68,11 @@ def _guard_gzip(uri: str, gz: bool, batches: Iterator[list[RawRow]]) -> Iterator
         raise InputError(f"{uri}: not a readable gzip file ({exc or type(exc).__name__})") from exc
 
 
-def _open_binary(uri: str, gz: bool) -> IO[bytes]:
-    fs, path = storage.get_fs(uri)
-    fh = fs.open(path, "rb")
-    return gzip.GzipFile(fileobj=fh, mode="rb") if gz else fh  # type: ignore[return-value]
+@contextmanager
+def _open_binary(uri: str, ledger: ReadLedger, gz: bool) -> Iterator[IO[bytes]]:
+    """The file's bytes (decompressed for .gz), hashed by LEDGER as they are read (the compressed bytes)."""
+    with ledger.stream(uri) as fh:
+        yield gzip.GzipFile(fileobj=fh, mode="rb") if gz else fh  # type: ignore[misc]
 
 
 def safe_text(text: str | bytes) -> str:
@@ -124,9 +131,9 @@ def _lines(fh: IO[bytes]) -> Iterator[str]:
     yield from text
 
 
-def _iter_jsonl(uri: str, batch_rows: int, gz: bool = False) -> Iterator[list[RawRow]]:
+def _iter_jsonl(uri: str, batch_rows: int, ledger: ReadLedger, gz: bool = False) -> Iterator[list[RawRow]]:
     batch: list[RawRow] = []
-    with _open_binary(uri, gz) as fh:
+    with _open_binary(uri, ledger, gz) as fh:
         for line_no, line in enumerate(_lines(fh)):
             if not line.strip():
                 continue
@@ -182,8 +189,8 @@ def _json_rows(uri: str, obj: Any) -> list[Any]:
     raise InputError(f"{uri}: a .json file must hold a list of rows (or an object with exactly one list)")
 
 
-def _iter_json(uri: str, batch_rows: int, gz: bool = False) -> Iterator[list[RawRow]]:
-    with _open_binary(uri, gz) as fh:
+def _iter_json(uri: str, batch_rows: int, ledger: ReadLedger, gz: bool = False) -> Iterator[list[RawRow]]:
+    with _open_binary(uri, ledger, gz) as fh:
         data = fh.read()
     try:
         text = data.decode("utf-8-sig")
@@ -208,62 +215,11 @@ def _iter_json(uri: str, batch_rows: int, gz: bool = False) -> Iterator[list[Raw
         ]
 
 
-def _csv_header(uri: str, header: list[str]) -> list[str]:
-    header = [h.strip() for h in header]
-    dups = sorted({h for h in header if header.count(h) > 1})
-    if dups:
-        raise InputError(
-            f"{uri}: duplicate column names in the CSV header: {', '.join(map(repr, dups))}; "
-            "rename them so each column has one name"
-        )
-    return header
-
-
-def _iter_csv(uri: str, batch_rows: int, gz: bool = False) -> Iterator[list[RawRow]]:
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-    batch: list[RawRow] = []
-    with _open_binary(uri, gz) as raw_fh:
-        fh = io.TextIOWrapper(raw_fh, encoding="utf-8-sig", errors="surrogateescape", newline="")
-        reader = csv.reader(fh)  # the csv module itself ends records at \r, \n or \r\n
-        try:
-            header = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            raise InputError(f"{uri}: cannot read the CSV header: {exc}") from exc
-        header = _csv_header(uri, header)
-        row_no = 0
-        while True:
-            try:
-                values = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as exc:
-                batch.append(RawRow(uri, row_no, None, "bad_row", f"row {row_no}: malformed CSV ({exc})"))
-                row_no += 1
-                continue
-            if not values or all(not v.strip() for v in values):
-                row_no += 1
-                continue
-            if len(values) != len(header):
-                batch.append(
-                    RawRow(
-                        uri,
-                        row_no,
-                        None,
-                        "bad_row",
-                        f"row {row_no} has {len(values)} fields, the header has {len(header)}",
-                        _preview(",".join(values)),
-                    )
-                )
-            else:
-                batch.append(RawRow(uri, row_no, dict(zip(header, values, strict=True))))
-            row_no += 1
-            if len(batch) >= batch_rows:
-                yield batch
-                batch = []
-    if batch:
-        yield batch
+def _iter_csv(
+    uri: str, batch_rows: int, ledger: ReadLedger, gz: bool = False, max_record_lines: int = DEFAULT_MAX_RECORD_LINES
+) -> Iterator[list[RawRow]]:
+    with _open_binary(uri, ledger, gz) as fh:
+        yield from iter_csv(uri, fh, batch_rows, max_record_lines, _preview)
 
 
 def looks_like_hub_id(source: str) -> bool:

@@ -33,6 +33,7 @@ REJECT_REASONS = (
     "bad_type",
     "bad_encoding",
     "bad_json",
+    "bad_quote",
     "bad_row",
 )
 

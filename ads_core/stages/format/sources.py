@@ -16,7 +16,14 @@ from collections.abc import Iterator
 from ads_core import storage
 from ads_core.core.errors import InputError
 from ads_core.stages.format.readers import iter_file_batches, iter_hub_batches, looks_like_hub_id
-from ads_core.stages.format.records import SUPPORTED_SUFFIXES, RawRow, is_supported
+from ads_core.stages.format.records import (
+    SUPPORTED_SUFFIXES,
+    RawRow,
+    ReadLedger,
+    combine,
+    is_supported,
+    relative_name,
+)
 
 # `datasets` metadata, never rows.
 HF_METADATA = frozenset({"dataset_info.json", "dataset_infos.json", "state.json", "dataset_dict.json"})
@@ -51,6 +58,11 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 def list_source_files(source: str, split: str = "train") -> list[str]:
     """The data files SOURCE names, in sorted order; FileNotFoundError if SOURCE does not exist."""
+    with storage.translating(source, reading=True):  # an unreachable store or no permission: one line
+        return _list_source_files(source, split)
+
+
+def _list_source_files(source: str, split: str) -> list[str]:
     fs, path = storage.get_fs(source)
     if not fs.exists(path):
         raise FileNotFoundError(source)
@@ -199,8 +211,46 @@ def dataset_name(source: str) -> str:
     return "dataset"
 
 
-def iter_source_batches(source: str, split: str, batch_rows: int) -> Iterator[list[RawRow]]:
-    """Batches of rows from every file of SOURCE; small files (one problem per file) share a batch."""
+def source_digest(source: str, split: str = "train") -> str:
+    """The digest of the files SOURCE names (their names and content hashes), as `ReadLedger.digest` of a read of
+    the same bytes gives it; a Hugging Face id (read through `datasets`) is keyed by its name."""
+    try:
+        files = list_source_files(source, split)
+    except FileNotFoundError:
+        return f"id:{source}"
+    return combine([(relative_name(source, f), storage.content_hash(f)) for f in files])
+
+
+_NOT_DATA = (".md", ".py", ".yaml", ".yml", ".cff", ".lock", ".license", ".gitattributes", ".gitignore")
+_NOT_DATA_NAMES = ("readme", "license", "licence", "notice", "copying", "changelog", "citation")
+
+
+def skipped_files(source: str) -> list[str]:
+    """Files below a directory SOURCE that are not read because their format is not supported (`.tsv`, `.zst`,
+    `.parquet.gz` ...), so a build can say so; hidden files, `datasets` metadata and documentation left out."""
+    fs, path = storage.get_fs(source)
+    if not fs.isdir(path):
+        return []
+    root = path.rstrip("/") + "/"
+    found = []
+    for f in sorted(fs.find(path)):
+        rel = f.removeprefix(root)
+        name = rel.rsplit("/", 1)[-1]
+        if is_supported(f) or name in HF_METADATA or any(p.startswith(".") for p in rel.split("/")):
+            continue
+        if name.lower().endswith(_NOT_DATA) or name.lower().startswith(_NOT_DATA_NAMES) or "/refs/" in f"/{rel}":
+            continue
+        found.append(rel)
+    return found
+
+
+def iter_source_batches(
+    source: str, split: str, batch_rows: int, ledger: ReadLedger | None = None, max_record_lines: int = 1000
+) -> Iterator[list[RawRow]]:
+    """Batches of rows from every file of SOURCE; small files (one problem per file) share a batch.
+
+    LEDGER records the bytes read from each file (a hub dataset, read through `datasets`, has none)."""
+    ledger = ledger if ledger is not None else ReadLedger(source)
     try:
         files = list_source_files(source, split)
     except FileNotFoundError:
@@ -210,7 +260,7 @@ def iter_source_batches(source: str, split: str, batch_rows: int) -> Iterator[li
         raise InputError(f"{source}: no such file or directory") from None
     pending: list[RawRow] = []
     for file in files:
-        for batch in iter_file_batches(file, batch_rows):
+        for batch in iter_file_batches(file, batch_rows, ledger, max_record_lines):
             if not pending and len(batch) >= batch_rows:
                 yield batch
                 continue

@@ -29,17 +29,17 @@ from ads_core.core.text import sample_id_of
 from ads_core.stages.base import Stage, StageContext, UIItem, outputs_under
 from ads_core.stages.format import readers, records
 from ads_core.stages.format import sources as format_sources
-from ads_core.stages.format.detect import Layout, detect_layout
-from ads_core.stages.format.records import RawRow
+from ads_core.stages.format.detect import FileLayouts, Layout
+from ads_core.stages.format.records import RawRow, SourceChanged
 from ads_core.stages.format.rows import Converted, convert_row
 from ads_core.stages.format.schema import OUTPUT_SCHEMA, REJECTS_SCHEMA, template_string
-from ads_core.stages.format.sources import dataset_name, folder_of
+from ads_core.stages.format.sources import dataset_name
 from ads_core.stages.format.values import Reject
 from ads_core.storage import manifest as mf
 
 log = logging.getLogger("ads.format")
 
-VERSION = "2"  # bump by hand when the formatted rows change for the same input (it is in the cache key)
+VERSION = "3"  # bump by hand when the formatted rows change for the same input (it is in the cache key)
 
 
 @dataclass
@@ -66,56 +66,15 @@ def _source_meta(row: dict[str, Any], layout: Layout, folder: str | None) -> str
     return readers.safe_text(json.dumps(meta, ensure_ascii=False, sort_keys=True)) if meta else None
 
 
-class _Layouts:
-    """One detected layout per file; small files (one problem each) reuse the layout of their column set."""
-
-    MAX_LISTED = 100  # files listed one by one in the manifest; the rest are counted
-
-    def __init__(self, source: str, cfg: FormatConfig) -> None:
-        self.source, self.cfg = source, cfg
-        self.by_file: dict[str, Layout] = {}
-        self.by_columns: dict[tuple[str, ...], Layout] = {}
-        self.detected: dict[str, dict[str, Any]] = {}
-        self.evidence: dict[str, dict[str, Any]] = {}
-        self.folders: dict[str, str | None] = {}
-        self.unlisted = 0
-
-    def get(self, raw: RawRow, batch: list[RawRow]) -> Layout:
-        file = raw.source_file
-        layout = self.by_file.get(file)
-        if layout is not None:
-            return layout
-        sample = [r.data for r in batch if r.data is not None and r.source_file == file][:200]
-        key = tuple(sorted({k for row in sample for k in row}))
-        if len(sample) < 20:  # too few rows to judge alone: other files with the same columns help
-            layout = self.by_columns.get(key)
-            if layout is None:
-                sample += [
-                    r.data
-                    for r in batch
-                    if r.data is not None and r.source_file != file and tuple(sorted(r.data)) == key
-                ][: 200 - len(sample)]
-        if layout is None:
-            layout = detect_layout(file, sample, self.cfg)
-            self.by_columns.setdefault(key, layout)
-        self.by_file[file] = layout
-        self.folders[file] = folder_of(self.source, file) if storage.exists(self.source) else None
-        if len(self.detected) < self.MAX_LISTED:
-            self.detected[file] = layout.describe()
-            if layout.evidence:
-                self.evidence[file] = layout.evidence
-            log.info("%s: detected layout %s", file, layout.describe())
-        else:
-            self.unlisted += 1
-        return layout
-
-
 def format_dataset(
     source: str, out: str, cfg: FormatConfig | None = None, progress: Callable[[int], None] | None = None
 ) -> mf.Manifest:
     """Format SOURCE into OUT at the declared locations (`ads format`, eval sets, tests)."""
     uris = outputs_under(out, STAGE)
     return write_formatted(source, uris["formatted"], uris["rejects"], cfg, progress)
+
+
+MAX_READS = 3  # a source that changes under every read of it fails after this many
 
 
 def write_formatted(
@@ -129,17 +88,41 @@ def write_formatted(
 
     Raises InputError for unusable input; row-level problems become rejects with reasons. A run that
     keeps less than `cfg.min_kept` of its non-duplicate rows raises InputError too, after the rejects and the manifest
-    are written, so the reasons can be inspected.
+    are written, so the reasons can be inspected. The manifest records the digest of the bytes actually read;
+    a source file that changes while it is read is read again, and after MAX_READS changing reads the run fails.
     """
-    cfg = cfg or FormatConfig()
+    for attempt in range(1, MAX_READS + 1):
+        try:
+            return _write_once(source, train_uri, rejects_uri, cfg or FormatConfig(), progress)
+        except SourceChanged as exc:
+            if attempt == MAX_READS:
+                raise InputError(
+                    f"{source}: {exc}, on each of {MAX_READS} reads; rerun once the job writing it has finished"
+                ) from None
+            log.warning("%s; reading the source again (%d of %d)", exc, attempt + 1, MAX_READS)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def format_config_record(cfg: FormatConfig, name: str) -> dict[str, Any]:
+    """The config a format manifest records: the section, the dataset name and the prompt template written."""
+    return {**mf.config_dict(cfg), "name": name, "template_string": template_string(cfg)}
+
+
+def _write_once(
+    source: str,
+    train_uri: str,
+    rejects_uri: str,
+    cfg: FormatConfig,
+    progress: Callable[[int], None] | None,
+) -> mf.Manifest:
     template = template_string(cfg)
     name = cfg.name or dataset_name(source)
     stage_dir = mf.stage_dir_of(train_uri)
-    source_is_local = storage.exists(source)  # a missing path is reported by the reader as an error: line
-    source_hash = storage.tree_hash(source, records.SUPPORTED_SUFFIXES) if source_is_local else None
+    source_exists = storage.exists(source)  # a missing path is reported by the reader as an error: line
+    ledger = records.ReadLedger(source)
 
     summary = FormatSummary()
-    layouts = _Layouts(source, cfg)
+    layouts = FileLayouts(source, cfg)
     seen: dict[int, tuple[str, int]] = {}
 
     with (
@@ -149,7 +132,9 @@ def write_formatted(
         train_writer = pq.ParquetWriter(train_tmp, OUTPUT_SCHEMA, compression="zstd")
         rejects_writer = pq.ParquetWriter(rejects_tmp, REJECTS_SCHEMA, compression="zstd")
         try:
-            for batch in format_sources.iter_source_batches(source, cfg.split, cfg.batch_rows):
+            for batch in format_sources.iter_source_batches(
+                source, cfg.split, cfg.batch_rows, ledger, cfg.csv_max_record_lines
+            ):
                 out_rows: list[dict[str, Any]] = []
                 rejects: list[dict[str, Any]] = []
 
@@ -229,15 +214,25 @@ def write_formatted(
     extra: dict[str, Any] = {"detected": layouts.detected, "name": name, "evidence": layouts.evidence}
     if layouts.unlisted:
         extra["files_not_listed"] = layouts.unlisted
+    skipped = format_sources.skipped_files(source) if source_exists else []
+    if skipped:
+        log.warning("%s: %d file(s) not read (format not supported): %s", source, len(skipped), ", ".join(skipped[:10]))
+        extra["files_skipped"] = {"count": len(skipped), "names": skipped[: FileLayouts.MAX_LISTED]}
     manifest = mf.Manifest(
         stage="format",
-        inputs={"source": {"uri": source, "sha256": source_hash}},
+        inputs={
+            "source": {
+                "uri": source,
+                "sha256": ledger.digest() if source_exists else None,  # what was read, not what is there now
+                "bytes": ledger.bytes_read,
+            }
+        },
         outputs={
             "train": mf.output_entry(train_uri, summary.rows_out),
             "rejects": mf.output_entry(rejects_uri, summary.rows_rejected),
         },
-        config={**mf.config_dict(cfg), "name": name, "template_string": template},
-        code_version=mf.version_of(STAGE, VERSION),
+        config=format_config_record(cfg, name),
+        code_version=mf.version_of("format", VERSION),
         counts={
             "rows_in": summary.rows_in,
             "rows_out": summary.rows_out,
@@ -354,6 +349,17 @@ def ui(ctx: StageContext, manifest: mf.Manifest) -> list[UIItem]:
     return [UIItem("table", "format-counts", rows, description)]
 
 
+def recorded(ctx: StageContext, _: int | None) -> dict[str, Any]:
+    """The source and the config a format manifest must name for this build (the dataset name and template
+    reach every row; the CLI and the refresh summary read the source)."""
+    fmt = ctx.config.format.replaced(name=ctx.dataset)
+    return {
+        "inputs.source.uri": ctx.source,
+        "config": format_config_record(fmt, ctx.dataset),
+        "extra.name": ctx.dataset,
+    }
+
+
 STAGE = Stage(
     name="format",
     section="format",
@@ -363,4 +369,5 @@ STAGE = Stage(
     run=run,
     progress=True,
     ui=ui,
+    recorded=recorded,
 )

@@ -242,4 +242,8 @@ STAGE = Stage(
     run=run,
     ui=ui_items,
     key_config=lambda cfg: {**cfg.report.model_dump(), "dataset": cfg.format.name},
+    recorded=lambda ctx, _: {
+        **{f"config.{k}": v for k, v in ctx.config.report.model_dump().items()},
+        "extra.dataset": ctx.dataset,
+    },
 )

@@ -10,6 +10,10 @@ Entries live in storage (local, s3:// or memory://) as Parquet parts,
 `<root>/<namespace>/part-<sha256 of the file>.parquet`, each written atomically. A part whose bytes
 no longer match its name is corrupt: it is ignored (its rows are rescored) and removed. Parts are
 only ever added, so concurrent builds never conflict; duplicates across parts hold the same values.
+
+The cache only saves time, so it never fails a build: a cache that cannot be read or written (a full disk,
+no permission, a read-only mount, an unreachable store) gives one warning naming its URI, and the rows are
+scored without it.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import pyarrow.parquet as pq
 from ads_core import storage
 from ads_core.config.build import ScoreConfig
 from ads_core.core import defaults
+from ads_core.storage.errors import redact
 
 log = logging.getLogger("ads.score")
 
@@ -66,13 +71,28 @@ class ScoreCache:
     """The parts of one namespace under a cache root."""
 
     def __init__(self, root: str, space: str) -> None:
+        self.root = root
         self.directory = storage.join(root, space)
+        self.disabled: str | None = None  # why the cache is not used any more in this process
+
+    def _give_up(self, what: str, exc: BaseException) -> None:
+        reason = exc.problem if isinstance(exc, storage.StorageError) else f"{type(exc).__name__}: {exc}"
+        self.disabled = f"cannot {what} the score cache at {redact(self.root)} ({reason})"
+        log.warning(
+            "%s; scoring without the cache (free space or fix its permissions, set score.cache_uri to another "
+            "location, or turn it off with --no-score-cache)",
+            self.disabled,
+        )
 
     def _parts(self) -> list[str]:
-        fs, path = storage.get_fs(self.directory)
         try:
-            names = fs.ls(path, detail=False)
+            with storage.translating(self.directory):
+                fs, path = storage.get_fs(self.directory)
+                names = fs.ls(path, detail=False)
         except FileNotFoundError:
+            return []
+        except (OSError, storage.StorageError) as exc:
+            self._give_up("read", exc)
             return []
         prefix = self.directory[: len(self.directory) - len(path)] if self.directory.endswith(path) else ""
         return sorted(prefix + n for n in names if n.rsplit("/", 1)[-1].startswith("part-") and n.endswith(".parquet"))
@@ -88,6 +108,9 @@ class ScoreCache:
                 data = storage.read_bytes(uri)
             except FileNotFoundError:  # removed by a concurrent build: its rows are elsewhere or rescored
                 continue
+            except (OSError, storage.StorageError) as exc:  # unreadable: its rows are rescored
+                log.warning("score cache: cannot read %s (%s); its rows are scored again", uri, exc)
+                continue
             expected = uri.rsplit("/", 1)[-1].removeprefix("part-").removesuffix(".parquet")
             if hashlib.sha256(data).hexdigest() != expected:
                 log.warning("score cache: %s is corrupt (its content does not match its name); ignoring it", uri)
@@ -101,13 +124,17 @@ class ScoreCache:
 
     def add(self, table: pa.Table) -> str | None:
         """Store new rows as one part (named by its content hash); returns its URI."""
-        if table.num_rows == 0:
+        if table.num_rows == 0 or self.disabled:
             return None
         buf = io.BytesIO()
         pq.write_table(table, buf)
         data = buf.getvalue()
         uri = storage.join(self.directory, f"part-{hashlib.sha256(data).hexdigest()}.parquet")
-        storage.write_bytes(uri, data)
+        try:
+            storage.write_bytes(uri, data)
+        except (OSError, storage.StorageError) as exc:  # the scores are computed: only their reuse is lost
+            self._give_up("write to", exc)
+            return None
         return uri
 
 

@@ -271,4 +271,5 @@ MERGE = Stage(
     version=VERSION,
     run=run_merge,
     key_config=lambda cfg: {"num_shards": cfg.score.num_shards},
+    recorded=lambda ctx, _: {"config.num_shards": ctx.config.score.num_shards},
 )
