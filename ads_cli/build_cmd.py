@@ -222,6 +222,7 @@ def build_cmd(
                 report=cfg.report,
                 run=cfg.run,
             )
+            run_url = ui_url(result["flow_run"]["id"]) if api_url else None  # while the server's settings apply
         except (InputError, ModelLoadError, ValueError, ParameterTypeError, StorageError, LockWaitTimeout) as exc:
             raise fail(for_cli(exc)) from None
         except (KeyboardInterrupt, TerminationSignal):  # Ctrl-C, or SIGTERM (Prefect's handler while the flow runs)
@@ -241,6 +242,21 @@ def build_cmd(
         console.print(escape(line), highlight=False)
     states = result["stages"]
     console.print("stages: " + ", ".join(f"{k} [bold]{v}[/]" for k, v in states.items()), highlight=False)
+    run = result["flow_run"]
+    if run_url:
+        console.print(f"run {escape(run['name'])}: {run_url}", highlight=False, soft_wrap=True)
+    else:
+        console.print(f"run {escape(run['name'])} (ephemeral mode: `ads server` keeps the runs and shows them)")
+
+
+def ui_url(flow_run_id: str) -> str | None:
+    """The run's page in the Prefect UI (PREFECT_UI_URL, else derived from PREFECT_API_URL)."""
+    from prefect.utilities.urls import url_for
+
+    try:
+        return url_for("flow-run", obj_id=flow_run_id)
+    except Exception:  # noqa: BLE001 - a URL we cannot make is not worth failing a finished build
+        return None
 
 
 with_signature(

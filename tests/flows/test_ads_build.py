@@ -77,10 +77,31 @@ def test_cold_build_meets_invariants_and_publishes_ui_artifacts(h: Any, clean_bu
     assert base64.b64decode(inline) == png.read_bytes()
 
 
-def test_rerun_is_all_cached(h: Any, clean_build: dict[str, Any], sample_source: Path):
-    state, result = h.run_build(sample_source, clean_build["out"])
+def test_rerun_is_all_cached_and_retries_a_failed_training(
+    h: Any, clean_build: dict[str, Any], sample_source: Path, train_deployment: str
+):
+    """An unchanged rerun computes nothing; with on_change it starts training on the final artifact once, and
+    after that run failed, the next unchanged rerun starts the next attempt. No task run is left Pending."""
+    from prefect.client.orchestration import get_client
+    from prefect.states import Failed
+
+    assert not h.pending_task_runs(clean_build["flow_run_id"])
+    hand_off = {"run__trigger_training": "on_change", "run__train_deployment": train_deployment}
+    state, result = h.run_build(sample_source, clean_build["out"], **hand_off)
     assert set(result["stages"].values()) == {"Cached"}
     assert result["final_uri"] == clean_build["final_uri"]
+    first = result["train_flow_run_id"]
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(first)
+        assert result["refresh"]["training"] == f"started {train_deployment} run {run.name}"
+        assert result["flow_run"]["name"].startswith("build-gsm8k60-")
+        assert not h.pending_task_runs(state.state_details.flow_run_id)  # the hand-off leaves no Pending task run
+        client.set_flow_run_state(first, Failed(message="RuntimeError: CUDA error"), force=True)
+
+    state, again = h.run_build(sample_source, clean_build["out"], **hand_off)
+    assert again["refresh"]["training"].startswith(f"retrying training: run {run.name} Failed, attempt 2 of 3: started")
+    assert again["train_flow_run_id"] not in (None, first)
+    assert not h.pending_task_runs(state.state_details.flow_run_id)
 
 
 def test_resume_after_a_failure_in_the_last_stage(
