@@ -208,6 +208,7 @@ def build_cmd(
 
         from ads_prefect.flows.ads_build import ads_build
         from ads_prefect.tasks.base import set_progress_factory
+        from ads_prefect.tasks.handoff import run_url as page_of
 
         set_progress_factory(progress_bar)
         previous_term = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the build like Ctrl-C
@@ -222,7 +223,7 @@ def build_cmd(
                 report=cfg.report,
                 run=cfg.run,
             )
-            run_url = ui_url(result["flow_run"]["id"]) if api_url else None  # while the server's settings apply
+            run_url = page_of(result["flow_run"]["id"]) if api_url else None  # while the server's settings apply
         except (InputError, ModelLoadError, ValueError, ParameterTypeError, StorageError, LockWaitTimeout) as exc:
             raise fail(for_cli(exc)) from None
         except (KeyboardInterrupt, TerminationSignal):  # Ctrl-C, or SIGTERM (Prefect's handler while the flow runs)
@@ -247,16 +248,6 @@ def build_cmd(
         console.print(f"run {escape(run['name'])}: {run_url}", highlight=False, soft_wrap=True)
     else:
         console.print(f"run {escape(run['name'])} (ephemeral mode: `ads server` keeps the runs and shows them)")
-
-
-def ui_url(flow_run_id: str) -> str | None:
-    """The run's page in the Prefect UI (PREFECT_UI_URL, else derived from PREFECT_API_URL)."""
-    from prefect.utilities.urls import url_for
-
-    try:
-        return url_for("flow-run", obj_id=flow_run_id)
-    except Exception:  # noqa: BLE001 - a URL we cannot make is not worth failing a finished build
-        return None
 
 
 with_signature(

@@ -10,9 +10,9 @@ everything after it. A cached stage whose artifact has vanished or was overwritt
 as Dask worker resources. Builds into one OUT run one at a time (`ads_prefect.tasks.locks.owning`).
 
 With `run.trigger_training=on_change` (or `always`), the finished build starts the `ads-train` deployment with
-the final artifact's URI, as a child of this run, until a training run on that content has completed (a failed
-one is retried up to `run.train_retries` times; `ads_prefect.tasks.handoff`). Every build ends with a refresh
-summary.
+the final artifact's URI (labelled with this run, linked from its summary), until a training run on that content
+has completed (a failed one is retried up to `run.train_retries` times; `ads_prefect.tasks.handoff`). Every build
+ends with a refresh summary.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from ads_core.stages.base import Stage, StageContext
 from ads_core.storage import manifest as mf
 from ads_prefect.flows.env import BUILD_TIMEOUT_ENV, BUILD_TIMEOUT_S, flow_timeout
 from ads_prefect.tasks.base import StageOutput, artifact_key
-from ads_prefect.tasks.handoff import start_training
+from ads_prefect.tasks.handoff import run_url, start_training
 from ads_prefect.tasks.locks import owning
 from ads_prefect.tasks.publish import publish_build, publish_refresh, publish_stage
 from ads_prefect.tasks.stage_task import checked, configured, flow_spelling, params_of
@@ -302,10 +302,13 @@ def ads_build(
                 run.trigger_training,
                 run.train_retries,
                 str(flow_run.id),
+                str(flow_run.name),
             )
             training = train_run["line"]
         summary = summarize(ctx, previous, seconds, states, training)
-        publish_refresh(summary.to_dict(), summary.lines(), name)
+        train_page = run_url(train_run["id"]) if train_run else None
+        links = {f"{run.train_deployment} run {train_run['name']}": train_page} if train_page else {}
+        publish_refresh(summary.to_dict(), summary.lines(), name, links)
         for line in summary.lines():
             logger.info("%s", line)
     cached = sum(s == "Cached" for s in states.values())

@@ -15,9 +15,11 @@ numbered attempts: `ads-train:<deployment>:<digest>`, then `...:attempt-2`, `...
 Two builds deciding the same at the same moment create the same attempt key, so the server gives both the same
 run. `always` starts one run per build run (the key holds the build's flow-run id); `never` starts nothing.
 
-The run is created as a child of this task run (the UI shows the lineage, and no placeholder task run is left
-Pending, as `run_deployment(timeout=0)` leaves one in every build), and it is named `train-<dataset>-<UTC time>`
-from the start, the name the ads-train flow then keeps, so the summary names the run the runs list shows.
+The run is named `train-<dataset>-<UTC time>` from the start, the name the ads-train flow then keeps, so the
+summary names the run the runs list shows, and the summary links its page. It carries the build that made it in
+its labels (`ads.build_flow_run_id`, `ads.build_flow_run_name`, `ads.build_task_run_id`). It is not a subflow:
+Prefect mirrors a subflow's state into its parent task run, so a finished build would show training's Late,
+Running or Failed as its own, and `run_deployment(timeout=0)` left its placeholder task run Pending for good.
 """
 
 from __future__ import annotations
@@ -44,6 +46,18 @@ def run_name(dataset: str, now: dt.datetime) -> str:
     """`train-<dataset>-<UTC time>`, the name of an ads-train run (given when it is created, kept when it runs)."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", dataset).strip("-") or "dataset"
     return f"train-{slug}-{now.astimezone(dt.UTC).strftime('%Y%m%dT%H%M%SZ')}"
+
+
+def run_url(flow_run_id: str | None) -> str | None:
+    """A flow run's page in the Prefect UI (PREFECT_UI_URL, else derived from PREFECT_API_URL); None without one."""
+    if not flow_run_id:
+        return None
+    from prefect.utilities.urls import url_for
+
+    try:
+        return url_for("flow-run", obj_id=flow_run_id)
+    except Exception:  # noqa: BLE001 - a link we cannot make is not worth failing a build
+        return None
 
 
 def attempt_key(base: str, attempt: int) -> str:
@@ -91,7 +105,8 @@ def decide(past: list[PastRun], retries: int, deployment: str) -> Decision:
         return Decision(1, "")
     last = max(past, key=lambda r: r.attempt)
     if last.state_type in ACTIVE:
-        line = f"not started: {deployment} run {last.name} is {last.state_name} on this final artifact"
+        waiting = " (waiting for a worker)" if last.state_type == "SCHEDULED" else ""  # Scheduled, Late, Awaiting...
+        line = f"not started: {deployment} run {last.name} is {last.state_name}{waiting} on this final artifact"
         return Decision(None, line, last)
     if last.state_type in RETRIED and last.attempt < attempts:
         line = f"retrying training: run {last.name} {last.state_name}, attempt {last.attempt + 1} of {attempts}"
@@ -143,6 +158,7 @@ def start_training(
     policy: str,
     retries: int,
     build_run_id: str,
+    build_run_name: str = "",
 ) -> dict[str, Any]:
     """Start (or not) an ads-train run for the final artifact, and say why in one line (`line`).
 
@@ -173,15 +189,19 @@ def start_training(
             found = {"id": existing.id, "name": existing.name} if existing else {"id": None, "name": None}
             return {"new": False, **found, "line": decision.line}
         context = TaskRunContext.get()
-        parent = context.task_run.id if context else None
+        me = str(context.task_run.id) if context else ""  # the same id when this task is retried
         run = client.create_flow_run_from_deployment(
             target.id,
             parameters={"artifact_uri": artifact_uri, "model": None},  # model None: the policy the build scored with
             name=run_name(dataset, dt.datetime.now(dt.UTC)),
             idempotency_key=key,
-            parent_task_run_id=parent,
+            labels={
+                "ads.build_flow_run_id": build_run_id,
+                "ads.build_flow_run_name": build_run_name,
+                "ads.build_task_run_id": me,
+            },
         )
-    new = parent is None or run.parent_task_run_id == parent  # else another build created this attempt just now
+    new = not me or (run.labels or {}).get("ads.build_task_run_id") == me  # else another build made it just now
     line = decision.started(deployment, str(run.name))
     if not new:
         line = f"not started: {deployment} run {run.name} (the same attempt) was started by another build just now"

@@ -92,9 +92,13 @@ def publish_build(final_uri: str, dataset: str, stages: dict[str, str]) -> None:
 
 
 @report_task("publish-refresh", task_run_name="publish-refresh")
-def publish_refresh(summary: dict[str, Any], lines: list[str], dataset: str) -> None:
-    """The refresh summary as a markdown artifact (what changed, what was reused, stage times, training)."""
+def publish_refresh(
+    summary: dict[str, Any], lines: list[str], dataset: str, links: dict[str, str] | None = None
+) -> None:
+    """The refresh summary as a markdown artifact (what changed, what was reused, stage times, training), with
+    LINKS (text -> URL, e.g. the training run's page) below it."""
     rows = "\n".join(f"* {md_text(line, 400)}" for line in lines)
+    rows += "".join(f"\n* [{md_text(text)}]({url})" for text, url in (links or {}).items())
     times = "\n".join(
         f"| {stage} | {summary['stage_states'].get(stage, '')} | {seconds:.1f} |"
         for stage, seconds in summary["stage_seconds"].items()

@@ -68,7 +68,9 @@ def test_a_failed_or_crashed_training_is_retried_up_to_train_retries(train_deplo
     assert {t.name: t.state.type.value for t in tasks} == {"start-training": "COMPLETED"}  # nothing Pending
     with get_client(sync_client=True) as client:
         run = client.read_flow_run(first["id"])
-    assert run.parent_task_run_id == tasks[0].id  # a child of the build's task: lineage in the UI
+    # the build that made it, in its labels; not a subflow, whose state Prefect would copy into the build's task
+    assert run.parent_task_run_id is None
+    assert run.labels["ads.build_flow_run_id"] == "b1" and run.labels["ads.build_task_run_id"] == str(tasks[0].id)
     assert run.idempotency_key == f"ads-train:{train_deployment}:{digest}"
     assert run.parameters == {"artifact_uri": f"/data/{digest}/final/train.parquet", "model": None}
 
