@@ -151,14 +151,12 @@ def run_stage_runs(stage: Stage, ctx: StageContext, refresh: bool, states: dict[
         else:
             failures.append((shard, state))
         states[stage.label(shard)] = str(state.name)
-        if artifact and (len(shards) > 1 or state.name == "Cached"):  # a single computed run has said it all
-            update_progress_artifact(
-                artifact_id=artifact,
-                progress=100.0 * done / len(shards),
-                description=f"{done}/{len(shards)} runs finished ({cached} cached, {len(failures)} failed)"
-                if len(shards) > 1
-                else f"{stage.name}: reused (Cached)",
-            )
+        if artifact and len(shards) > 1:
+            description = f"{done}/{len(shards)} runs finished ({cached} cached, {len(failures)} failed)"
+            update_progress_artifact(artifact_id=artifact, progress=100.0 * done / len(shards), description=description)
+        elif artifact and state.is_completed():  # a computed run keeps its own last line (rows, rate)
+            description = f"{stage.name}: reused (Cached)" if state.name == "Cached" else None
+            update_progress_artifact(artifact_id=artifact, progress=100.0, description=description)
 
     if not (stage.sharded and ctx.config.run.dask):
         for done, shard in enumerate(shards, start=1):

@@ -162,8 +162,10 @@ def with_artifact(
     index = shard or 0
     where = f"{stage.label(shard)} ({index + 1}/{parts})" if parts > 1 else stage.name
     logger = get_run_logger()
+    reached = [0.0]  # the run's share done so far: a later phase without a total (a final check) keeps it
 
     def publish(line: str, share: float) -> None:
+        reached[0] = share = max(share, reached[0])
         try:
             update_progress_artifact(
                 artifact_id=artifact_id, progress=100.0 * (index + share) / parts, description=line

@@ -70,6 +70,8 @@ def test_cold_build_meets_invariants_and_publishes_ui_artifacts(h: Any, clean_bu
     assert "## cluster 0" in arts["ads-gsm8k60-cluster-examples"].data
     assert arts["ads-gsm8k60-score-progress"].type == "progress"
     assert float(arts["ads-gsm8k60-score-progress"].data) == 100.0
+    assert float(arts["ads-gsm8k60-model-progress"].data) == 100.0  # the model step: its own, finished, progress
+    assert "model" in clean_build["refresh"]["stage_seconds"]  # its time booked under its own name
     assert clean_build["final_uri"] in arts["ads-gsm8k60-final"].data
     plot = arts["ads-gsm8k60-report-plot"]  # the PNG inline (a browser refuses file:// links from a page)
     assert plot.type == "markdown" and "file://" not in plot.data

@@ -149,9 +149,12 @@ def bigrams(frame: pl.DataFrame, exclude: set[str] = frozenset()) -> pl.DataFram
     )
 
 
-def proper_nouns(questions: pl.Series) -> set[str]:
+def proper_nouns(questions: pl.Series, sample: int = 200_000) -> set[str]:
     """Lower-cased words the set writes as names: capitalised mid-sentence more often than in lower case, or
-    capitalised every time they occur (at least twice). Read from the text outside math and LaTeX."""
+    capitalised every time they occur (at least twice). Read from the text outside math and LaTeX, of a seeded
+    sample of `sample` questions on large sets (the names a set uses show up long before that)."""
+    if len(questions) > sample:
+        questions = questions.sample(n=sample, seed=0)
     text = (
         questions.fill_null("")
         .str.replace_all(_ASY, " ")
