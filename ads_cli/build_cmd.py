@@ -227,6 +227,7 @@ def build_cmd(
 
         from ads_prefect.flows.ads_build import ads_build
         from ads_prefect.tasks.base import set_progress_factory
+        from ads_prefect.tasks.handoff import run_url as page_of
 
         set_progress_factory(progress_bar)
         previous_term = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the build like Ctrl-C
@@ -243,6 +244,7 @@ def build_cmd(
                 report=cfg.report,
                 run=cfg.run,
             )
+            run_url = page_of(result["flow_run"]["id"]) if api_url else None  # while the server's settings apply
         except (
             InputError,
             ModelLoadError,
@@ -270,6 +272,11 @@ def build_cmd(
         console.print(escape(line), highlight=False)
     states = result["stages"]
     console.print("stages: " + ", ".join(f"{k} [bold]{v}[/]" for k, v in states.items()), highlight=False)
+    run = result["flow_run"]
+    if run_url:
+        console.print(f"run {escape(run['name'])}: {run_url}", highlight=False, soft_wrap=True)
+    else:
+        console.print(f"run {escape(run['name'])} (ephemeral mode: `ads server` keeps the runs and shows them)")
 
 
 with_signature(

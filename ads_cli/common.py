@@ -70,8 +70,11 @@ class OneLineErrors(typer.core.TyperGroup):
 
 
 @contextmanager
-def progress_bar(description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
-    """A bar with done/total and an ETA when the total is known; otherwise a spinner with a running count."""
+def progress_bar(description: str, total: int | None = None, unit: str = "rows") -> Iterator[Callable[[int], None]]:
+    """A bar with done/total and an ETA when the total is known; otherwise a spinner with a running count.
+
+    Rich's ETA is measured from the first update on (the time before it, loading a model, is not in the rate)
+    and shows only once two updates give a rate."""
     if total is not None:
         columns = (
             TextColumn("[bold]{task.description}"),
@@ -94,7 +97,7 @@ def progress_bar(description: str, total: int | None = None) -> Iterator[Callabl
         def advance(n: int) -> None:
             progress.advance(task, n)
             if total is None:
-                progress.update(task, count=f"{int(progress.tasks[task].completed)} rows")
+                progress.update(task, count=f"{int(progress.tasks[task].completed)} {unit}")
 
         yield advance
         if total is None:

@@ -20,8 +20,10 @@ from ads_core.config.base import Section, tuning
 from ads_core.core.names import safe_name
 
 TemplateName = Literal["ads_think", "boxed", "plain"]
-STAGE_NAMES = ("format", "score", "merge", "cluster", "sort", "report")
-StageName = Literal["format", "score", "merge", "cluster", "sort", "report"]
+STAGE_NAMES = ("format", "model", "score", "merge", "cluster", "sort", "report")
+# force_from is a plain choice (a dropdown in the Prefect UI; an optional one shows as a str/None switch):
+# "none" recomputes nothing that is reusable, a stage name recomputes that stage and every later one.
+ForceFrom = Literal["none", "format", "model", "score", "merge", "cluster", "sort", "report"]
 DEFAULT_CLUSTERS = 16
 
 
@@ -123,7 +125,8 @@ class ScoreConfig(Section):
     cache_uri: str | None = Field(
         None,
         description="Row score cache: a local path, s3:// or memory:// URI "
-        "(default: <ADS cache dir>/score-cache, shared by every dataset and OUT).",
+        "(default: score-cache in the ADS cache dir, $ADS_CACHE_DIR or ~/.cache/ads-pipeline; shared by every "
+        "dataset and OUT).",
     )
 
 
@@ -205,6 +208,15 @@ class ReportConfig(Section):
     map_seed: int = tuning(default=42, description="Seed of the map's sample, PCA and t-SNE.")
     terms_per_cluster: int = tuning(default=8, ge=1, le=30, description="Top c-TF-IDF terms kept per cluster.")
     terms_min_rows: int = tuning(default=2, ge=1, description="A term counts only if this many questions use it.")
+    terms_min_lift: float = tuning(
+        default=2.0,
+        ge=0,
+        description="A term names a cluster only if the share of the cluster's questions using it is at least this "
+        "many times its share over the whole set (words common to most clusters name none); 0: off.",
+    )
+    representatives: int = tuning(
+        default=2, ge=0, le=5, description="Problems nearest each cluster's centroid shown in the report and the UI."
+    )
     terms_grid_clusters: int = tuning(
         default=64, ge=1, description="Clusters drawn in cluster_terms.png (the largest)."
     )
@@ -213,7 +225,10 @@ class ReportConfig(Section):
 class RunConfig(Section):
     """How the build runs (not part of any artifact's identity)."""
 
-    force_from: StageName | None = Field(None, description="Recompute this stage and every later one.")
+    force_from: ForceFrom = Field(
+        "none",
+        description="Recompute this stage and every later one; none: reuse every stage whose inputs are unchanged.",
+    )
     dask: str | None = Field(
         None,
         description="Score shards on Dask: local, local-cuda (one worker per GPU) "
@@ -229,9 +244,23 @@ class RunConfig(Section):
         "always (once per build run), or never.",
     )
     train_deployment: str = tuning(default="ads-train/myds", description="The ads-train deployment to start.")
+    train_retries: int = tuning(
+        default=2,
+        ge=0,
+        le=20,
+        description="With on_change: how many times a later build starts a new training run for the same final "
+        "artifact after its last one Failed or Crashed (0: never retry). A run still Scheduled, Pending or Running "
+        "is left alone; a Completed one is never repeated.",
+    )
     result_storage: str | None = tuning(
         default=None, description="Prefect block slug for cache records (e.g. remote-file-system/ads-results)."
     )
+
+    @field_validator("force_from", mode="before")
+    @classmethod
+    def _none_is_none(cls, value: Any) -> Any:
+        """null (the old optional parameter) and an empty choice mean none."""
+        return "none" if value is None or value == "" else value
 
     @field_validator("trigger_training", mode="before")
     @classmethod

@@ -16,6 +16,8 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +75,12 @@ TINY_PRESETS: dict[str, TinyModelSpec] = {
 }
 DEFAULT_MODEL = "default"  # the alias `--model default` resolves to the cached tiny model
 TINY_VERSION = "v2"
+# `progress(description, total, unit)` -> a context yielding advance(n) (ads_core.stages.base.ProgressFactory)
+Progress = Callable[..., AbstractContextManager[Callable[[int], None] | None]]
+
+
+def _no_progress(*_: Any, **__: Any) -> AbstractContextManager[None]:
+    return nullcontext()
 
 
 def pick_device(device: str = "auto") -> str:
@@ -174,20 +182,29 @@ def build_tokenizer(vocab_size: int) -> Any:
     return fast
 
 
-def make_tiny_model(directory: str | os.PathLike[str], preset: str = "tiny", spec: TinyModelSpec | None = None) -> Path:
+def make_tiny_model(
+    directory: str | os.PathLike[str],
+    preset: str = "tiny",
+    spec: TinyModelSpec | None = None,
+    progress: Progress | None = None,
+) -> Path:
     """Build a Qwen2-style causal LM and its tokenizer from a seed and `save_pretrained` them.
 
     Written to a temp dir and renamed, so a crash or a concurrent builder never leaves half a model.
+    `progress` shows the two phases (the tokenizer, then the warm-up steps), which take minutes on a busy CPU.
     """
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     spec = spec or TINY_PRESETS[preset]
+    progress = progress or _no_progress
     target = Path(directory)
     tmp = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
     tmp.mkdir(parents=True)
     try:
-        tokenizer = build_tokenizer(spec.tokenizer_vocab)
+        log.info("building the %s model: tokenizer (%d tokens)", preset, spec.tokenizer_vocab)
+        with progress(f"building the {preset} model: tokenizer", None, unit="steps"):
+            tokenizer = build_tokenizer(spec.tokenizer_vocab)
         vocab = max(len(tokenizer), spec.pad_vocab_to)
         config = Qwen2Config(
             vocab_size=vocab,
@@ -205,7 +222,8 @@ def make_tiny_model(directory: str | os.PathLike[str], preset: str = "tiny", spe
         torch.manual_seed(spec.seed)
         model = Qwen2ForCausalLM(config)
         if spec.train_steps:
-            warm_up(model, tokenizer, spec)
+            with progress(f"building the {preset} model: training", spec.train_steps, unit="steps") as advance:
+                warm_up(model, tokenizer, spec, advance=advance)
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / "ads_tiny_model.json").write_text(json.dumps({"version": TINY_VERSION, **asdict(spec)}, indent=2))
@@ -223,8 +241,15 @@ def _sample_texts() -> list[str]:
     return [f"Question:\n{r['question']}\n\nAnswer:\n{r['answer']}" for r in rows]
 
 
-def warm_up(model: Any, tokenizer: Any, spec: TinyModelSpec, max_tokens: int = 256) -> None:
-    """Train 100 seeded AdamW steps on the bundled sample (~5-10 s on 2 CPU cores; loss 7.6 -> ~4)."""
+def warm_up(
+    model: Any,
+    tokenizer: Any,
+    spec: TinyModelSpec,
+    max_tokens: int = 256,
+    advance: Callable[[int], None] | None = None,
+) -> None:
+    """Train 100 seeded AdamW steps on the bundled sample (~10 s on 2 idle CPU cores, minutes on a busy one;
+    loss 7.6 -> ~4). `advance(1)` after every step."""
     import torch
 
     ids = [tokenizer(t, add_special_tokens=False)["input_ids"][:max_tokens] for t in _sample_texts()]
@@ -245,26 +270,44 @@ def warm_up(model: Any, tokenizer: Any, spec: TinyModelSpec, max_tokens: int = 2
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if advance:
+            advance(1)
     model.eval()
     log.info("warm-up: %d steps, final loss %.3f", spec.train_steps, float(loss.detach()))
 
 
-def default_model_dir(preset: str = "tiny") -> Path:
+def cached_model_dir(preset: str = "tiny") -> Path:
+    """Where the locally built model of PRESET lives (it may not be built yet)."""
+    return defaults.cache_dir() / "models" / f"{preset}-qwen2-{TINY_VERSION}"
+
+
+def is_built(path: Path) -> bool:
+    return (path / "ads_tiny_model.json").exists()
+
+
+def default_model_dir(preset: str = "tiny", progress: Progress | None = None) -> Path:
     """The cached default model, built on first use."""
-    path = defaults.cache_dir() / "models" / f"{preset}-qwen2-{TINY_VERSION}"
-    if not (path / "ads_tiny_model.json").exists():
+    path = cached_model_dir(preset)
+    if not is_built(path):
         log.info("building the default %s model at %s", preset, path)
-        make_tiny_model(path, preset)
+        make_tiny_model(path, preset, progress=progress)
     return path
 
 
-def resolve_model(model: str | None) -> str:
-    """Map None / 'default' / 'tiny' / 'bench' to the local cached model; anything else passes through."""
+def preset_of(model: str | None) -> str | None:
+    """The local preset a model name stands for (`default` is `tiny`), or None for a real model."""
     if model in (None, "", DEFAULT_MODEL):
-        return str(default_model_dir("tiny"))
-    if model in TINY_PRESETS:
-        return str(default_model_dir(model))
-    return model
+        return "tiny"
+    return model if model in TINY_PRESETS else None
+
+
+def resolve_model(model: str | None, progress: Progress | None = None) -> str:
+    """Map None / 'default' / 'tiny' / 'bench' to the local cached model (built on first use, with `progress`);
+    anything else passes through."""
+    preset = preset_of(model)
+    if preset is not None:
+        return str(default_model_dir(preset, progress))
+    return str(model)
 
 
 @dataclass

@@ -50,6 +50,7 @@ class RefreshSummary:
     stage_states: dict[str, str] = field(default_factory=dict)
     training: str = "not requested"
     contaminated: int | None = None  # final rows matching a packaged eval set (report.decontaminate)
+    label_agreement: dict[str, Any] | None = None  # clusters vs the source's own labels (column, nmi, values)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,17 +68,24 @@ class RefreshSummary:
         if self.kept_id_share is not None:
             stability += f", {100 * self.kept_id_share:.1f}% of rows kept their cluster_id"
         times = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in self.stage_seconds.items())
-        return [
+        lines = [
             f"refresh: {change}",
             f"scored {self.rows_scored} rows, reused {self.rows_reused} from the score cache",
             f"clusters: {stability}",
             f"stage times: {times}",
             f"training: {self.training}",
-        ] + (
-            []
-            if self.contaminated is None
-            else [f"decontamination: {self.contaminated} rows match an eval question (OUT/report/decontamination.json)"]
-        )
+        ]
+        if self.contaminated is not None:
+            lines.append(
+                f"decontamination: {self.contaminated} rows match an eval question (OUT/report/decontamination.json)"
+            )
+        if self.label_agreement:
+            agreement = self.label_agreement
+            lines.append(
+                f"clusters vs the source's {agreement['column']} labels: NMI {agreement['nmi']:.3f} "
+                f"({agreement['values']} labels)"
+            )
+        return lines
 
 
 def rows_scored_by_this_build(ctx: StageContext, stage_states: dict[str, str]) -> int:
@@ -101,6 +109,7 @@ def summarize(
     rows = 0 if current is None else current.height
     scored = rows_scored_by_this_build(ctx, stage_states)
     refresh = mf.read(ctx.stage_dir("assignments")).extra.get("refresh") or {}
+    report = mf.read(ctx.stage_dir("report"))
     if stage_states.get("cluster") == "Cached":
         refresh = {**refresh, "path": f"unchanged ({refresh.get('path', 'cached')} earlier)", "kept_id_share": 1.0}
     summary = RefreshSummary(
@@ -112,7 +121,8 @@ def summarize(
         stage_seconds={k: round(v, 2) for k, v in stage_seconds.items()},
         stage_states=dict(stage_states),
         training=training,
-        contaminated=mf.read(ctx.stage_dir("report")).counts.get("contaminated"),
+        contaminated=report.counts.get("contaminated"),
+        label_agreement=report.extra.get("label_agreement"),
     )
     if previous is not None and current is not None:
         joined = previous.join(current, on="sample_id", how="full", suffix="_new", coalesce=True)

@@ -1,4 +1,4 @@
-"""The build's stages, in order: format -> score (one run per shard) -> merge -> cluster -> sort -> report.
+"""The build's stages, in order: format -> model -> score (one run per shard) -> merge -> cluster -> sort -> report.
 
 Each stage is declared once, in its own module (`ads_core.stages.*.STAGE`); this list is the only place that
 orders them. The in-process `build()` (`ads_core.pipeline.build`) and the Prefect flow `ads-build`
@@ -12,14 +12,23 @@ from collections.abc import Iterator
 
 from ads_core.config.build import STAGE_NAMES, BuildConfig
 from ads_core.pipeline.resolve import Target
-from ads_core.stages import sort
+from ads_core.stages import model, sort
 from ads_core.stages.base import Stage, StageContext
 from ads_core.stages.cluster import stage as cluster
 from ads_core.stages.format import stage as format_stage
 from ads_core.stages.report import stage as report
 from ads_core.stages.score import stage as score
 
-STAGES: tuple[Stage, ...] = (format_stage.STAGE, score.SCORE, score.MERGE, cluster.STAGE, sort.STAGE, report.STAGE)
+BUILT_IN: tuple[Stage, ...] = (
+    format_stage.STAGE,
+    model.STAGE,
+    score.SCORE,
+    score.MERGE,
+    cluster.STAGE,
+    sort.STAGE,
+    report.STAGE,
+)
+STAGES: tuple[Stage, ...] = BUILT_IN
 
 
 def stages_by_name() -> dict[str, Stage]:
@@ -38,8 +47,8 @@ def layout() -> dict[str, str]:
 
 
 def stages_from(name: str | None) -> set[str]:
-    """`force_from=name`: that stage and every later one."""
-    if not name:
+    """`force_from=name`: that stage and every later one (`none`: no stage)."""
+    if not name or name == "none":
         return set()
     names = [s.name for s in STAGES]
     return set(names[names.index(name) :])
@@ -57,5 +66,4 @@ def context(target: Target, cfg: BuildConfig) -> StageContext:
     return StageContext(source=target.source, out=target.out, dataset=target.dataset, config=cfg, layout=layout())
 
 
-BUILT_IN = (format_stage.STAGE, score.SCORE, score.MERGE, cluster.STAGE, sort.STAGE, report.STAGE)
 assert tuple(s.name for s in BUILT_IN) == STAGE_NAMES, "config.STAGE_NAMES must list the built-in stages in order"

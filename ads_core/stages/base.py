@@ -17,17 +17,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from ads_core import storage
 from ads_core.config.build import BuildConfig
 from ads_core.storage import manifest as mf
 
-ProgressFactory = Callable[[str, int | None], AbstractContextManager[Callable[[int], None] | None]]
 SHARD_SLOT = "{shard}"  # filled in for sharded artifacts: shard-00001-of-00004
 
 
-def no_progress(_: str, __: int | None) -> AbstractContextManager[None]:
+class ProgressFactory(Protocol):
+    """`with progress("score shard 1/2", 500) as advance: advance(8)`: a bar, a UI artifact, or nothing.
+
+    `total` None is a count without an end; `unit` is what is counted (rows, steps)."""
+
+    def __call__(
+        self, description: str, total: int | None, unit: str = "rows"
+    ) -> AbstractContextManager[Callable[[int], None] | None]: ...
+
+
+def no_progress(_: str, __: int | None, unit: str = "rows") -> AbstractContextManager[None]:
     return nullcontext()
 
 

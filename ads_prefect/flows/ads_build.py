@@ -11,14 +11,16 @@ as Dask worker resources. Builds into one OUT run one at a time (`ads_prefect.ta
 that lost its lock on OUT (paused past its lease, then taken over) publishes nothing more.
 
 With `run.trigger_training=on_change` (or `always`), the finished build starts the `ads-train` deployment with
-the final artifact's URI (`run_deployment`, `timeout=0`, idempotent on the artifact's content digest), linked
-to this run as a child. Every build ends with a refresh summary.
+the final artifact's URI (labelled with this run, linked from its summary), until a training run on that content
+has completed (a failed one is retried up to `run.train_retries` times; `ads_prefect.tasks.handoff`). Every build
+ends with a refresh summary.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import time
 from contextlib import nullcontext
 from functools import partial
@@ -40,16 +42,22 @@ from ads_core.pipeline.stages import context, stages_from
 from ads_core.stages.base import Stage, StageContext
 from ads_core.storage import manifest as mf
 from ads_core.storage.errors import StorageError
+from ads_prefect.flows.env import BUILD_TIMEOUT_ENV, BUILD_TIMEOUT_S, flow_timeout
 from ads_prefect.tasks.base import StageOutput, artifact_key, intact
+from ads_prefect.tasks.handoff import run_url, start_training
 from ads_prefect.tasks.locks import owning
-from ads_prefect.tasks.publish import publish_build, publish_refresh, publish_stage, start_training
+from ads_prefect.tasks.publish import publish_build, publish_refresh, publish_stage
 from ads_prefect.tasks.stage_task import checked, configured, flow_spelling, params_of
+
+BUILD_RUN_NAME = re.compile(r"build-[A-Za-z0-9._-]+-\d{8}-\d{6}")
 
 
 def build_run_name() -> str:
-    """Flow run name: build-<dataset>-<UTC time>."""
+    """Flow run name: build-<dataset>-<UTC time>; a run that already has such a name (a retry) keeps it."""
     from prefect.runtime import flow_run
 
+    if BUILD_RUN_NAME.fullmatch(str(flow_run.name or "")):
+        return str(flow_run.name)
     params = flow_run.parameters or {}
     fmt = params.get("format")
     given = fmt.get("name") if isinstance(fmt, dict) else getattr(fmt, "name", None)
@@ -151,11 +159,11 @@ def run_stage_runs(
             failures.append((shard, state))
         states[stage.label(shard)] = str(state.name)
         if artifact and len(shards) > 1:
-            update_progress_artifact(
-                artifact_id=artifact,
-                progress=100.0 * done / len(shards),
-                description=f"{done}/{len(shards)} runs finished ({cached} cached, {len(failures)} failed)",
-            )
+            description = f"{done}/{len(shards)} runs finished ({cached} cached, {len(failures)} failed)"
+            update_progress_artifact(artifact_id=artifact, progress=100.0 * done / len(shards), description=description)
+        elif artifact and state.is_completed():  # a computed run keeps its own last line (rows, rate)
+            description = f"{stage.name}: reused (Cached)" if state.name == "Cached" else None
+            update_progress_artifact(artifact_id=artifact, progress=100.0, description=description)
 
     if not (stage.sharded and ctx.config.run.dask):
         for done, shard in enumerate(shards, start=1):
@@ -232,7 +240,12 @@ def mark_crashed(dead: dict[str, Any]) -> None:
         get_run_logger().info("could not mark the earlier flow run %s Crashed: %s", run_id, exc)
 
 
-@flow(name="ads-build", flow_run_name=build_run_name, validate_parameters=True)
+@flow(
+    name="ads-build",
+    flow_run_name=build_run_name,
+    validate_parameters=True,
+    timeout_seconds=flow_timeout(BUILD_TIMEOUT_ENV, BUILD_TIMEOUT_S),  # ADS_BUILD_TIMEOUT_S, default 24 h
+)
 def ads_build(
     source: str | None = None,
     dataset: str | None = None,
@@ -250,7 +263,7 @@ def ads_build(
     Args:
         source: dataset file, directory, s3:// URI or HF id (local cache); default: the bundled GSM8K sample.
         dataset: dataset name (data_source for rows without one, run name, artifact keys); default: from source.
-        out: output root, local path or s3://; default: $ADS_OUT_DIR/<dataset>, else ./ads-out/<dataset>.
+        out: output root, local path or s3://; default: $ADS_OUT_DIR/{dataset}, else ./ads-out/{dataset}.
         format: how SOURCE is read and converted (column overrides, prompt template).
         score: the policy model and the fused embedding + NLL scorer.
         cluster: PCA and K-Means.
@@ -271,7 +284,7 @@ def ads_build(
         score.model,
         score.num_shards,
         cluster.num_clusters,
-        f", force_from={run.force_from}" if run.force_from else "",
+        f", force_from={run.force_from}" if run.force_from != "none" else "",
     )
     from prefect.runtime import flow_run
 
@@ -286,24 +299,34 @@ def ads_build(
 
         train_run, training = None, "not requested (run.trigger_training=never)"
         if run.trigger_training != "never":
-            # on_change: one training run per final artifact content; always: one per build run (retries included)
-            scope = final["digest"] if run.trigger_training == "on_change" else f"{flow_run.id}:{final['digest']}"
-            # model=None: ads-train takes the policy the difficulties were scored with from the final manifest
+            # on_change: until a training run on this final artifact's content completed (a failed one is retried
+            # up to run.train_retries times); always: one per build run. See ads_prefect.tasks.handoff.
             train_run = start_training(
-                run.train_deployment, final["uri"], None, idempotency_key=f"ads-train:{run.train_deployment}:{scope}"
+                run.train_deployment,
+                final["uri"],
+                name,
+                final["digest"],
+                run.trigger_training,
+                run.train_retries,
+                str(flow_run.id),
+                str(flow_run.name),
             )
-            training = (
-                f"started {run.train_deployment} run {train_run['name']}"
-                if train_run["new"]
-                else f"not started: the final artifact is unchanged ({run.train_deployment} run "
-                f"{train_run['name']} already trains on it)"
-            )
+            training = train_run["line"]
         summary = summarize(ctx, previous, seconds, states, training)
-        publish_refresh(summary.to_dict(), summary.lines(), name)
+        train_page = run_url(train_run["id"]) if train_run else None
+        links = {f"{run.train_deployment} run {train_run['name']}": train_page} if train_page else {}
+        publish_refresh(summary.to_dict(), summary.lines(), name, links)
         for line in summary.lines():
             logger.info("%s", line)
     cached = sum(s == "Cached" for s in states.values())
-    logger.info("ads-build %s done: %s (%d of %d stages cached)", name, final["uri"], cached, len(states))
+    logger.info(
+        "ads-build %s done (run %s): %s (%d of %d stages cached)",
+        name,
+        flow_run.name,
+        final["uri"],
+        cached,
+        len(states),
+    )
     return {
         "dataset": name,
         "source": ctx.source,
@@ -312,6 +335,7 @@ def ads_build(
         "outputs": {stage: output["uri"] for stage, output in outputs.items()},
         "stages": states,
         "train_flow_run_id": train_run["id"] if train_run and train_run["new"] else None,
+        "flow_run": {"id": str(flow_run.id), "name": str(flow_run.name)},
         "refresh": summary.to_dict(),
         "summary_lines": summary.lines(),
     }

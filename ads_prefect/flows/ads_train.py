@@ -12,9 +12,11 @@ in the UI.
    and at the end the run shows the reward curve, each cluster's success and window position (an inline PNG)
    and the last step's numbers. verl runs as a subprocess (task `run-verl`) streaming its log into the run.
 
-Runs are named `train-<dataset>-<UTC time>`. Bad input or a machine that can't train (`tasks.train.
-EXPECTED_ERRORS`) fails the run with one line that names the parameter to change, without a traceback;
-any other error keeps its traceback. `ads train ARTIFACT` is the same thing without Prefect.
+Runs are named `train-<dataset>-<UTC time>` (a run the build created already has that name and keeps it). Bad
+input or a machine that can't train (`tasks.train.EXPECTED_ERRORS`) fails the run with one line that names the
+parameter to change, without a traceback; any other error (a training failure) also ends in a one-line state
+message, with its traceback in the run's log. The flow times out after `ADS_TRAIN_TIMEOUT_S` (7 days; 0: never).
+`ads train ARTIFACT` is the same thing without Prefect.
 """
 
 from __future__ import annotations
@@ -30,19 +32,29 @@ from pydantic import ValidationError
 from ads_core.config.base import error_line
 from ads_core.config.train import DecontaminateMode, TrainConfig, Trainer, TrainSamplerConfig, TRLConfig, VerlConfig
 from ads_core.train import run as trun
+from ads_prefect.flows.env import TRAIN_TIMEOUT_ENV, TRAIN_TIMEOUT_S, flow_timeout
 from ads_prefect.tasks import train as tt
+from ads_prefect.tasks.handoff import RUN_NAME
 
 DEFAULTS = TrainConfig()  # the flow's defaults are the config's, never a second copy
 
 
 def _run_name() -> str:
-    """``train-<dataset>-<UTC time>``, from this run's ``artifact_uri`` parameter."""
+    """``train-<dataset>-<UTC time>``, from this run's ``artifact_uri`` parameter; a run created with such a
+    name (by the build's hand-off) keeps it, so the build's summary names the run the runs list shows."""
     from prefect.runtime import flow_run
 
+    if RUN_NAME.fullmatch(str(flow_run.name or "")):
+        return str(flow_run.name)
     return tt.train_run_name(str(flow_run.parameters.get("artifact_uri") or ""), datetime.now(UTC))
 
 
-@flow(name="ads-train", flow_run_name=_run_name, validate_parameters=True)
+@flow(
+    name="ads-train",
+    flow_run_name=_run_name,
+    validate_parameters=True,
+    timeout_seconds=flow_timeout(TRAIN_TIMEOUT_ENV, TRAIN_TIMEOUT_S),  # ADS_TRAIN_TIMEOUT_S, default 7 days
+)
 def ads_train(
     artifact_uri: str,
     dry_run: bool = False,
@@ -66,8 +78,8 @@ def ads_train(
             TRL otherwise), verl or trl.
         model: policy to train; default: the model the difficulties were scored with (the artifact manifest).
         steps: optimizer steps (the reference trains 800).
-        run_dir: checkpoints, the per-step log and staged inputs (default ./ads-runs/<name>).
-        name: experiment name, default <dataset>-ads; the same name resumes from the newest checkpoint.
+        run_dir: checkpoints, the per-step log and staged inputs (default ./ads-runs/{name}).
+        name: experiment name, default {dataset}-ads; the same name resumes from the newest checkpoint.
         eval_sets: names under OUT/eval (`ads eval-sets`) or .parquet paths; default all in OUT/eval; [] for none.
         decontaminate: off, report, or drop training rows whose question is in an eval set.
         sampler: which sampler (kind: ads, uniform, dots) and its knobs; e.g. {"ads": {"alpha": 0.5}}.
@@ -96,6 +108,10 @@ def ads_train(
     except tt.EXPECTED_ERRORS as exc:  # bad input or a machine that can't train: one line, no traceback
         message = tt.error_line(exc)
         logger.error(message)
+        return Failed(message=message)
+    except Exception as exc:  # a training failure: the traceback in the run's log, one line in its state
+        message = tt.failure_line(exc)
+        logger.error("%s", message, exc_info=True)
         return Failed(message=message)
 
 

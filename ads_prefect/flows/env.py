@@ -103,6 +103,29 @@ def start_temporary_server() -> str:
     return server.api_url
 
 
+BUILD_TIMEOUT_ENV, BUILD_TIMEOUT_S = "ADS_BUILD_TIMEOUT_S", 24 * 3600.0
+TRAIN_TIMEOUT_ENV, TRAIN_TIMEOUT_S = "ADS_TRAIN_TIMEOUT_S", 7 * 24 * 3600.0
+
+
+def flow_timeout(variable: str, default_s: float, environ: Mapping[str, str] | None = None) -> float | None:
+    """A flow's `timeout_seconds` from the environment (seconds; 0: none), else DEFAULT_S.
+
+    Read when the flow module is imported, which a worker does for every flow run it starts, so a deployment
+    sets it per deployment in `job_variables.env` (deployments/prefect.yaml). A run past it ends TimedOut (a
+    Failed state), which the failure automation reports.
+    """
+    value = (os.environ if environ is None else environ).get(variable, "").strip()
+    if not value:
+        return default_s
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(f"{variable}={value!r}: expected a number of seconds (0: no timeout)") from None
+    if seconds < 0:
+        raise ValueError(f"{variable}={value!r}: expected a number of seconds (0: no timeout)")
+    return seconds or None
+
+
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 

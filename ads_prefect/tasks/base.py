@@ -210,8 +210,8 @@ def set_progress_factory(factory: ProgressFactory | None) -> None:
 
 
 @contextmanager
-def progress(description: str, total: int | None) -> Iterator[Callable[[int], None] | None]:
-    with _progress_factory(description, total) if _progress_factory else nullcontext() as advance:
+def progress(description: str, total: int | None, unit: str = "rows") -> Iterator[Callable[[int], None] | None]:
+    with _progress_factory(description, total, unit) if _progress_factory else nullcontext() as advance:
         yield advance
 
 

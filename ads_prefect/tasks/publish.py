@@ -1,4 +1,4 @@
-"""Publishing: the UI items each stage declares, the build's summary, and the ads-train hand-off.
+"""Publishing: the UI items each stage declares, the build's summary and its refresh summary.
 
 The publish tasks are uncached (they only read manifests and small files), so every run, including a fully
 cached rerun, shows its tables and pictures. What they show is computed by the stages (`Stage.ui`); this
@@ -91,55 +91,14 @@ def publish_build(final_uri: str, dataset: str, stages: dict[str, str]) -> None:
     get_run_logger().info("published artifacts for %s", location(final_uri))
 
 
-# ---------------------------------------------------------------------------------------------
-# hand-off to training
-
-
-class TrainingTriggerError(RuntimeError):
-    """The ads-train deployment could not be started (missing deployment, bad parameters)."""
-
-
-@report_task("start-training", task_run_name="start-training")
-def start_training(deployment: str, artifact_uri: str, model: str | None, idempotency_key: str) -> dict[str, Any]:
-    """Create an ads-train flow run for the final artifact and return at once (`timeout=0`).
-
-    The idempotency key decides what counts as the same training run: a second call with the same key
-    returns the existing run instead of starting another (`new` is then False).
-    """
-    import datetime as dt
-
-    from prefect.deployments import run_deployment
-    from prefect.exceptions import ObjectNotFound
-
-    called = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)
-    try:
-        run = run_deployment(
-            name=deployment,
-            parameters={"artifact_uri": artifact_uri, "model": model},
-            timeout=0,
-            idempotency_key=idempotency_key,
-        )
-    except ObjectNotFound as exc:
-        raise TrainingTriggerError(
-            f"deployment {deployment!r} not found: deploy it (prefect deploy --prefect-file deployments/prefect.yaml "
-            "--all) or run ads-build with run.trigger_training=never"
-        ) from exc
-    new = run.created is None or run.created >= called
-    get_run_logger().info(
-        "%s %s: flow run %s (%s) for %s",
-        "started" if new else "already started",
-        deployment,
-        run.name,
-        run.id,
-        artifact_uri,
-    )
-    return {"id": str(run.id), "name": str(run.name), "new": bool(new)}
-
-
 @report_task("publish-refresh", task_run_name="publish-refresh")
-def publish_refresh(summary: dict[str, Any], lines: list[str], dataset: str) -> None:
-    """The refresh summary as a markdown artifact (what changed, what was reused, stage times, training)."""
+def publish_refresh(
+    summary: dict[str, Any], lines: list[str], dataset: str, links: dict[str, str] | None = None
+) -> None:
+    """The refresh summary as a markdown artifact (what changed, what was reused, stage times, training), with
+    LINKS (text -> URL, e.g. the training run's page) below it."""
     rows = "\n".join(f"* {md_text(line, 400)}" for line in lines)
+    rows += "".join(f"\n* [{md_text(text)}]({url})" for text, url in (links or {}).items())
     times = "\n".join(
         f"| {stage} | {summary['stage_states'].get(stage, '')} | {seconds:.1f} |"
         for stage, seconds in summary["stage_seconds"].items()

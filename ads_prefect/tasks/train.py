@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import re
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +28,7 @@ from ads_core.train import artifact as ta
 from ads_core.train import run as trun
 from ads_core.train.errors import LaunchError, error_text
 from ads_core.train.plan import TrainPlan
+from ads_prefect.tasks.handoff import run_name
 from ads_prefect.tasks.publish import image_markdown
 
 EXPECTED_ERRORS: tuple[type[Exception], ...] = (ta.ArtifactError, LaunchError, ValueError, InputError)
@@ -76,13 +76,37 @@ class _NoTracebackForExpectedErrors(logging.Filter):
         return True
 
 
+class _OneLineFailedRun(logging.Filter):
+    """A flow that returns a Failed state has said why in its message (and logged any traceback itself); Prefect's
+    engine then logs "Engine execution exited with unexpected exception" with a traceback of its own internals.
+    That record becomes one line with the run's message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from prefect.exceptions import FailedRun
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, FailedRun):
+            record.msg, record.args = f"Run failed: {' '.join(str(exc).split())}", ()
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
 def _install_filter() -> None:
     logger = logging.getLogger("prefect.task_runs")
     if not any(isinstance(f, _NoTracebackForExpectedErrors) for f in logger.filters):
         logger.addFilter(_NoTracebackForExpectedErrors())
+    for name in ("prefect.flow_runs", "prefect.engine"):
+        if not any(isinstance(f, _OneLineFailedRun) for f in logging.getLogger(name).filters):
+            logging.getLogger(name).addFilter(_OneLineFailedRun())
 
 
 _install_filter()
+
+
+def failure_line(exc: BaseException, limit: int = 300) -> str:
+    """A training failure as the one line a flow run's state shows (its traceback goes to the log)."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return f"training failed: {text if len(text) <= limit else text[: limit - 3] + '...'} (traceback in the log)"
 
 
 def train_run_name(artifact_uri: str, now: datetime) -> str:
@@ -91,8 +115,7 @@ def train_run_name(artifact_uri: str, now: datetime) -> str:
         manifest = ta.read_manifest(artifact_uri) if artifact_uri else None
     except Exception:  # noqa: BLE001 - a run name must never fail the run (unreachable storage, odd URI)
         manifest = None
-    dataset = re.sub(r"[^A-Za-z0-9._-]+", "-", ta.dataset_of(artifact_uri, manifest)).strip("-") or "dataset"
-    return f"train-{dataset}-{now.strftime('%Y%m%dT%H%M%SZ')}"
+    return run_name(ta.dataset_of(artifact_uri, manifest), now)
 
 
 def artifact_key(experiment: str, what: str) -> str:

@@ -1,8 +1,11 @@
-"""The report stage: c-TF-IDF cluster terms, the t-SNE map, deterministic PNGs, and what write_report lists."""
+"""The report stage: c-TF-IDF cluster terms (no names, no words common to most clusters, bigrams), the problems
+nearest each centroid, agreement with the source's own labels (NMI), the t-SNE map, deterministic PNGs, and
+what write_report lists."""
 
 from __future__ import annotations
 
 import io
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,7 @@ from PIL import Image
 from ads_core import storage
 from ads_core.config.build import BuildConfig, ReportConfig
 from ads_core.stages.report import stage as report
-from ads_core.stages.report.terms import STOP_WORDS, class_tfidf, tokens
+from ads_core.stages.report.terms import STOP_WORDS, bigrams, class_tfidf, proper_nouns, tokens
 from ads_core.storage import manifest as mf
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -67,8 +70,9 @@ def test_stop_words_latex_and_numbers_never_become_terms():
     top = class_tfidf(frame(questions(15)), top_n=30, min_rows=1)
     terms = {t["term"] for words in top.values() for t in words}
     assert terms, "some content words must survive"
-    assert all(re.fullmatch(r"[a-z]{2,}", t) for t in terms), terms
-    assert not terms & STOP_WORDS and not terms & LATEX_WORDS, terms & (STOP_WORDS | LATEX_WORDS)
+    assert all(re.fullmatch(r"[a-z]{2,}( [a-z]{2,})?", t) for t in terms), terms  # a word, or two (a bigram)
+    words = {w for t in terms if " " not in t for w in t.split()}
+    assert not words & STOP_WORDS and not words & LATEX_WORDS, words & (STOP_WORDS | LATEX_WORDS)
     # a topic-naming command stays as a word; other commands, delimiters, [asy] code and numbers go
     found = tokens(
         frame(
@@ -97,13 +101,53 @@ def test_math_mode_holds_variables_but_dollars_without_latex_are_money():
 
 
 def test_a_term_must_be_used_by_min_rows_questions():
-    rows = questions(5) + [(0, "Quokka triangle angle")]  # "quokka" occurs in one question only
+    rows = questions(5) + [(0, "Quokka; triangle angle")]  # "quokka" occurs in one question only
     assert "quokka" in [t["term"] for t in class_tfidf(frame(rows), top_n=30, min_rows=1)[0]]
     assert "quokka" not in [t["term"] for t in class_tfidf(frame(rows), top_n=30, min_rows=2)[0]]
 
 
+def test_names_are_not_topics_and_neither_are_words_every_cluster_uses():
+    """GSM8K-like questions: every cluster has the same people and money words; only its own things differ."""
+    people = ["Tim", "James", "Natalia", "Weng"]
+    things = {0: ("cookies", "oven"), 1: ("marbles", "jar"), 2: ("miles", "bike")}
+    rows = []
+    for cid, (a, b) in things.items():
+        for i in range(24):
+            name = people[i % 4]
+            rows.append(
+                (cid, f"{name} buys {a} at the store. The {a} cost money. How much money does {name} spend on {b}s?")
+            )
+            rows.append((cid, f"At noon {name} has {i + 3} {a} and a {b}. How many {a} will {name} have in a week?"))
+    assert {"tim", "james", "natalia", "weng"} <= proper_nouns(frame(rows)["question"])
+    assert not {"cookies", "money", "store", "week"} & proper_nouns(frame(rows)["question"])
+    top = class_tfidf(frame(rows), top_n=8)
+    for cid, (a, b) in things.items():
+        ranked = [t["term"] for t in top[cid]]
+        assert a in ranked and f"{b}s" in ranked, (cid, ranked)  # its own things
+        assert not {"tim", "james", "natalia", "weng"} & set(ranked), ranked  # no names
+        assert not {"money", "store", "cost", "spend", "week", "noon"} & set(ranked), ranked  # in every cluster
+
+
+def test_bigrams_name_a_cluster_where_they_help():
+    rows = []
+    for i in range(20):
+        rows.append((0, f"The unit price of tea is ${i + 2}. A box holds {i} bags; find the unit price of a bag."))
+        rows.append(
+            (1, f"A right triangle has legs {i} and {i + 1}. Is the right triangle isosceles? Each leg, a side.")
+        )
+        rows.append((2, f"A square has side {i}. Its triangle, price, and unit. What is the area of the square?"))
+    top = class_tfidf(frame(rows), top_n=4)
+    assert "unit price" in [t["term"] for t in top[0]], top[0]
+    assert "right triangle" in [t["term"] for t in top[1]], top[1]
+    # the bigram stands in for the unigram it accounts for ("triangle" is always "right triangle" in cluster 1)
+    assert "triangle" not in [t["term"] for t in top[1]]
+    # no bigram across punctuation, a number or a formula: "bags; find", "$5. A" are not pairs
+    pairs = set(bigrams(frame(rows))["term"].to_list())
+    assert "unit price" in pairs and not any(p.startswith(("bags ", "tea box")) for p in pairs), pairs
+
+
 def write_inputs(
-    base: Path, rows_per_cluster: int = 100, hidden: int = 24, with_manifest: bool = True
+    base: Path, rows_per_cluster: int = 100, hidden: int = 24, with_manifest: bool = True, subjects: bool = False
 ) -> dict[str, str]:
     """A final artifact, assignments and scores like the build's, with embeddings that separate the clusters."""
     import polars as pl
@@ -121,13 +165,18 @@ def write_inputs(
         .with_columns(pl.col("d").rank("ordinal").over("c").cast(pl.Int64).alias("r") - 1)["r"]
         .to_numpy()
     )
+    info = [{"question": q, "index": i} for i, (_, q) in enumerate(rows)]
+    if subjects:  # the source's own labels: cluster c is subject c, except every 5th row of it
+        for i, row in enumerate(info):
+            subject = ["Geometry", "Prealgebra", "Algebra"][(clusters[i] + (i % 5 == 0)) % 3]
+            row["source_meta"] = json.dumps({"subject": subject, "level": int(i % 5) + 1})
     final = pa.table(
         {
             "sample_id": pa.array(ids, pa.int64()),
             "cluster_id": pa.array(clusters, pa.int32()),
             "rank_in_cluster": pa.array(ranks, pa.int64()),
             "difficulty": difficulty,
-            "extra_info": pa.array([{"question": q, "index": i} for i, (_, q) in enumerate(rows)]),
+            "extra_info": pa.array(info),
         }
     )
     uris = {
@@ -136,10 +185,17 @@ def write_inputs(
         "scores": str(base / "scores" / "scores.parquet"),
     }
     storage.write_parquet(uris["final"], final)
+    distance = np.linalg.norm(emb - centres[clusters], axis=1).astype(np.float32)
     storage.write_parquet(
         uris["assignments"],
         pa.table(
-            {"sample_id": final["sample_id"], "cluster_id": final["cluster_id"], "pc1": emb[:, 0], "pc2": emb[:, 1]}
+            {
+                "sample_id": final["sample_id"],
+                "cluster_id": final["cluster_id"],
+                "distance_to_centroid": distance,
+                "pc1": emb[:, 0],
+                "pc2": emb[:, 1],
+            }
         ),
     )
     order = np.argsort(-ids)  # scores in yet another order
@@ -194,7 +250,7 @@ def test_write_report_lists_every_file_it_writes_and_is_byte_deterministic(tmp_p
         assert mf.verify(str(directory)) is not None  # every listed hash matches its file
         outputs.append({k: Path(e["uri"]).read_bytes() for k, e in manifest.outputs.items()})
     assert outputs[0] == outputs[1]
-    assert set(outputs[0]) == {"plot", "quantiles", "examples", "terms", "terms_plot"}
+    assert set(outputs[0]) == {"plot", "quantiles", "examples", "terms", "terms_plot", "topics"}
     assert manifest.inputs["scores"]["uri"] == uris["scores"]  # found through the final artifact's manifest
     assert manifest.counts == {"rows": 300, "clusters": 3, "map_rows": 300}
     for key in ("plot", "terms_plot"):
@@ -202,6 +258,39 @@ def test_write_report_lists_every_file_it_writes_and_is_byte_deterministic(tmp_p
         assert width > 400 and height > 100 and "Software" not in info
     terms = storage.read_json(manifest.output_uri("terms"))
     assert {k: set(t["term"] for t in v[:2]) for k, v in terms.items()} == {str(c): set(w) for c, w in TOPICS.items()}
+    topics = storage.read_json(manifest.output_uri("topics"))
+    assert topics["labels"] is None and "label_agreement" not in manifest.extra  # the rows carry no labels
+
+
+def test_representatives_are_the_problems_nearest_each_centroid(tmp_path: Path):
+    import polars as pl
+
+    uris = write_inputs(tmp_path / "in", rows_per_cluster=20)
+    manifest = write_report(uris, str(tmp_path / "o"), ReportConfig(representatives=2))
+    topics = storage.read_json(manifest.output_uri("topics"))
+    assignments = pl.read_parquet(uris["assignments"])
+    for cid in TOPICS:
+        nearest = assignments.filter(pl.col("cluster_id") == cid).sort("distance_to_centroid")["sample_id"][:2]
+        assert [r["sample_id"] for r in topics["representatives"][str(cid)]] == nearest.to_list()
+        assert all(TOPICS[cid][0] in r["question"] for r in topics["representatives"][str(cid)])
+    examples = Path(manifest.output_uri("examples")).read_text()
+    assert examples.count("**nearest the centroid**") == 2 * len(TOPICS)
+
+
+def test_agreement_with_the_sources_own_labels_is_reported_as_nmi(tmp_path: Path):
+    from sklearn.metrics import normalized_mutual_info_score
+
+    uris = write_inputs(tmp_path / "in", rows_per_cluster=20, subjects=True)
+    manifest = write_report(uris, str(tmp_path / "o"), ReportConfig())
+    agreement = manifest.extra["label_agreement"]
+    final = report.read_final_for_report(uris["final"])
+    labels = [__import__("json").loads(m)["subject"] for m in final["source_meta"]]
+    expected = normalized_mutual_info_score(labels, final["cluster_id"].to_list())
+    assert agreement["column"] == "subject" and agreement["values"] == 3 and agreement["rows"] == 60
+    assert agreement["nmi"] == pytest.approx(expected, abs=1e-4) and 0.3 < agreement["nmi"] < 1  # 4 in 5 agree
+    topics = storage.read_json(manifest.output_uri("topics"))
+    assert topics["labels"]["top"]["0"] == {"value": "Geometry", "share": 0.8}
+    assert "NMI **" in Path(manifest.output_uri("examples")).read_text()
 
 
 def test_map_separates_clusters_that_the_embeddings_separate(tmp_path: Path):
@@ -277,6 +366,7 @@ def test_publish_shows_cluster_terms_as_a_table_and_an_inline_image(tmp_path: Pa
     assert [r["cluster_id"] for r in table] == [0, 1, 2] and [r["size"] for r in table] == [10, 10, 10]
     assert [r["median_difficulty"] for r in table] == [q["q50"] for q in quantiles]
     assert all(set(r["top_terms"].split(", ")[:2]) == set(TOPICS[r["cluster_id"]]) for r in table)
+    assert all(TOPICS[r["cluster_id"]][0] in r["nearest_the_centroid"] for r in table)
     for key, output in (("ads-synth-cluster-terms-image", "terms_plot"), ("ads-synth-report-plot", "plot")):
         markdown = made[key]
         assert "file://" not in markdown

@@ -90,6 +90,56 @@ def test_shard_keys_differ_per_shard_and_with_the_model(
     assert keys.stage_key(score, ctx, 0) != shard_keys[0]
 
 
+def test_the_model_stage_builds_a_missing_preset_with_progress_then_only_fingerprints_it(
+    ctx: StageContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The default model is its own step: built (tokenizer, then training steps, each with progress) when it is
+    missing, and its key says so, so the build of a fresh machine never hides in the first score shard."""
+    from contextlib import contextmanager
+
+    from ads_core import models
+
+    monkeypatch.setenv("ADS_CACHE_DIR", str(tmp_path / "cache"))
+    small = models.TinyModelSpec(
+        hidden_size=16, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, intermediate_size=32,
+        tokenizer_vocab=300, pad_vocab_to=300, max_position_embeddings=512, train_steps=3, train_batch=2,
+    )  # fmt: skip
+    monkeypatch.setitem(models.TINY_PRESETS, "tiny", small)
+    lines = models._training_lines
+    monkeypatch.setattr(models, "_training_lines", lambda: lines(extra_lines=0))  # a quick tokenizer
+    seen: list[tuple[str, int | None, str, int]] = []
+
+    @contextmanager
+    def recording(description: str, total: int | None, unit: str = "rows"):
+        seen.append((description, total, unit, 0))
+
+        def advance(n: int) -> None:
+            d, t, u, done = seen[-1]
+            seen[-1] = (d, t, u, done + n)
+
+        yield advance
+
+    stage = stages.stages_by_name()["model"]
+    assert STAGE_NAMES.index("model") < STAGE_NAMES.index("score")
+    absent = keys.stage_key(stage, ctx)
+    assert not models.is_built(models.cached_model_dir("tiny"))  # computing the key built nothing
+    ctx.progress = recording
+    manifest = keys.run_stage(stage, ctx, None, absent)
+    assert seen[:2] == [
+        ("building the tiny model: tokenizer", None, "steps", 0),
+        ("building the tiny model: training", 3, "steps", 3),  # one advance per training step
+    ]
+    assert manifest.counts == {"built": 1} and manifest.extra["path"] == str(models.cached_model_dir("tiny"))
+    written = storage.read_json(ctx.uri("model"))
+    assert written == {"model": "default", "preset": "tiny", "fingerprint": model_fingerprint("default")}
+    built = keys.stage_key(stage, ctx)
+    assert built != absent and keys.reusable(stage, ctx, None, built) is None  # the model is there now
+    seen.clear()
+    again = keys.run_stage(stage, ctx, None, built)
+    assert again.counts == {"built": 0} and [s[0] for s in seen] == ["fingerprinting the model default"]
+    assert keys.reusable(stage, ctx, None, built) is not None
+
+
 def test_model_fingerprint_hashes_weight_content_and_memoises_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("ADS_CACHE_DIR", str(tmp_path / "cache"))
     model = tmp_path / "m"
@@ -153,5 +203,14 @@ def test_run_stage_stamps_its_key_and_reusable_checks_it(ctx: StageContext):
 
 
 def test_force_from_selects_that_stage_and_every_later_one():
+    from ads_core.config.build import RunConfig
+
     assert stages.stages_from("cluster") == {"cluster", "sort", "report"}
-    assert stages.stages_from(None) == set()
+    assert stages.stages_from("model") == set(STAGE_NAMES) - {"format"}
+    assert stages.stages_from(None) == stages.stages_from("none") == set()
+    # a plain choice (a dropdown in the Prefect UI): none or a stage name; null, the old default, still means none
+    assert RunConfig().force_from == RunConfig(force_from=None).force_from == "none"
+    schema = RunConfig.model_json_schema()["properties"]["force_from"]
+    assert schema["enum"] == ["none", *STAGE_NAMES] and "anyOf" not in schema
+    with pytest.raises(ValueError, match="force_from"):
+        RunConfig(force_from="scoring")

@@ -1,5 +1,7 @@
 """A build reported to `ads server`, seen in a real browser: the report pictures render inline in the Prefect
-UI, and the UI talks to this server's API, not to Prefect's default port."""
+UI, the UI talks to this server's API, not to Prefect's default port, the CLI's last line is the run's page,
+and the run form of an ads-build deployment keeps its help texts' placeholders and offers force_from as a
+choice of stage names."""
 
 from __future__ import annotations
 
@@ -46,7 +48,8 @@ def build(ads_server: Any, model_cache: Path, web: Any, tmp_path_factory: pytest
     artifacts = web.http_json(
         f"{ads_server.base}/api/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [runs[0]["id"]]}}}
     )
-    return {"run": runs[0], "artifacts": {a["key"]: a for a in artifacts}, "out": out}
+    last = proc.stderr.strip().splitlines()[-1]
+    return {"run": runs[0], "artifacts": {a["key"]: a for a in artifacts}, "out": out, "last_line": last}
 
 
 def ui_page(ads_server: Any, web: Any, ui: str, route: str) -> str:
@@ -138,3 +141,90 @@ def test_summary_and_final_name_the_output_as_a_path(
     )
     assert_talks_to_its_own_api(browser, state, ads_server)
     assert "file://" not in state["text"]  # a browser refuses file:// links, and they mean nothing elsewhere
+
+
+def test_the_cli_ends_with_the_runs_page_in_the_ui(ads_server: Any, web: Any, browser: Any, build: dict[str, Any]):
+    run = build["run"]
+    assert run["name"].startswith(f"build-{DATASET}-")
+    assert build["last_line"] == f"run {run['name']}: {ads_server.base}/runs/flow-run/{run['id']}"
+    state = open_page(
+        browser,
+        web,
+        build["last_line"].split(": ", 1)[1],
+        lambda s: run["name"] in s["text"] or "Can't connect" in s["text"],
+    )
+    assert_talks_to_its_own_api(browser, state, ads_server)
+
+
+@pytest.fixture(scope="module")
+def deployment(ads_server: Any, web: Any) -> dict[str, Any]:
+    """An ads-build deployment on the server with the flow's real parameter schema (what `prefect deploy` sends)."""
+    from prefect.utilities.callables import parameter_schema
+
+    from ads_prefect.flows.ads_build import ads_build
+
+    api = f"{ads_server.base}/api"
+    flow = web.http_json(f"{api}/flows/", {"name": "ads-build"})
+    return web.http_json(
+        f"{api}/deployments/",
+        {
+            "name": "myds-form",
+            "flow_id": flow["id"],
+            "entrypoint": "ads_prefect/flows/ads_build.py:ads_build",
+            "parameter_openapi_schema": parameter_schema(ads_build.fn).model_dump(),
+            "parameters": {"dataset": "myds", "run": {"trigger_training": "on_change"}},
+        },
+    )
+
+
+FORM_FIELD = """(() => {
+  const label = [...document.querySelectorAll('label, span, div, p')].find(e => e.childElementCount === 0 &&
+      e.textContent.trim().startsWith(%s));
+  if (!label) return null;
+  let control = label.htmlFor ? document.getElementById(label.htmlFor) : null;
+  let box = label;  // the smallest ancestor that holds the field's control
+  while (box && !(control ? box.contains(control) : box.querySelector('select'))) box = box.parentElement;
+  if (!control && box) control = box.querySelector('select');
+  return JSON.stringify({
+    id: control ? control.id : null,
+    tag: control ? control.tagName : null,
+    options: control && control.tagName === 'SELECT'
+        ? [...control.options].map(o => o.value || o.textContent.trim()) : null,
+    value: control ? control.textContent.trim() : null,
+    popup: control ? control.getAttribute('aria-haspopup') : null,
+    text: box ? box.innerText : ''});
+})()"""
+
+
+@pytest.mark.parametrize("ui", ["v1", "v2"])
+def test_the_run_form_keeps_placeholders_and_offers_force_from_as_a_dropdown(
+    ui: str, ads_server: Any, web: Any, browser: Any, deployment: dict[str, Any], tmp_path: Path
+):
+    from ads_core.config.build import STAGE_NAMES
+
+    url = ui_page(ads_server, web, ui, f"/deployments/deployment/{deployment['id']}/run")
+    state = open_page(browser, web, url, lambda s: "Force From" in s["text"] or "Can't connect" in s["text"])
+    shot = browser.screenshot(tmp_path / f"run-form-{ui}.png")
+    print(f"screenshot: {shot}")
+    assert_talks_to_its_own_api(browser, state, ads_server)
+    # The UI drops anything in angle brackets from a help text ("$ADS_OUT_DIR/<dataset>" showed as "$ADS_OUT_DIR/")
+    assert "default: $ADS_OUT_DIR/{dataset}, else ./ads-out/{dataset}" in state["text"]
+    assert "$ADS_OUT_DIR/," not in state["text"]
+    assert "score-cache in the ADS cache dir" in state["text"]
+    field = json.loads(browser.evaluate(FORM_FIELD % json.dumps("Force From")))
+    assert field is not None and field["tag"], state["text"][:3000]
+    assert 'Property is type "None"' not in field["text"]  # a choice, not a str/None switch
+    if field["tag"] == "SELECT":  # the V1 form
+        assert field["options"] == ["none", *STAGE_NAMES], field
+    else:  # the V2 form: a button showing the value, whose list box opens on a click
+        assert field["popup"] == "listbox" and field["value"] == "none", field
+        browser.evaluate(f"document.getElementById({json.dumps(field['id'])}).click()")
+        options = web.wait_until(
+            lambda: json.loads(browser.evaluate(OPTIONS)),
+            20,
+            "the force_from options",
+        )
+        assert options == ["none", *STAGE_NAMES], options
+
+
+OPTIONS = "JSON.stringify([...document.querySelectorAll('[role=option]')].map(o => o.textContent.trim()))"

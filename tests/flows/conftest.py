@@ -242,7 +242,7 @@ def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
 
 K = 4
 SHARDS = 2
-STAGE_KEYS = ["format", "score-shard-0", "score-shard-1", "merge", "cluster", "sort", "report"]
+STAGE_KEYS = ["format", "model", "score-shard-0", "score-shard-1", "merge", "cluster", "sort", "report"]
 SECTIONS = ("format", "score", "cluster", "report", "run")
 
 
@@ -328,6 +328,26 @@ def clean_build(
 
 
 @pytest.fixture(scope="session")
+def train_deployment(prefect_api: PrefectServer) -> str:
+    """A deployment of the `ads-train` flow on the session server, for the training hand-off. It has no work
+    pool, so its runs stay Scheduled until a test puts them in another state; nothing trains."""
+    import uuid
+
+    from prefect.client.orchestration import get_client
+
+    name = f"handoff-{uuid.uuid4().hex[:8]}"
+    with get_client(sync_client=True) as client:
+        flow_id = client.create_flow_from_name("ads-train")
+        client.create_deployment(flow_id=flow_id, name=name, entrypoint="ads_prefect/flows/ads_train.py:ads_train")
+    return f"ads-train/{name}"
+
+
+def pending_task_runs(flow_run_id: Any) -> list[str]:
+    """Names of the task runs of a flow run that are not in a final state (a finished build should have none)."""
+    return [f"{r.name}: {r.state.name}" for r in task_runs(flow_run_id) if not (r.state and r.state.is_final())]
+
+
+@pytest.fixture(scope="session")
 def helpers() -> Any:
     """The helper functions above, for test modules (with --import-mode=importlib they cannot import conftest)."""
     from types import SimpleNamespace
@@ -344,6 +364,7 @@ def helpers() -> Any:
         read_final=read_final,
         assert_same_rows=assert_same_rows,
         task_runs=task_runs,
+        pending_task_runs=pending_task_runs,
         artifacts_of=artifacts_of,
         K=K,
         SHARDS=SHARDS,

@@ -71,6 +71,8 @@ def test_cold_build_meets_invariants_and_publishes_ui_artifacts(h: Any, clean_bu
     assert "## cluster 0" in arts["ads-gsm8k60-cluster-examples"].data
     assert arts["ads-gsm8k60-score-progress"].type == "progress"
     assert float(arts["ads-gsm8k60-score-progress"].data) == 100.0
+    assert float(arts["ads-gsm8k60-model-progress"].data) == 100.0  # the model step: its own, finished, progress
+    assert "model" in clean_build["refresh"]["stage_seconds"]  # its time booked under its own name
     assert clean_build["final_uri"] in arts["ads-gsm8k60-final"].data
     plot = arts["ads-gsm8k60-report-plot"]  # the PNG inline (a browser refuses file:// links from a page)
     assert plot.type == "markdown" and "file://" not in plot.data
@@ -78,10 +80,31 @@ def test_cold_build_meets_invariants_and_publishes_ui_artifacts(h: Any, clean_bu
     assert base64.b64decode(inline) == png.read_bytes()
 
 
-def test_rerun_is_all_cached(h: Any, clean_build: dict[str, Any], sample_source: Path):
-    state, result = h.run_build(sample_source, clean_build["out"])
+def test_rerun_is_all_cached_and_retries_a_failed_training(
+    h: Any, clean_build: dict[str, Any], sample_source: Path, train_deployment: str
+):
+    """An unchanged rerun computes nothing; with on_change it starts training on the final artifact once, and
+    after that run failed, the next unchanged rerun starts the next attempt. No task run is left Pending."""
+    from prefect.client.orchestration import get_client
+    from prefect.states import Failed
+
+    assert not h.pending_task_runs(clean_build["flow_run_id"])
+    hand_off = {"run__trigger_training": "on_change", "run__train_deployment": train_deployment}
+    state, result = h.run_build(sample_source, clean_build["out"], **hand_off)
     assert set(result["stages"].values()) == {"Cached"}
     assert result["final_uri"] == clean_build["final_uri"]
+    first = result["train_flow_run_id"]
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(first)
+        assert result["refresh"]["training"] == f"started {train_deployment} run {run.name}"
+        assert result["flow_run"]["name"].startswith("build-gsm8k60-")
+        assert not h.pending_task_runs(state.state_details.flow_run_id)  # the hand-off leaves no Pending task run
+        client.set_flow_run_state(first, Failed(message="RuntimeError: CUDA error"), force=True)
+
+    state, again = h.run_build(sample_source, clean_build["out"], **hand_off)
+    assert again["refresh"]["training"].startswith(f"retrying training: run {run.name} Failed, attempt 2 of 3: started")
+    assert again["train_flow_run_id"] not in (None, first)
+    assert not h.pending_task_runs(state.state_details.flow_run_id)
 
 
 def test_resume_after_a_failure_in_the_last_stage(
@@ -117,6 +140,7 @@ def test_changed_source_recomputes_from_format_and_reverting_it_is_never_stale(
     lines = source.read_text().splitlines()
     source.write_text("\n".join(lines[:-1]) + "\n")  # one problem fewer
     _, changed = h.run_build(source, out)
+    assert changed["stages"].pop("model") == "Cached"  # the same policy: only its fingerprint was needed
     assert set(changed["stages"].values()) == {"Completed"}
     assert h.read_final(changed["final_uri"]).height == 59
 

@@ -157,6 +157,7 @@ def test_an_unknown_policy_names_the_model_parameter(train_prefect, artifact: Pa
     assert "pass model (" in state.message and "--model" not in state.message
 
 
+@pytest.mark.filterwarnings("ignore:Logger 'prefect.flow_runs' attempted to send logs:UserWarning")
 def test_an_unexpected_error_keeps_its_traceback(train_prefect, artifact: Path, monkeypatch: pytest.MonkeyPatch):
     from ads_core.train import plan as tr
     from ads_prefect.flows.ads_train import ads_train
@@ -167,5 +168,28 @@ def test_an_unexpected_error_keeps_its_traceback(train_prefect, artifact: Path, 
     monkeypatch.setattr(tr, "plan_training", broken_planner)
     state = ads_train(artifact_uri=str(artifact), dry_run=True, return_state=True)
     assert state.is_failed() and "a bug in the planner" in state.message
+    # the state: one line; the traceback: in the run's log only
+    assert state.message == "training failed: RuntimeError: a bug in the planner (traceback in the log)"
     _, logs = run_of(state)
     assert any("Traceback" in line and "broken_planner" in line for line in logs), logs
+
+    # As a worker runs it (`python -m prefect.engine`: run_flow with the run's logger), Prefect's "Engine execution
+    # exited with unexpected exception" record says the same in one line instead of a second traceback.
+    from prefect.exceptions import FailedRun
+    from prefect.flow_engine import run_flow
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    run_logger = logging.getLogger("prefect.flow_runs")
+    run_logger.addHandler(handler)
+    try:
+        with pytest.raises(FailedRun):
+            run_flow(ads_train, parameters={"artifact_uri": str(artifact), "dry_run": True}, error_logger=run_logger)
+    finally:
+        run_logger.removeHandler(handler)
+    engine = [r for r in records if "a bug in the planner" in r.getMessage() and r.levelno >= logging.ERROR]
+    assert [r.getMessage() for r in engine if r.exc_info is None] == [
+        "Run failed: training failed: RuntimeError: a bug in the planner (traceback in the log)"
+    ]
+    assert not any("Engine execution exited" in r.getMessage() for r in records)

@@ -1,7 +1,8 @@
 """End to end, the way users run it: a real `prefect server` (session fixture, own PREFECT_HOME, free port on
-127.0.0.1), the process work pool, `prefect deploy` from deployments/prefect.yaml, a worker, and
-`prefect deployment run ads-build/myds` with no --param (the bundled GSM8K sample, the default model); then
-a CPU worker on the train queue runs the ads-train run the build started (TRL, a few real GRPO steps)."""
+127.0.0.1), the process work pool, `prefect deploy` from deployments/prefect.yaml (with its concurrency limits),
+the failure automation from deployments/automations.yaml, a worker, and `prefect deployment run ads-build/myds`
+with no --param (the bundled GSM8K sample, the default model); then a CPU worker on the train queue runs the
+ads-train run the build started (TRL, a few real GRPO steps)."""
 
 from __future__ import annotations
 
@@ -41,18 +42,41 @@ def run_deployment_and_wait(h: Any, server: Any, name: str, *params: str, timeou
             time.sleep(1)
 
 
+def apply_failure_automation(h: Any, server: Any, tmp_path: Path) -> Any:
+    """The README's step 8: save a notification block, fill its id into deployments/automations.yaml, `prefect
+    automation create --from-file`; the automation as the server returns it."""
+    from prefect.blocks.notifications import CustomWebhookNotificationBlock
+    from prefect.client.orchestration import get_client
+
+    block_id = CustomWebhookNotificationBlock(name="ads-alerts", url="http://127.0.0.1:9/alerts").save(
+        "ads-alerts", overwrite=True
+    )
+    declared = (h.repo / "deployments" / "automations.yaml").read_text()
+    resolved = tmp_path / "ads-automations.yaml"
+    resolved.write_text(declared.replace("ADS_ALERT_BLOCK_ID", str(block_id)))
+    prefect_cli(h, server, "automation", "create", "--from-file", str(resolved))
+    with get_client(sync_client=True) as client:
+        found = client.read_automations_by_name("ads-pipeline-run-failed")
+    assert len(found) == 1, found
+    action = found[0].actions[0]
+    assert action.type == "send-notification" and action.block_document_id == block_id
+    assert found[0].trigger.match_related.root["prefect.resource.name"] == ["ads-build", "ads-train"]
+    return found[0]
+
+
 @pytest.mark.slow
 def test_deployment_run_builds_publishes_and_starts_training(
     helpers: Any, prefect_api: Any, ads_env: dict, tiny_model: str, tmp_path: Path
 ):
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId, FlowFilter, FlowFilterName
 
     h, server = helpers, prefect_api  # the session's real server; in-process clients talk to it too
     out_root = tmp_path / "ads-out"
     prefect_cli(h, server, "work-pool", "create", "ads-process", "--type", "process")
     deployed = prefect_cli(h, server, "--no-prompt", "deploy", "--prefect-file", "deployments/prefect.yaml", "--all")
     assert "ads-build/myds" in deployed and "ads-train/myds" in deployed
+    automation = apply_failure_automation(h, server, tmp_path)
     # An operator's change to the training deployment: 2 steps of small groups, so the test stays short.
     from prefect.client.schemas.actions import DeploymentUpdate
 
@@ -97,20 +121,39 @@ def test_deployment_run_builds_publishes_and_starts_training(
     assert final_uri in arts["ads-myds-final"].data  # named as a path: a browser will not follow file:// links
     assert float(arts["ads-myds-score-progress"].data) == 100.0
 
-    # 3. an ads-train/myds run was started with the artifact's URI, as a child of the build
+    # 3. an ads-train/myds run was started with the artifact's URI, labelled with the build, under the name the
+    #    summary gives it; the finished builds hold no task run that is not finished
     with get_client(sync_client=True) as client:
-        trains = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["ads-train"])))
         deployment = client.read_deployment_by_name("ads-train/myds")
         build_deployment = client.read_deployment_by_name("ads-build/myds")
-        parent = client.read_task_run(trains[0].parent_task_run_id) if trains else None
+        trains = client.read_flow_runs(
+            flow_filter=FlowFilter(name=FlowFilterName(any_=["ads-train"])),
+            deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment.id])),
+        )
     assert len(trains) == 1, trains  # the unchanged second build started no training run
+    assert f"started ads-train/myds run {trains[0].name}" in arts["ads-myds-refresh"].data
+    assert re.fullmatch(r"train-myds-\d{8}T\d{6}Z", trains[0].name), trains[0].name
+    refresh = {a.key: a for a in h.artifacts_of(rerun.id)}["ads-myds-refresh"].data
+    waiting = rf"not started: ads-train/myds run {trains[0].name} is (Scheduled|Late) \(waiting for a worker\) on"
+    assert re.search(waiting, refresh), refresh
+    assert not h.pending_task_runs(run.id) and not h.pending_task_runs(rerun.id)
     assert rerun.state.is_completed(), rerun.state
     compute = {r.name: r.state.name for r in h.task_runs(rerun.id) if r.name in h.STAGE_KEYS}
     assert sorted(compute) == sorted(h.STAGE_KEYS) and set(compute.values()) == {"Cached"}, compute
     assert trains[0].deployment_id == deployment.id
     assert trains[0].parameters["artifact_uri"] == final_uri
-    assert parent is not None and parent.flow_run_id == run.id
+    assert trains[0].labels["ads.build_flow_run_id"] == str(run.id)  # the build that started it
+    assert trains[0].labels["ads.build_flow_run_name"] == run.name
+    assert f"/runs/flow-run/{trains[0].id})" in arts["ads-myds-refresh"].data  # the summary links its page
     assert [s.active for s in build_deployment.schedules] == [False]  # the nightly refresh is off by default
+    for declared in (build_deployment, deployment):  # one run at a time per deployment; a second one queues
+        assert declared.global_concurrency_limit is not None and declared.global_concurrency_limit.limit == 1
+        assert declared.concurrency_options.collision_strategy.value == "ENQUEUE", declared.concurrency_options
+    assert automation.enabled and automation.trigger.expect == {
+        "prefect.flow-run.Failed",
+        "prefect.flow-run.Crashed",
+        "prefect.flow-run.TimedOut",
+    }
 
     # 4. the worker is stopped (by PID, above); the server and moto fixtures stop theirs the same way
     assert not h.pid_alive(worker.pid)
@@ -135,6 +178,7 @@ def test_deployment_run_builds_publishes_and_starts_training(
         h.stop_process(train_worker)
     train_log = (tmp_path / "train-worker.log").read_text()
     assert child.state.is_completed(), f"{child.state}\n{train_log[-4000:]}"
+    assert child.name == trains[0].name  # the name the build gave it, kept when it ran
     arts = {a.key: a for a in h.artifacts_of(child.id)}
     progress = [a for a in arts.values() if a.type == "progress"]
     assert len(progress) == 1 and float(progress[0].data) == 100.0, arts

@@ -123,3 +123,36 @@ def test_server_urls_for_ipv6_and_wildcard_hosts(clean_env: Path):
     wildcard = server_env("0.0.0.0", 4398, clean_env / "cache")
     assert wildcard.ui_api_url == f"http://{socket.gethostname()}:4398/api"  # a browser cannot use 0.0.0.0
     assert any("PREFECT_UI_API_URL" in note for note in wildcard.notes)
+
+
+def test_flow_timeouts_come_from_the_environment():
+    from ads_prefect.flows.env import BUILD_TIMEOUT_S, flow_timeout
+
+    assert flow_timeout("ADS_BUILD_TIMEOUT_S", BUILD_TIMEOUT_S, {}) == 24 * 3600
+    assert flow_timeout("ADS_BUILD_TIMEOUT_S", BUILD_TIMEOUT_S, {"ADS_BUILD_TIMEOUT_S": "90"}) == 90
+    assert flow_timeout("ADS_BUILD_TIMEOUT_S", BUILD_TIMEOUT_S, {"ADS_BUILD_TIMEOUT_S": "0"}) is None  # no timeout
+    with pytest.raises(ValueError, match="ADS_BUILD_TIMEOUT_S='soon': expected a number of seconds"):
+        flow_timeout("ADS_BUILD_TIMEOUT_S", BUILD_TIMEOUT_S, {"ADS_BUILD_TIMEOUT_S": "soon"})
+    from ads_prefect.flows.ads_build import ads_build
+    from ads_prefect.flows.ads_train import ads_train
+
+    assert ads_build.timeout_seconds == 24 * 3600 and ads_train.timeout_seconds == 7 * 24 * 3600
+
+
+def test_the_run_forms_help_texts_hold_no_angle_brackets():
+    """The Prefect UI drops anything in angle brackets from a help text (`$ADS_OUT_DIR/<dataset>` showed as
+    `$ADS_OUT_DIR/`), so placeholders are written `{dataset}`; the browser test looks at the form itself."""
+    import json
+    import re
+
+    from prefect.utilities.callables import parameter_schema
+
+    from ads_prefect.flows.ads_build import ads_build
+    from ads_prefect.flows.ads_train import ads_train
+
+    for flow in (ads_build, ads_train):
+        schema = parameter_schema(flow.fn).model_dump()
+        found = re.findall(r"<[^<>]*>", json.dumps(schema))
+        assert not found, (flow.name, found)
+    out = parameter_schema(ads_build.fn).model_dump()["properties"]["out"]["description"]
+    assert "$ADS_OUT_DIR/{dataset}, else ./ads-out/{dataset}" in out

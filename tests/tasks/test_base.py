@@ -99,3 +99,32 @@ def test_fault_hook_only_fires_for_listed_stages(monkeypatch: pytest.MonkeyPatch
 def test_artifact_keys_are_valid_prefect_keys():
     assert base.artifact_key("GSM8K_sample", "cluster sizes") == "ads-gsm8k-sample-cluster-sizes"
     assert base.artifact_key("Ünï/côde", "x") == "ads-n-c-de-x"
+
+
+def test_progress_shows_an_eta_only_from_a_measured_rate(monkeypatch: pytest.MonkeyPatch):
+    """The first update (rows found in the cache, or a first batch after loading a model) starts the clock: the
+    time before it is not work the rest repeats, and counting it made the first ETA wildly long."""
+    import logging
+
+    import prefect.artifacts
+
+    from ads_core.config.build import BuildConfig
+    from ads_core.pipeline.stages import layout, stages_by_name
+    from ads_core.stages.base import StageContext
+    from ads_prefect.tasks import stage_task
+
+    now = [1000.0]
+    shown: list[str] = []
+    monkeypatch.setattr(stage_task, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(stage_task, "get_run_logger", lambda: logging.getLogger("test"))
+    monkeypatch.setattr(prefect.artifacts, "update_progress_artifact", lambda **kw: shown.append(kw["description"]))
+    ctx = StageContext(source="", out="/tmp/x", dataset="d", config=BuildConfig(), layout=layout())
+    factory = stage_task.with_artifact("artifact-id", stages_by_name()["score"], ctx, 0, every_s=0.0)
+    with factory("score shard 1/1", 1000) as advance:
+        now[0] += 300.0  # loading the model: 5 minutes before anything is counted
+        advance(100)  # 100 rows from the row cache, at once
+        assert shown[-1] == "score: score shard 1/1 100/1000 rows"  # no rate, no ETA yet
+        now[0] += 10.0
+        advance(50)  # the first measured batch: 50 rows in 10 s
+        assert shown[-1] == "score: score shard 1/1 150/1000 rows, 5.0 rows/s, ETA 170 s"
+    assert shown[0] == "score: score shard 1/1..."  # the phase is named before its first update

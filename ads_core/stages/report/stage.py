@@ -3,8 +3,10 @@
 - build_report.png: difficulty histogram, cluster sizes, and a 2-D t-SNE map of the embeddings (a seeded
   sample, PCA-reduced first, as the ADS reference's visual script does) coloured by cluster and by difficulty;
 - quantiles.json: difficulty quantiles per cluster;
-- examples.md: the easiest, median and hardest problem of each cluster;
-- cluster_terms.json / cluster_terms.png: each cluster's top c-TF-IDF terms (ads_core/cluster_terms.py).
+- examples.md: the problems nearest each cluster's centroid, then its easiest, median and hardest one;
+- cluster_terms.json / cluster_terms.png: each cluster's top c-TF-IDF terms (terms.py);
+- topics.json: the problems nearest each centroid and, when the source labels its rows (MATH's `subject`), the
+  clusters' agreement with those labels (NMI; also in the manifest's `extra.label_agreement`) (topics.py).
 Every output is byte-deterministic for the same inputs (fixed seeds, one thread, no version stamps in PNGs),
 so a rerun writes the same hashes. The Prefect flow shows these in the UI (tasks/publish.py); `ads build`
 prints a text summary.
@@ -24,10 +26,11 @@ from ads_core.core.text import md_text
 from ads_core.stages.base import Stage, StageContext
 from ads_core.stages.report.embedding_map import palette, read_embeddings, sample_ids, tsne_map
 from ads_core.stages.report.terms import class_tfidf, render_terms_grid
+from ads_core.stages.report.topics import label_agreement, representatives
 from ads_core.stages.report.ui import ui_items
 from ads_core.storage import manifest as mf
 
-VERSION = "2"
+VERSION = "3"
 STAGE_DIR = "report"
 # manifest output name -> file in the report folder (the stage declares these as its outputs)
 REPORT_FILES = {
@@ -36,6 +39,7 @@ REPORT_FILES = {
     "examples": "examples.md",
     "terms": "cluster_terms.json",
     "terms_plot": "cluster_terms.png",
+    "topics": "topics.json",
     "decontamination": "decontamination.json",
 }
 QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
@@ -105,15 +109,26 @@ def difficulty_quantiles(final: pl.DataFrame) -> list[dict[str, Any]]:
     ]
 
 
-def examples_markdown(final: pl.DataFrame, dataset: str, cfg: ReportConfig) -> str:
-    """A few example problems per cluster: the easiest, the median and the hardest."""
+def examples_markdown(
+    final: pl.DataFrame, dataset: str, cfg: ReportConfig, topics: dict[str, Any] | None = None
+) -> str:
+    """Per cluster: the problems nearest its centroid (what it typically holds), its commonest source label
+    when there is one, then its easiest, median and hardest problem."""
+    topics = topics or {}
+    nearest, labels = topics.get("representatives", {}), topics.get("labels") or {}
     lines = [
         f"# {md_text(dataset)}: example problems per cluster",
         "",
-        "Easiest, median and hardest problem of each cluster (difficulty = token-mean NLL of the "
-        "reference solution under the policy model).",
+        "The problems nearest each cluster's centroid, then its easiest, median and hardest problem "
+        "(difficulty = token-mean NLL of the reference solution under the policy model).",
         "",
     ]
+    if labels:
+        lines += [
+            f"Clusters against the source's own `{md_text(labels['column'])}` labels ({labels['values']} values): "
+            f"NMI **{labels['nmi']:.3f}** (1: the same grouping, 0: independent).",
+            "",
+        ]
     clusters = final["cluster_id"].unique().sort().to_list()
     for cid in clusters[: cfg.max_example_clusters]:
         rows = final.filter(pl.col("cluster_id") == cid).sort("rank_in_cluster")
@@ -121,6 +136,11 @@ def examples_markdown(final: pl.DataFrame, dataset: str, cfg: ReportConfig) -> s
         for label, idx in (("easiest", 0), ("median", rows.height // 2), ("hardest", rows.height - 1)):
             picks.setdefault(idx, label)
         lines.append(f"## cluster {cid} ({rows.height} rows)")
+        top = labels.get("top", {}).get(str(cid))
+        if top:
+            lines.append(f"- {md_text(labels['column'])}: mostly **{md_text(str(top['value']))}** ({top['share']:.0%})")
+        for rep in nearest.get(str(cid), []):
+            lines.append(f"- **nearest the centroid**: {md_text(rep['question'])}")
         for idx, label in list(picks.items())[: cfg.examples_per_cluster]:
             row = rows.row(idx, named=True)
             lines.append(f"- **{label}** (difficulty {row['difficulty']:.3f}): {md_text(row['question'])}")
@@ -131,17 +151,22 @@ def examples_markdown(final: pl.DataFrame, dataset: str, cfg: ReportConfig) -> s
 
 
 def read_final_for_report(final_uri: str) -> pl.DataFrame:
-    final = pl.from_arrow(
-        storage.read_parquet(
-            final_uri, columns=["sample_id", "cluster_id", "rank_in_cluster", "difficulty", "extra_info"]
-        )
+    """The final rows' ids, clusters, ranks and difficulty, with the question and (when present) source_meta."""
+    table = storage.read_parquet(
+        final_uri, columns=["sample_id", "cluster_id", "rank_in_cluster", "difficulty", "extra_info"]
     )
-    return final.with_columns(pl.col("extra_info").struct.field("question").alias("question")).drop("extra_info")
+    info = table.schema.field("extra_info").type
+    fields = [pl.col("extra_info").struct.field("question").alias("question")]
+    if any(info.field(i).name == "source_meta" for i in range(info.num_fields)):
+        fields.append(pl.col("extra_info").struct.field("source_meta").alias("source_meta"))
+    return pl.from_arrow(table).with_columns(fields).drop("extra_info")
 
 
 def cluster_terms(final: pl.DataFrame, cfg: ReportConfig) -> dict[str, list[dict[str, Any]]]:
     """cluster_id (as a JSON key) -> its top c-TF-IDF terms with their weights."""
-    top = class_tfidf(final.select("cluster_id", "question"), cfg.terms_per_cluster, cfg.terms_min_rows)
+    top = class_tfidf(
+        final.select("cluster_id", "question"), cfg.terms_per_cluster, cfg.terms_min_rows, cfg.terms_min_lift
+    )
     return {str(cid): terms for cid, terms in top.items()}
 
 
@@ -150,8 +175,8 @@ def write_report(
 ) -> mf.Manifest:
     """Write the report files (`REPORT_FILES`) into DIRECTORY, and the decontamination check if configured.
 
-    The map needs the embeddings (SCORES_URI); `assignments_uri` is recorded as an input (the clustering the
-    final artifact carries).
+    The map needs the embeddings (SCORES_URI); the representatives need each row's distance to its centroid
+    (ASSIGNMENTS_URI, the clustering the final artifact carries).
     """
     final = read_final_for_report(final_uri)
     if not storage.exists(scores_uri):
@@ -165,7 +190,10 @@ def write_report(
     storage.write_bytes(uris["plot"], render_plot(final, points, method, colors, title))
     quantiles = difficulty_quantiles(final)
     storage.write_json(uris["quantiles"], quantiles)
-    storage.write_bytes(uris["examples"], examples_markdown(final, dataset, cfg).encode())
+    agreement = label_agreement(final)
+    topics = {"representatives": representatives(final, assignments_uri, cfg.representatives), "labels": agreement}
+    storage.write_json(uris["topics"], topics)
+    storage.write_bytes(uris["examples"], examples_markdown(final, dataset, cfg, topics).encode())
     terms = cluster_terms(final, cfg)
     storage.write_json(uris["terms"], terms)
     sizes = {int(q["cluster_id"]): int(q["size"]) for q in quantiles}
@@ -195,7 +223,11 @@ def write_report(
         config=cfg.model_dump(),
         code_version=mf.version_of("report", VERSION),
         counts=counts,
-        extra={"dataset": dataset, "map_method": method},
+        extra={
+            "dataset": dataset,
+            "map_method": method,
+            **({"label_agreement": {k: v for k, v in agreement.items() if k != "top"}} if agreement else {}),
+        },
     )
     mf.write(directory, manifest)
     return manifest

@@ -1,6 +1,6 @@
 """What the report stage shows in a run's UI: difficulty quantiles, example problems, the report picture, and
-each cluster's top terms (a table and a grid picture). Computed here from the stage's outputs; the Prefect
-layer only renders the items.
+each cluster's top terms, the problem nearest its centroid and its commonest source label (a table), and the
+terms as a grid picture. Computed here from the stage's outputs; the Prefect layer only renders the items.
 """
 
 from __future__ import annotations
@@ -13,23 +13,42 @@ from ads_core.stages.base import StageContext, UIItem
 from ads_core.storage import manifest as mf
 
 
-def cluster_terms_rows(terms: dict[str, list[dict[str, Any]]], quantiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One table row per cluster: its size, top terms (best first) and median difficulty."""
+def cluster_terms_rows(
+    terms: dict[str, list[dict[str, Any]]], quantiles: list[dict[str, Any]], topics: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """One table row per cluster: its size, top terms (best first), median difficulty, the problem nearest its
+    centroid and, when the source labels its rows, its commonest label."""
     by_id = {int(q["cluster_id"]): q for q in quantiles}
-    return [
-        {
+    nearest = (topics or {}).get("representatives", {})
+    labels = (topics or {}).get("labels") or {}
+    rows = []
+    for cid, key in sorted((int(k), k) for k in terms):
+        row: dict[str, Any] = {
             "cluster_id": cid,
             "size": int(by_id.get(cid, {}).get("size", 0)),
             "top_terms": ", ".join(t["term"] for t in terms[key]),
             "median_difficulty": by_id.get(cid, {}).get("q50"),
         }
-        for cid, key in sorted((int(k), k) for k in terms)
-    ]
+        if labels:
+            top = labels.get("top", {}).get(key)
+            row[f"top_{labels['column']}"] = f"{top['value']} ({top['share']:.0%})" if top else ""
+        reps = nearest.get(key) or []
+        row["nearest_the_centroid"] = _short(reps[0]["question"]) if reps else ""
+        rows.append(row)
+    return rows
+
+
+def _short(text: str, limit: int = 200) -> str:
+    one = " ".join(str(text).split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
 def ui_items(ctx: StageContext, manifest: mf.Manifest) -> list[UIItem]:
     quantiles = storage.read_json(manifest.output_uri("quantiles"))
     terms = storage.read_json(manifest.output_uri("terms"))
+    topics = storage.read_json(manifest.output_uri("topics")) if "topics" in manifest.outputs else None
+    labels = (topics or {}).get("labels")
+    agreement = f"; clusters vs the source's {labels['column']} labels: NMI {labels['nmi']:.3f}" if labels else ""
     name = md_text(ctx.dataset)
     return [
         UIItem("table", "difficulty-quantiles", quantiles, "difficulty quantiles per cluster (token-mean NLL)"),
@@ -48,9 +67,10 @@ def ui_items(ctx: StageContext, manifest: mf.Manifest) -> list[UIItem]:
         UIItem(
             "table",
             "cluster-terms",
-            cluster_terms_rows(terms, quantiles),
-            "top terms per cluster by class-based TF-IDF over the question text "
-            "(math and LaTeX stop words removed), with size and median difficulty",
+            cluster_terms_rows(terms, quantiles, topics),
+            "top terms per cluster by class-based TF-IDF over the question text (no stop words, names or numbers; "
+            "words common to most clusters left out), size, median difficulty, the problem nearest the centroid"
+            + agreement,
         ),
         UIItem(
             "image",
