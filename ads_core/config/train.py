@@ -40,8 +40,8 @@ class TrainSamplerConfig(Section):
     kind: SamplerKind = Field(
         "ads",
         description="ads (the ADS sampler; sampler.ads.window picks reference or frontier), uniform (shuffled "
-        "epochs), dots (DOTS-style difficulty targeting) or dynamic (DAPO-style: drop all-0/all-1 groups and draw "
-        "again; the trainer must support it, see ads_core.sampler.dynamic).",
+        "epochs), dots (DOTS-style difficulty targeting) or dynamic (DAPO-style: drop all-0/all-1 groups and roll "
+        "out more in the same step; TRL, one process).",
         json_schema_extra={"flag": "--sampler"},
     )
     ads: ADSSamplerConfig = Field(

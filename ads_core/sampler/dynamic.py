@@ -12,7 +12,7 @@ other sampler goes through ``fill_step`` as one draw, so every sampler's rollout
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +116,16 @@ def _filters_groups(sampler: Sampler) -> bool:
     return _FILTERS_GROUPS[cls]
 
 
+def select_groups(keep_masks: Sequence[np.ndarray], need: int) -> list[tuple[int, int]]:
+    """Which rolled-out groups one step trains on, as (generation batch, group) pairs: the kept groups in draw
+    order, then, while the step is still short, the dropped ones in draw order; at most ``need``. ``fill_step``
+    and the TRL trainer (``ads_core.train.trl.dynamic``) both choose with this."""
+    kept = [(d, int(g)) for d, mask in enumerate(keep_masks) for g in np.flatnonzero(mask)]
+    if len(kept) < need:
+        kept += [(d, int(g)) for d, mask in enumerate(keep_masks) for g in np.flatnonzero(~np.asarray(mask))]
+    return kept[:need]
+
+
 def fill_step(sampler: Sampler, rollout: Callable[[np.ndarray], np.ndarray]) -> StepBatch:
     """One optimizer step's batch: draw, roll out and feed back generation batches until ``batch_size``
     informative groups are in hand (a ``GroupFilter`` sampler), or once (any other sampler).
@@ -130,19 +140,18 @@ def fill_step(sampler: Sampler, rollout: Callable[[np.ndarray], np.ndarray]) -> 
         sampler.update(rows, success)
         return StepBatch(rows, success, len(rows), 1, int(informative(success).sum()))
     need = sampler.batch_size
-    kept_rows: list[np.ndarray] = []
-    kept_success: list[np.ndarray] = []
-    dropped: list[tuple[np.ndarray, np.ndarray]] = []
-    prompts = found = draws = 0
-    while draws < sampler.max_draws and found < need:
+    drawn: list[tuple[np.ndarray, np.ndarray]] = []
+    masks: list[np.ndarray] = []
+    prompts = found = 0
+    while len(drawn) < sampler.max_draws and found < need:
         rows = sampler.next_batch()
         success = np.asarray(rollout(rows), dtype=np.float64)
         sampler.update(rows, success)
         mask = np.asarray(sampler.keep(success), dtype=bool)
-        kept_rows.append(rows[mask])
-        kept_success.append(success[mask])
-        dropped.append((rows[~mask], success[~mask]))
-        prompts, found, draws = prompts + len(rows), found + int(mask.sum()), draws + 1
-    rows = np.concatenate([*kept_rows, *(r for r, _ in dropped)])[:need]
-    success = np.concatenate([*kept_success, *(s for _, s in dropped)])[:need]
-    return StepBatch(rows.astype(np.int64, copy=False), success, prompts, draws, found)
+        drawn.append((rows, success))
+        masks.append(mask)
+        prompts, found = prompts + len(rows), found + int(mask.sum())
+    picks = select_groups(masks, need)
+    rows = np.array([drawn[d][0][g] for d, g in picks], dtype=np.int64)
+    success = np.array([drawn[d][1][g] for d, g in picks], dtype=np.float64)
+    return StepBatch(rows, success, prompts, len(drawn), found)

@@ -14,6 +14,11 @@ and the per-step log carries ``lag = step - 1 - updates_before_draw``, so the la
 Exact resume. A checkpoint after step N holds the sampler state after update N (its generator already past the
 prefetched draw N + 1) and that drawn-but-unrewarded batch (``pending``). Restored, the sampler yields the
 pending batch first and then draws on, so the batches after a resume are those the uninterrupted run drew.
+
+Dynamic sampling (a ``GroupFilter`` sampler, kind ``dynamic``). The dataloader's batch is each step's first
+generation batch; when too few of its groups are informative, the trainer draws more generation batches inside
+the same step (``draw_extra``) and feeds each back at once (``feedback_extra``), so they never wait in
+``pending``. ``updates`` still counts steps; ``extra_draws`` counts the additional generation batches.
 """
 
 from __future__ import annotations
@@ -25,12 +30,14 @@ from typing import Any
 import numpy as np
 import torch.utils.data
 
-from ads_core.sampler.base import Sampler
+from ads_core.sampler.base import GroupFilter, Sampler
+from ads_core.sampler.dynamic import informative
 from ads_core.sampler.state import SamplerStateError, refuse, state_int, state_list, state_mapping
 
 STATE_FORMAT = "ads-trl-sampler"
-STATE_VERSION = 1
-STATE_KEYS = ("format", "version", "kind", "prompts_per_step", "draws", "updates", "sampler", "pending")
+STATE_VERSION = 2  # 2 added extra_draws; a version-1 state (no dynamic sampling then) loads with 0
+STATE_KEYS = ("format", "version", "kind", "prompts_per_step", "draws", "updates", "extra_draws", "sampler", "pending")
+STATE_KEYS_V1 = tuple(k for k in STATE_KEYS if k != "extra_draws")
 DRAW_KEYS = ("index", "rows", "after_updates")
 
 
@@ -48,14 +55,22 @@ class Draw:
 
 @dataclass
 class Feedback:
-    """One step's feedback: each prompt once (first appearance order) with its mean reward and correctness."""
+    """One generation batch's (or one step's) feedback: each prompt once (first appearance order) with its mean
+    reward and correctness, and each group (``num_generations`` completions of one drawn row) in draw order."""
 
     draw: Draw
     rows: np.ndarray  # unique rows of the batch
     success: np.ndarray  # mean correctness of each row's completions, in [0, 1]: what update() got
     rewards: np.ndarray  # mean total reward (correctness + optional format reward) of each row's completions
     completions: int
-    extra: dict[str, Any] = field(default_factory=dict)
+    group_success: np.ndarray = field(default_factory=lambda: np.zeros(0))  # mean correctness of each group
+    rollout_batches: int = 1  # generation batches rolled out for this step
+    rollout_prompts: int = 0  # prompts (groups) rolled out for this step
+
+    @property
+    def informative_groups(self) -> int:
+        """Rolled-out groups whose completions disagree (0 < mean correctness < 1): those with a gradient."""
+        return int(informative(self.group_success).sum())
 
 
 class FeedbackSampler(torch.utils.data.Sampler[int]):
@@ -72,12 +87,18 @@ class FeedbackSampler(torch.utils.data.Sampler[int]):
         self.steps = int(steps)
         self.draws = 0
         self.updates = 0
+        self.extra_draws = 0  # generation batches drawn inside a step, beyond its first (dynamic sampling)
         self.pending: list[Draw] = []  # drawn, not yet fed back (oldest first)
         self._replay: list[Draw] = []  # restored pending batches, yielded before any new draw
 
     @property
     def batch_size(self) -> int:
         return int(self.sampler.batch_size)
+
+    @property
+    def filters_groups(self) -> bool:
+        """The sampler drops uninformative groups and wants more drawn in the same step (DAPO-style)."""
+        return isinstance(self.sampler, GroupFilter)
 
     def __len__(self) -> int:  # the whole run in one "epoch": the Trainer stops at max_steps
         return max(1, self.steps) * self.batch_size * self.num_generations * self.repeat_count
@@ -104,6 +125,22 @@ class FeedbackSampler(torch.utils.data.Sampler[int]):
         if not self.pending:
             raise RuntimeError("feedback without a drawn batch: the trainer generated rows this sampler never drew")
         draw = self.pending[0]
+        fb = self._feed(draw, rows, correctness, rewards)
+        self.updates += 1
+        self.pending.pop(0)
+        return fb
+
+    def draw_extra(self) -> Draw:
+        """Another generation batch for the current step (dynamic sampling); fed back by ``feedback_extra``."""
+        rows = [int(r) for r in np.asarray(self.sampler.next_batch()).tolist()]
+        self.extra_draws += 1
+        return Draw(index=self.updates, rows=rows, after_updates=self.updates)
+
+    def feedback_extra(self, draw: Draw, rows: Any, correctness: Any, rewards: Any) -> Feedback:
+        """Feed back a generation batch from ``draw_extra``: the sampler is updated, the step count is not."""
+        return self._feed(draw, rows, correctness, rewards)
+
+    def _feed(self, draw: Draw, rows: Any, correctness: Any, rewards: Any) -> Feedback:
         rows = np.asarray(rows, dtype=np.int64)
         correctness = np.clip(np.nan_to_num(np.asarray(correctness, dtype=np.float64), nan=0.0), 0.0, 1.0)
         rewards = np.nan_to_num(np.asarray(rewards, dtype=np.float64), nan=0.0)
@@ -121,9 +158,16 @@ class FeedbackSampler(torch.utils.data.Sampler[int]):
                 "(num_iterations 1, steps_per_generation = gradient_accumulation_steps)"
             )
         self.sampler.update(unique, success)
-        self.updates += 1
-        self.pending.pop(0)
-        return Feedback(draw=draw, rows=unique, success=success, rewards=mean_reward, completions=len(rows))
+        groups = len(rows) // self.num_generations
+        return Feedback(
+            draw=draw,
+            rows=unique,
+            success=success,
+            rewards=mean_reward,
+            completions=len(rows),
+            group_success=correctness[: groups * self.num_generations].reshape(groups, -1).mean(axis=1),
+            rollout_prompts=groups,
+        )
 
     # -- state ---------------------------------------------------------------------------------------
 
@@ -135,6 +179,7 @@ class FeedbackSampler(torch.utils.data.Sampler[int]):
             "prompts_per_step": self.batch_size,
             "draws": self.draws,
             "updates": self.updates,
+            "extra_draws": self.extra_draws,
             "sampler": self.sampler.state_dict(),
             "pending": [{"index": d.index, "rows": d.rows, "after_updates": d.after_updates} for d in self.pending],
         }
@@ -146,9 +191,11 @@ class FeedbackSampler(torch.utils.data.Sampler[int]):
             refuse("state", "a dict (a saved TRL sampler state)", state)
         if "format" in state and state["format"] != STATE_FORMAT:
             refuse("state['format']", repr(STATE_FORMAT), state["format"])
-        state_mapping(state, "state", STATE_KEYS)
-        if state["version"] != STATE_VERSION or isinstance(state["version"], bool):
-            refuse("state['version']", f"state version {STATE_VERSION}", state["version"])
+        version = state.get("version")
+        if version not in (1, STATE_VERSION) or isinstance(version, bool):
+            refuse("state['version']", f"state version 1 or {STATE_VERSION}", version)
+        state_mapping(state, "state", STATE_KEYS if version == STATE_VERSION else STATE_KEYS_V1)
+        state_int(state.get("extra_draws", 0), "state['extra_draws']")
         if state["kind"] != self.kind:
             raise SamplerStateError(
                 "state['kind']", f"the run was checkpointed with sampler {state['kind']!r}, this one is {self.kind!r}"
@@ -180,5 +227,6 @@ class FeedbackSampler(torch.utils.data.Sampler[int]):
         pending = self.check_state(state, fresh)
         self.sampler = fresh
         self.draws, self.updates = int(state["draws"]), int(state["updates"])
+        self.extra_draws = int(state.get("extra_draws", 0))
         self.pending = pending
         self._replay = list(pending)

@@ -67,6 +67,12 @@ def plan_trl(plan: TrainPlan) -> TRLPlan:
             "equal micro-batches; change gradient_accumulation_steps or num_generations",
             options=("gradient_accumulation_steps", "num_generations"),
         )
+    if plan.sampler.kind == "dynamic" and processes > 1:
+        raise TrainOptionError(
+            f"dynamic sampling under TRL runs in one process (WORLD_SIZE is {processes}): the groups a step keeps "
+            "come from several generation batches; run one process, or set another kind with sampler",
+            options=("sampler",),
+        )
     run_dir = Path(plan.run_dir)
     return TRLPlan(
         prompts_per_step=prompts,

@@ -1,4 +1,4 @@
-"""``ADSGRPOTrainer``: TRL's ``GRPOTrainer`` with the run's sampler in the loop; five small overrides.
+"""``ADSGRPOTrainer``: TRL's ``GRPOTrainer`` with the run's sampler in the loop; six small overrides.
 
 * ``_get_train_sampler``: returns the ``FeedbackSampler`` (TRL's own hook for a custom prompt sampler);
 * ``_calculate_rewards``: after TRL has computed and gathered every completion's rewards (all processes, in
@@ -7,6 +7,9 @@
 * ``log``: TRL logs every step (``logging_steps=1``); the step's line goes to ``steps.jsonl`` with TRL's loss
   and lengths, before any checkpoint of that step is written;
 * ``get_batch_samples``: on resume, re-applies the checkpoint's RNG state after the first fetch (below);
+* ``_generate_and_score_completions``: with a ``GroupFilter`` sampler (kind ``dynamic``), drops the groups whose
+  rewards all agree and rolls out more generation batches in the same step (``ads_core.train.trl.dynamic``);
+  every other kind goes straight to TRL's;
 * ``_save_checkpoint``: writes ``ads_sampler.json`` (the feed's whole state) into ``checkpoint-N`` first, then
   lets TRL save; HF writes ``trainer_state.json`` last, so a checkpoint with both files is complete.
 
@@ -27,7 +30,8 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from ads_core.train.trl.data import TrainRows
-from ads_core.train.trl.feed import Feedback, FeedbackSampler
+from ads_core.train.trl.dynamic import fill_generation_batch
+from ads_core.train.trl.feed import Draw, Feedback, FeedbackSampler
 from ads_core.train.trl.steps import StepWriter, window_position
 
 STATE_FILE = "ads_sampler.json"
@@ -58,7 +62,8 @@ class ADSGRPOTrainer(GRPOTrainer):
         self.rows = rows
         self.writer = writer
         self.on_step = on_step
-        self.last_feedback: Feedback | None = None
+        self.last_feedback: Feedback | None = None  # the step's, for its steps.jsonl line
+        self._extra_draw: Draw | None = None  # set while a dynamic-sampling step rolls out an extra batch
         self.resumed_rng: str | None = None  # the checkpoint whose RNG state the first batch must start from
         super().__init__(*args, **kwargs)
 
@@ -83,8 +88,46 @@ class ADSGRPOTrainer(GRPOTrainer):
         values = rewards_per_func.detach().float().cpu().numpy()
         weights = self.reward_weights.detach().float().cpu().numpy()
         total = np.nansum(values * weights[None, :], axis=1)
-        self.last_feedback = self.feed.feedback(rows, values[:, 0], total)  # column 0: correctness
+        if self._extra_draw is not None:
+            self.last_feedback = self.feed.feedback_extra(self._extra_draw, rows, values[:, 0], total)
+        else:
+            self.last_feedback = self.feed.feedback(rows, values[:, 0], total)  # column 0: correctness
         return rewards_per_func
+
+    def _generate_and_score_completions(self, inputs: Any) -> Any:
+        if not self.model.training or not self.feed.filters_groups:
+            return super()._generate_and_score_completions(inputs)
+        if self.scale_rewards not in ("group", "none") or self.multi_objective_aggregation != "sum_then_normalize":
+            raise RuntimeError(
+                "dynamic sampling under TRL needs per-group advantages (scale_rewards 'group' or 'none', "
+                "multi_objective_aggregation 'sum_then_normalize')"
+            )
+
+        def rollout(batch: list[dict[str, Any]], extra: Draw | None) -> tuple[Any, Feedback]:
+            self._extra_draw = extra
+            try:
+                out = super(ADSGRPOTrainer, self)._generate_and_score_completions(batch)
+            finally:
+                self._extra_draw = None
+            assert self.last_feedback is not None  # set by _calculate_rewards
+            return out, self.last_feedback
+
+        def inputs_for(rows: list[int]) -> list[dict[str, Any]]:
+            picked = self.rows.dataset.select(rows).to_list()
+            return [dict(x) for x in picked for _ in range(self.num_generations)]
+
+        out, self.last_feedback = fill_generation_batch(
+            inputs,
+            rollout,
+            self.feed.draw_extra,
+            inputs_for,
+            self.feed.sampler.keep,
+            need=self.feed.batch_size,
+            max_draws=self.feed.sampler.max_draws,
+            num_generations=self.num_generations,
+            pad_token_id=self._tokenizer.pad_token_id,
+        )
+        return out
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         super().log(logs, start_time)
@@ -121,6 +164,9 @@ def step_record(fb: Feedback, rows: TrainRows, metrics: dict[str, float], logs: 
         "lag": fb.draw.lag,
         "drawn_after_updates": fb.draw.after_updates,
         "completions": fb.completions,
+        "rollout_batches": fb.rollout_batches,
+        "rollout_prompts": fb.rollout_prompts,
+        "informative_groups": fb.informative_groups,
         "reward_mean": float(fb.rewards.mean()) if len(fb.rewards) else 0.0,
         "success_mean": float(fb.success.mean()) if len(fb.success) else 0.0,
         "active_clusters": int(len(np.unique(clusters))),

@@ -1,0 +1,308 @@
+"""Real GRPO on a CPU with each sampler in TRL's loop: held-out accuracy against steps, and the steps each sampler
+needs to reach uniform's final held-out accuracy (issue 18 item 7, issue 19).
+
+What runs. A synthetic arithmetic task (``bench/grpo_task.py``: families max, min and sum of 2 to 5 one-digit
+numbers as the semantic groups, the operand count as the latent difficulty; train, held-out test and warm-up
+sets drawn from seeds, no question in two of them). A small Qwen2-architecture policy (0.75M parameters) is
+built locally and warmed up with 300 supervised steps, which leave it answering in the rewarded ``\\boxed{}``
+form a third of the time, min mostly right, max sometimes, sum rarely. The training artifact is built by the real
+pipeline (``ads_core.pipeline.build.build``: format, score = embeddings + NLL under the warmed-up policy,
+K-Means, sort), so clusters and difficulties come from the real stages. Then, per seed and sampler,
+``ads_core.train.run.train`` trains GRPO with TRL exactly as ``ads train --trainer trl`` does (the project's
+``ADSGRPOTrainer``, its sampler feedback, the math reward), and a callback measures held-out accuracy every
+``--eval-every`` steps: the mean correctness of 2 completions per problem sampled at temperature 1 (what GRPO
+maximises; greedy accuracy is recorded too). Samplers: ``uniform``; ``ads`` (the reference window);
+``ads-frontier`` (``window="frontier"``); ``dots`` (DOTS-style); ``dynamic`` (DAPO-style dynamic sampling: groups
+whose rewards all agree are dropped and more generation batches are rolled out in the same step, so its
+rollouts are counted too). Every sampler keeps its default knobs; a seed sets the samplers' and TRL's seeds.
+
+Reported (printed, and written to OUT/grpo_curriculum.json with the plot OUT/grpo_curriculum.png):
+held-out accuracy mean +- sd over seeds at checkpoints; per sampler the final accuracy and the steps to reach
+uniform's final accuracy of the same seed, as a share of uniform's own steps to it (``ads simulate``'s rule: the
+first evaluation at or above the target; a seed that never gets there counts as the whole run, shown as ">=";
+"not reached" when no seed does), and the same in prompts rolled out. The last line is ads-frontier's ratio.
+
+Run: ``.venv/bin/python bench/grpo_curriculum.py [--seeds 0,1,2] [--steps 60] [--samplers ...] [--out DIR]
+[--jobs 2]``; ``--quick`` is a smoke run (tiny sizes, 1 seed, 4 steps). Runs go ``--jobs`` at a time, each in a
+process with one thread. A rerun reuses the policy, the artifact and every finished run in OUT; an unfinished run
+starts again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from grpo_report import BASELINE, HEADLINE, format_report, ratio_text, save_plot, summarize  # noqa: E402
+from grpo_task import (  # noqa: E402
+    PolicySpec,
+    Problem,
+    TaskSpec,
+    build_policy,
+    evaluate,
+    make_task,
+    math_correct,
+    write_source,
+)
+
+SAMPLERS: dict[str, dict[str, Any]] = {  # name -> TrainConfig.sampler, before the seed is set
+    "uniform": {"kind": "uniform"},
+    "ads": {"kind": "ads"},
+    "ads-frontier": {"kind": "ads", "ads": {"window": "frontier"}},
+    "dots": {"kind": "dots"},
+    "dynamic": {"kind": "dynamic"},
+}
+
+
+@dataclass
+class BenchConfig:
+    out: Path = Path("bench-out/grpo_curriculum")
+    seeds: tuple[int, ...] = (0, 1, 2)
+    samplers: tuple[str, ...] = tuple(SAMPLERS)
+    steps: int = 60
+    eval_every: int = 5
+    clusters: int = 8
+    num_generations: int = 4
+    max_completion_length: int = 12
+    learning_rate: float = 3e-4
+    jobs: int = 2  # runs at a time, each in its own process with one thread
+    eval_samples: int = 2  # completions per held-out problem at temperature 1
+    task: TaskSpec = field(default_factory=TaskSpec)
+    policy: PolicySpec = field(default_factory=PolicySpec)
+
+    def quick(self) -> BenchConfig:
+        """Smoke-run sizes: everything runs, nothing is measured."""
+        return replace(
+            self,
+            seeds=self.seeds[:1],
+            steps=4,
+            eval_every=2,
+            clusters=4,
+            task=replace(self.task, train_per_cell=4, test_per_cell=2, warmup_per_cell=4),
+            policy=replace(self.policy, warmup_steps=4, warmup_batch=8),
+        )
+
+
+def sampler_section(name: str, seed: int) -> dict[str, Any]:
+    """TrainConfig.sampler for NAME with every sampler's seed set to SEED (the knobs stay the defaults)."""
+    section = json.loads(json.dumps(SAMPLERS[name]))
+    for kind in ("ads", "uniform", "dots", "dynamic"):
+        section.setdefault(kind, {})["seed"] = seed
+    return section
+
+
+def prepare(cfg: BenchConfig, log: Any = print) -> tuple[list[Problem], Path, Path]:
+    """Task, warmed-up policy and the built artifact (each reused from OUT when it is already there)."""
+    from ads_core.config.build import BuildConfig
+    from ads_core.pipeline.build import build
+
+    task = make_task(cfg.task)
+    log(f"task: {len(task.train)} train, {len(task.test)} held-out, {len(task.warmup)} warm-up problems")
+    t0 = time.perf_counter()
+    policy = build_policy(cfg.out / "policy", cfg.policy, cfg.task, task.warmup)
+    log(f"policy: {policy} ({time.perf_counter() - t0:.0f} s)")
+    source = write_source(task.train, cfg.out / "task" / "train.jsonl")
+    build_cfg = BuildConfig(
+        format={"name": "arith", "template": "plain"},
+        score={"model": str(policy)},
+        cluster={"num_clusters": cfg.clusters},
+        report={"decontaminate": False, "map_iterations": 250},
+    )
+    t0 = time.perf_counter()
+    result = build(str(source), str(cfg.out / "build"), build_cfg)
+    log(f"artifact: {result.final_uri} ({time.perf_counter() - t0:.0f} s)")
+    return task.test, policy, Path(result.final_uri)
+
+
+def run_one(
+    cfg: BenchConfig, name: str, seed: int, artifact: Path, policy: Path, test: list[Problem]
+) -> dict[str, Any]:
+    """One GRPO run through ``ads_core.train.run.train``; returns (and saves) its held-out curve."""
+    from ads_core.config.train import TrainConfig
+    from ads_core.train.run import train
+
+    run_dir = cfg.out / "runs" / f"{name}-seed{seed}"
+    done = run_dir / "curve.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    shutil.rmtree(run_dir, ignore_errors=True)  # an unfinished run starts again: its evaluations are gone
+    curve: list[dict[str, Any]] = []
+    spent = {"prompts": 0, "informative": 0}
+
+    def on_step(record: dict[str, Any], trainer: Any) -> None:
+        spent["prompts"] += record["rollout_prompts"]
+        spent["informative"] += record["informative_groups"]
+        if record["step"] % cfg.eval_every == 0 or record["step"] == cfg.steps:
+            last = record["step"] == cfg.steps  # greedy decoding only at the end (a third of an evaluation's cost)
+            ev = evaluate(
+                trainer.model, trainer.processing_class, test, cfg.max_completion_length, cfg.eval_samples, greedy=last
+            )
+            curve.append({"step": record["step"], **ev, "rollout_prompts": spent["prompts"]})
+
+    train_cfg = TrainConfig(
+        trainer="trl",
+        model=str(policy),
+        steps=cfg.steps,
+        run_dir=str(run_dir),
+        eval_sets=[],
+        decontaminate="off",
+        sampler=sampler_section(name, seed),
+        trl={
+            "num_generations": cfg.num_generations,
+            "max_completion_length": cfg.max_completion_length,
+            "learning_rate": cfg.learning_rate,
+            "seed": seed,
+            "save_steps": cfg.steps,
+            "keep_checkpoints": 1,
+        },
+    )
+    started = time.perf_counter()
+    result = train(str(artifact), train_cfg, on_step=on_step, score=math_correct)
+    run = {
+        "sampler": name,
+        "seed": seed,
+        "curve": curve,
+        "seconds": time.perf_counter() - started,
+        "prompts_per_step": result.steps[0]["completions"] // cfg.num_generations,
+        "rollout_prompts": spent["prompts"],
+        "informative_groups": spent["informative"],
+        "success_mean": [s["success_mean"] for s in result.steps],
+    }
+    tmp = done.with_name("curve.json.tmp")
+    tmp.write_text(json.dumps(run))
+    os.replace(tmp, done)
+    return run
+
+
+def _worker_init() -> None:
+    """A worker process: one thread, and it dies with the bench (Linux), so a killed bench leaves no runs going."""
+    import torch
+
+    torch.set_num_threads(1)
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def run_all(
+    cfg: BenchConfig, jobs: list[tuple[str, int]], artifact: Path, policy: Path, test: list[Problem]
+) -> Iterator[dict[str, Any]]:
+    """Every (sampler, seed) run, ``cfg.jobs`` at a time in worker processes (in this one with 1), as they finish."""
+    if cfg.jobs <= 1:
+        for name, seed in jobs:
+            yield run_one(cfg, name, seed, artifact, policy, test)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(cfg.jobs, mp_context=context, initializer=_worker_init) as pool:
+        futures = [pool.submit(run_one, cfg, name, seed, artifact, policy, test) for name, seed in jobs]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def parse_args(argv: list[str] | None = None) -> BenchConfig:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
+    parser.add_argument("--steps", type=int, default=None, help="GRPO steps per run (default 60)")
+    parser.add_argument(
+        "--samplers", default=",".join(SAMPLERS), help=f"comma-separated, from {', '.join(SAMPLERS)} (uniform is added)"
+    )
+    parser.add_argument("--out", type=Path, default=BenchConfig.out, help="output folder (default %(default)s)")
+    parser.add_argument("--eval-every", type=int, default=None, help="held-out evaluation every N steps (default 5)")
+    parser.add_argument(
+        "--jobs", type=int, default=BenchConfig.jobs, help="runs at a time, one process each (%(default)s)"
+    )
+    parser.add_argument("--quick", action="store_true", help="smoke run: tiny sizes, first seed, 4 steps")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.samplers.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SAMPLERS]
+    if unknown:
+        parser.error(f"--samplers: unknown {', '.join(unknown)}; choose from {', '.join(SAMPLERS)}")
+    samplers = tuple(dict.fromkeys([BASELINE, *names]))
+    seeds = tuple(int(s) for s in args.seeds.split(","))
+    cfg = BenchConfig(out=args.out, seeds=seeds, samplers=samplers, jobs=max(1, args.jobs))
+    if args.quick:
+        cfg = cfg.quick()
+    if args.steps is not None:
+        cfg = replace(cfg, steps=args.steps)
+    if args.eval_every is not None:
+        cfg = replace(cfg, eval_every=args.eval_every)
+    return cfg
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    cfg = parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the machine is shared; one thread per process is also the fastest at these sizes
+    try:
+        return bench(cfg)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def bench(cfg: BenchConfig) -> dict[str, Any]:
+    """Prepare, run every (sampler, seed), report; returns what it writes to OUT/grpo_curriculum.json."""
+    started = time.perf_counter()
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    test, policy, artifact = prepare(cfg)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(policy), AutoTokenizer.from_pretrained(policy)
+    start = evaluate(model, tokenizer, test, cfg.max_completion_length, cfg.eval_samples)
+    print(f"held-out accuracy of the warmed-up policy: {start['accuracy']:.3f} {start['per_family']}", flush=True)
+    jobs = [(name, seed) for seed in cfg.seeds for name in cfg.samplers]
+    done: dict[tuple[str, int], dict[str, Any]] = {}
+    for run in run_all(cfg, jobs, artifact, policy, test):
+        run["curve"] = [{"step": 0, **start, "rollout_prompts": 0}, *run["curve"]]
+        done[run["sampler"], run["seed"]] = run
+        last = run["curve"][-1]
+        print(
+            f"{run['sampler']} seed {run['seed']}: accuracy {last['accuracy']:.3f} after {cfg.steps} steps, "
+            f"{last['rollout_prompts']} prompts rolled out ({run['seconds']:.0f} s)",
+            flush=True,
+        )
+    runs = {name: [done[name, seed] for seed in cfg.seeds] for name in cfg.samplers}
+    rows = summarize(cfg, runs)
+    print()
+    print(format_report(cfg, runs, rows, len(test)))
+    wall = time.perf_counter() - started
+    results = {
+        "config": json.loads(json.dumps(asdict(cfg), default=str)),
+        "start": start,
+        "runs": runs,
+        "summary": rows,
+        "wall_seconds": wall,
+    }
+    (cfg.out / "grpo_curriculum.json").write_text(json.dumps(results, indent=1))
+    save_plot(runs, cfg.out / "grpo_curriculum.png")
+    print(f"wall {wall:.0f} s; results {cfg.out / 'grpo_curriculum.json'}, plot {cfg.out / 'grpo_curriculum.png'}")
+    head = next((r for r in rows if r["sampler"] == HEADLINE), None)
+    if head is not None:
+        print(
+            f"{HEADLINE} vs {BASELINE}: steps to {BASELINE}'s final held-out accuracy = "
+            f"{ratio_text(head, 'step_ratio')} of {BASELINE}'s ({head['reached']}/{head['seeds']} seeds reached it)"
+        )
+    return results
+
+
+if __name__ == "__main__":
+    main()
