@@ -70,8 +70,8 @@ class ScoreCache:
 
     def _parts(self) -> list[str]:
         fs, path = storage.get_fs(self.directory)
-        try:
-            names = fs.ls(path, detail=False)
+        try:  # never a cached listing: in a long-lived process (a Dask worker) it would hide other machines' parts
+            names = fs.ls(path, detail=False, refresh=True)
         except FileNotFoundError:
             return []
         prefix = self.directory[: len(self.directory) - len(path)] if self.directory.endswith(path) else ""
