@@ -76,8 +76,13 @@ def free_port() -> int:
 
 
 def start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """A child in its own process group that gets SIGTERM when this process ends, kill -9 included."""
+    from ads_core.core.procs import die_with_parent
+
     with open(log, "ab") as fh:
-        return subprocess.Popen(args, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            args, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent()
+        )
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -162,6 +167,8 @@ def worker_cpu(nanny: subprocess.Popen[bytes] | None) -> dict[int, float]:
     found = {}
     for proc in psutil.Process(nanny.pid).children(recursive=True) if nanny else []:
         try:
+            if "resource_tracker" in " ".join(proc.cmdline()):  # multiprocessing's helper, not a worker
+                continue
             t = proc.cpu_times()
             found[proc.pid] = t.user + t.system
         except psutil.Error:
@@ -205,20 +212,16 @@ def main() -> None:
     try:
         source = make_source(args.rows, work / "data.jsonl")
         start_moto(work, procs)
-        from prefect import flow
         from prefect.client.orchestration import get_client
 
         from ads_core.models import resolve_model
         from ads_core.models.fingerprint import model_fingerprint
+        from ads_prefect.flows.env import start_temporary_server
 
         model = resolve_model(args.model)  # built now if needed, outside every timing
         model_fingerprint(model)
-
-        @flow(name="bench-warmup")
-        def warmup() -> None:  # starts the temporary server (if any) outside the timings
-            return None
-
-        warmup()
+        if not os.environ.get("PREFECT_API_URL"):
+            start_temporary_server()  # as `ads build` does: outside the timings, and stopped with this process
         with get_client(sync_client=True) as client:
             print(f"prefect api: {client.api_url}; model: {model}; load average {os.getloadavg()}")
         import torch

@@ -15,8 +15,6 @@ from contextlib import nullcontext
 from typing import Any
 from urllib.parse import urlsplit
 
-from distributed.diagnostics.plugin import WorkerPlugin
-
 from ads_core.core.errors import InputError
 from ads_core.stages.base import Stage
 
@@ -94,24 +92,11 @@ def api_pinned() -> Any:
     return temporary_settings({PREFECT_API_URL: url})
 
 
-class RouteServicesByApiUrl(WorkerPlugin):
-    """Worker plugin: each task run talks to its own build's Prefect API (`tasks.api_routing`).
-
-    The scheduler keeps registered plugins and gives them to workers that join later (one that replaces a
-    dead worker), so registering it at the start of each build covers the whole cluster."""
-
-    name = "ads-route-prefect-services-by-api-url"
-    idempotent = True
-
-    def setup(self, worker: Any) -> None:
-        from ads_prefect.tasks.api_routing import route_services_by_api_url
-
-        route_services_by_api_url()
-
-
 def prepare_workers(runner: Any, dask: str) -> None:
     """What a build needs from the cluster before it submits: the routing plugin on every worker, and, for a
     scheduler address, workers that can reach this build's Prefect API."""
+    from ads_prefect.flows.dask_worker import RouteServicesByApiUrl
+
     runner.client.register_plugin(RouteServicesByApiUrl())
     if dask not in LOCAL_KINDS:
         from prefect.settings import PREFECT_API_URL

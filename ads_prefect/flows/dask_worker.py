@@ -1,16 +1,34 @@
-"""Preload for Dask workers that run ADS builds:
+"""What runs inside Dask workers: the plugin each build registers, and an optional preload.
 
-    dask worker tcp://SCHEDULER:8786 --preload ads_prefect.flows.dask_worker
+`RouteServicesByApiUrl` (registered by `cluster.prepare_workers` at the start of every Dask build) makes the
+worker's Prefect services follow each task's own API (`ads_prefect.tasks.api_routing`).
 
-Optional: without it a worker imports the same modules when its first stage task arrives, and a build
-registers the routing plugin itself (`cluster.prepare_workers`). With it the worker pays for the heavy imports
-(Prefect's task engine, torch, transformers: tens of seconds on a busy node) when it starts, not inside the
-first build's score stage, and its Prefect services follow each task's API from its first task on.
+The preload, `dask worker tcp://SCHEDULER:8786 --preload ads_prefect.flows.dask_worker`, is optional: without it
+a worker imports the same modules when its first stage task arrives. With it the worker pays for the heavy imports
+(Prefect's task engine, torch, transformers: tens of seconds on a busy node) when it starts, not inside the first
+build's score stage.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+
+class RouteServicesByApiUrl(WorkerPlugin):
+    """Worker plugin: each task run talks to its own build's Prefect API (`tasks.api_routing`).
+
+    The scheduler keeps registered plugins and gives them to workers that join later (one that replaces a
+    dead worker), so registering it at the start of each build covers the whole cluster."""
+
+    name = "ads-route-prefect-services-by-api-url"
+    idempotent = True
+
+    def setup(self, worker: Any) -> None:
+        from ads_prefect.tasks.api_routing import route_services_by_api_url
+
+        route_services_by_api_url()
 
 
 def dask_setup(worker: Any) -> None:
