@@ -203,6 +203,13 @@ def build_cmd(
             storage.check_writable(out)
         except StorageError as exc:
             raise fail(str(exc)) from None
+    if cfg.run.dask:  # a scheduler nobody answers at: one line now, not a 30 s hang after the start-up
+        from ads_prefect.flows.cluster import check_scheduler
+
+        try:
+            check_scheduler(cfg.run.dask)
+        except InputError as exc:
+            raise fail(str(exc)) from None
     from ads_prefect.flows.env import local_prefect_env, start_temporary_server
     from ads_prefect.tasks.locks import LockWaitTimeout
 

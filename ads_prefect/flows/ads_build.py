@@ -19,10 +19,8 @@ ends with a refresh summary.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
 import time
-from contextlib import nullcontext
 from functools import partial
 from typing import Any
 
@@ -42,6 +40,7 @@ from ads_core.pipeline.stages import context, stages_from
 from ads_core.stages.base import Stage, StageContext
 from ads_core.storage import manifest as mf
 from ads_core.storage.errors import StorageError
+from ads_prefect.flows.cluster import api_pinned, check_scheduler, dask_annotations, prepare_workers, shard_runner
 from ads_prefect.flows.env import BUILD_TIMEOUT_ENV, BUILD_TIMEOUT_S, flow_timeout
 from ads_prefect.tasks.base import StageOutput, artifact_key, intact
 from ads_prefect.tasks.handoff import run_url, start_training
@@ -66,54 +65,6 @@ def build_run_name() -> str:
     except (ValueError, StorageError):  # a bad name or source fails the run with its own message; it needs a name
         name = "dataset"
     return f"build-{name}-{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}"
-
-
-def shard_runner(dask: str | None, workers: int | None, num_shards: int) -> Any:
-    """Dask: local, local-cuda, or a scheduler address."""
-    from prefect_dask import DaskTaskRunner
-
-    if dask == "local":
-        n = workers or max(1, min(num_shards, os.cpu_count() or 1))
-        return DaskTaskRunner(
-            cluster_kwargs={"n_workers": n, "threads_per_worker": 1, "processes": True, "dashboard_address": ":0"}
-        )
-    if dask == "local-cuda":  # dask-cuda (gpu extra): one worker per visible GPU, each pinned to its device
-        return DaskTaskRunner(
-            cluster_class="dask_cuda.LocalCUDACluster", cluster_kwargs={"n_workers": workers} if workers else {}
-        )
-    return DaskTaskRunner(address=dask if "://" in dask else f"tcp://{dask}")
-
-
-def _api_pinned() -> Any:
-    """Pin the API URL actually in use into the settings that travel to Dask workers.
-
-    In ephemeral mode the settings hold no URL, and each worker would start its own temporary server.
-    """
-    from prefect.client.orchestration import get_client
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    if PREFECT_API_URL.value():
-        return nullcontext()
-    with get_client(sync_client=True) as client:
-        url = str(client.api_url)
-    return temporary_settings({PREFECT_API_URL: url})
-
-
-def dask_annotations(stage: Stage, runner: Any) -> Any:
-    """The stage's declared resources as Dask worker resources, when the cluster's workers declare any
-    (`dask worker --resources "GPU=1,CPU=4"`); a cluster without them would never schedule the task."""
-    import dask
-
-    try:
-        offered = set().union(*(w.get("resources", {}) for w in runner.client.scheduler_info()["workers"].values()))
-    except Exception:  # noqa: BLE001 - no scheduler info: no annotation
-        offered = set()
-    wanted: dict[str, float] = {}
-    if stage.resources.accelerator != "none" and "GPU" in offered:
-        wanted["GPU"] = 1
-    if stage.resources.cpus and "CPU" in offered:
-        wanted["CPU"] = stage.resources.cpus
-    return dask.annotate(resources=wanted) if wanted else nullcontext()
 
 
 def progress_artifact(stage: Stage, ctx: StageContext) -> str | None:
@@ -172,7 +123,10 @@ def run_stage_runs(
                 done, shard, state, lambda s=shard: configured(stage, s, True, rs)(**params(s, True), return_state=True)
             )
     else:
-        with _api_pinned(), shard_runner(ctx.config.run.dask, ctx.config.run.dask_workers, len(shards)) as runner:
+        dask = ctx.config.run.dask
+        check_scheduler(dask)  # an unreachable scheduler: one line naming run.dask, not a 30 s hang and a traceback
+        with api_pinned(), shard_runner(dask, ctx.config.run.dask_workers, len(shards)) as runner:
+            prepare_workers(runner, dask)
 
             def recompute(shard: int | None) -> Any:
                 with dask_annotations(stage, runner):

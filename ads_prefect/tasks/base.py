@@ -31,7 +31,7 @@ log = logging.getLogger("ads.tasks")
 StageOutput = dict[str, str]  # {"uri": main output URI, "digest": hash of all the stage's output hashes}
 
 FAULT_ENV = "ADS_TEST_FAIL_STAGE"  # test-only: comma-separated stage names that raise InjectedFault
-PAUSE_ENV = "ADS_TEST_PAUSE_STAGE"  # test-only: "stage:marker-file[:seconds]": touch the file, then sleep
+PAUSE_ENV = "ADS_TEST_PAUSE_STAGE"  # test-only: "stage[@progress]:marker-file[:seconds]": touch the file, then sleep
 RETRIES_ENV = "ADS_TASK_RETRIES"
 RETRY_DELAY_ENV = "ADS_RETRY_BASE_DELAY"
 
@@ -89,7 +89,30 @@ def pause_point(stage: str) -> None:
         time.sleep(seconds)
 
 
+def pausing_at_progress(factory: ProgressFactory, stage: str) -> ProgressFactory:
+    """Test-only hook: with ADS_TEST_PAUSE_STAGE=<stage>@progress:FILE[:SECONDS], pause (`pause_point`) at the stage's
+    first progress tick: rows computed, nothing stored or published yet (a kill there is a kill mid-work)."""
+    point = f"{stage}@progress"
+    if os.environ.get(PAUSE_ENV, "").partition(":")[0] != point:
+        return factory
+
+    @contextmanager
+    def paused(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+        with factory(description, total) as advance:
+
+            def tick(n: int) -> None:
+                if advance:
+                    advance(n)
+                pause_point(point)
+
+            yield tick
+
+    return paused
+
+
 _USER_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
 _TRANSIENT_S3_CODES = {
     "SlowDown",
     "Throttling",

@@ -16,7 +16,8 @@ from typing import Any
 from ads_core.stages.base import ProgressFactory
 from ads_core.storage import fencing
 from ads_core.storage.fencing import LockLost
-from ads_prefect.tasks.lockstore import LEASE_ENV, Generation, LockStore, describe, store_at
+from ads_prefect.tasks.lockplace import store_at
+from ads_prefect.tasks.lockstore import LEASE_ENV, Generation, LockStore, describe
 
 
 @dataclass(frozen=True)

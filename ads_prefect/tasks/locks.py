@@ -33,16 +33,15 @@ from typing import Any
 from ads_core.storage import fencing
 from ads_core.storage.fencing import LockLost
 from ads_prefect.tasks.fence import Fence, fenced
+from ads_prefect.tasks.lockplace import store_at, store_for
 from ads_prefect.tasks.lockstore import (
     WAIT_ENV,
-    DirLockStore,
     LockSettings,
     LockStore,
     describe,
     free_because,
     lock_settings,
     process_start,
-    store_at,
 )
 
 log = logging.getLogger("ads.locks")
@@ -133,7 +132,7 @@ class BuildLockManager:
                 assert newest is not None
                 entry.fence.renew(store, newest)
                 return
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - storage or network: retried at the next beat
             log.warning("could not renew the build lock %s: %s", key, exc)
             return
         message = entry.fence.lost_message(newest)
@@ -152,10 +151,12 @@ class BuildLockManager:
         acquire_timeout: float | None = None,
         hold_timeout: float | None = None,
         label: str | None = None,
+        store: LockStore | None = None,
     ) -> bool:
-        """Take the lock (the next generation), waiting while a live holder has it; LockWaitTimeout after the wait."""
+        """Take the lock (the next generation) in `store` (default: this manager's), waiting while a live holder
+        has it; LockWaitTimeout after the wait."""
         settings = lock_settings()
-        store = self.store
+        store = store if store is not None else self.store
         if self.is_lock_holder(key, holder):
             return True
         deadline = time.monotonic() + (acquire_timeout if acquire_timeout is not None else settings.wait_s)
@@ -221,7 +222,7 @@ class BuildLockManager:
         for key, entry in held.items():
             try:
                 self._release(key, entry)
-            except OSError as exc:  # the lease lapses on its own
+            except Exception as exc:  # noqa: BLE001 - storage or network: the lease lapses on its own
                 log.warning("could not release the build lock %s: %s", key, exc)
 
     def is_locked(self, key: str) -> bool:
@@ -231,7 +232,9 @@ class BuildLockManager:
     def is_lock_holder(self, key: str, holder: str) -> bool:
         with self._guard:
             entry = self._held.get(key)
-        return entry is not None and entry.holder == holder and entry.fence.owns(self.store.newest(key))
+        return (
+            entry is not None and entry.holder == holder and entry.fence.owns(store_at(entry.fence.store).newest(key))
+        )
 
     def wait_for_lock(self, key: str, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -250,8 +253,9 @@ class BuildLockManager:
 OUT_LOCKS = BuildLockManager()
 
 
-def held_locks(store: DirLockStore | None = None) -> dict[str, dict[str, Any]]:
-    """The locks of the store that someone holds now (newest generation neither released nor stale), by key."""
+def held_locks(store: Any = None) -> dict[str, dict[str, Any]]:
+    """The locks of a store (a `DirLockStore` or `ObjectLockStore`, default the configured one) that someone holds
+    now (newest generation neither released nor stale), by key."""
     store = store or store_at()
     newest = {key: store.newest(key) for key in store.keys()}
     return {key: gen.record for key, gen in newest.items() if gen is not None and free_because(gen) is None}
@@ -274,7 +278,7 @@ def owning(out: str, holder: str) -> Iterator[Ownership]:
     into OUT from this process is fenced while the block runs; pass `fence.to_dict()` to work done elsewhere."""
     key = out_lock_key(out)
     OUT_LOCKS.taken_over.pop(key, None)
-    OUT_LOCKS.acquire_lock(key, holder, label=out)
+    OUT_LOCKS.acquire_lock(key, holder, label=out, store=store_for(out))  # an object-store OUT: in its bucket
     fence = OUT_LOCKS.fence(key)
     assert fence is not None
     try:

@@ -8,8 +8,9 @@ release), so a late renewal by a paused holder can never overwrite its successor
 
 `LockStore` is the interface (`newest`, `create`, `rewrite`, `prune`); `DirLockStore` keeps one folder per
 lock with a JSON file per generation (`<lock dir>/<key>/<N>.json`), created with `link()`, which is atomic and
-exclusive on local and NFS file systems alike. An object store could implement the same four calls with
-conditional writes (`If-None-Match: *` on `<key>/<N>.json`).
+exclusive on local and NFS file systems alike. `objectlocks.ObjectLockStore` implements the same four calls in
+an object store with conditional writes (`If-None-Match: *` on `<key>/<N>.json`); `lockplace` says which
+store holds the lock of an OUT.
 
 A record names its holder (host, pid, process start time, a nonce) and its lease; `free_because` says whether a
 lock may be taken: released, its holder dead on this host, or its lease expired.
@@ -75,7 +76,7 @@ def lock_settings() -> LockSettings:
 
 
 def lock_dir() -> Path:
-    """ADS_LOCK_DIR (a shared filesystem for multi-node builds) or $PREFECT_HOME/ads-locks."""
+    """ADS_LOCK_DIR (a folder; `lockplace.store_at` also takes an s3:// prefix) or $PREFECT_HOME/ads-locks."""
     explicit = os.environ.get(LOCK_DIR_ENV)
     if explicit:
         return Path(explicit).expanduser().resolve()
@@ -244,8 +245,3 @@ class DirLockStore:
             return sorted(p.name for p in self.root.iterdir() if p.is_dir())
         except FileNotFoundError:
             return []
-
-
-def store_at(location: str | None = None) -> DirLockStore:
-    """The lock store at `location` (a folder), or the configured one (ADS_LOCK_DIR)."""
-    return DirLockStore(location if location is not None else lock_dir())

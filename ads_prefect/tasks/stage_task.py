@@ -25,6 +25,7 @@ from ads_core.pipeline import lifecycle
 from ads_core.pipeline.keys import cache_key, outputs_digest, reusable, run_stage
 from ads_core.pipeline.stages import layout, stages_by_name
 from ads_core.stages.base import Stage, StageContext
+from ads_prefect.tasks.api_routing import route_services_by_api_url
 from ads_prefect.tasks.base import (
     StageOutput,
     default_retries,
@@ -32,6 +33,7 @@ from ads_prefect.tasks.base import (
     fault_point,
     intact,
     pause_point,
+    pausing_at_progress,
     progress,
     retry_delays,
     retry_if_transient,
@@ -39,6 +41,9 @@ from ads_prefect.tasks.base import (
 from ads_prefect.tasks.fence import fenced, stopping_when_lost
 
 log = logging.getLogger("ads.tasks")
+# Every process that runs or submits stage tasks (the flow, a Dask worker unpickling one) imports this module:
+# from here on its task runs talk to the API of the build they belong to (tasks/api_routing.py).
+route_services_by_api_url()
 
 
 def flow_spelling(field: str) -> str:
@@ -140,7 +145,7 @@ def stage_task(
     with fenced(fence):  # checked now (a build that lost its lock starts nothing) and before every publish
         pause_point(stage_name)
         shown = progress if progress_artifact is None else with_artifact(progress_artifact, stage, ctx, shard)
-        ctx.progress = stopping_when_lost(shown, fence)
+        ctx.progress = pausing_at_progress(stopping_when_lost(shown, fence), stage_name)
         ctx.state = lifecycle.state_for(stage, ctx)
         with lifecycle.resources(stage):
             manifest = run_stage(stage, ctx, shard, key)

@@ -85,10 +85,10 @@ class ScoreCache:
         )
 
     def _parts(self) -> list[str]:
-        try:
+        try:  # never a cached listing: in a long-lived process (a Dask worker) it would hide other machines' parts
             with storage.translating(self.directory):
                 fs, path = storage.get_fs(self.directory)
-                names = fs.ls(path, detail=False)
+                names = fs.ls(path, detail=False, refresh=True)
         except FileNotFoundError:
             return []
         except (OSError, storage.StorageError) as exc:
