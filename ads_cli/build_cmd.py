@@ -210,7 +210,7 @@ def build_cmd(
             check_scheduler(cfg.run.dask)
         except InputError as exc:
             raise fail(str(exc)) from None
-    from ads_prefect.flows.env import local_prefect_env, start_temporary_server
+    from ads_prefect.flows.env import local_prefect_env, start_temporary_server, stop_temporary_server
     from ads_prefect.tasks.locks import LockWaitTimeout
 
     def hide_run_errors(record: logging.LogRecord) -> bool:  # printed once, as the `error:` line
@@ -238,6 +238,7 @@ def build_cmd(
 
         set_progress_factory(progress_bar)
         previous_term = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the build like Ctrl-C
+        error: str | None = None
         try:
             if api_url is None:
                 start_temporary_server()  # stopped with this process, kill -9 included
@@ -261,7 +262,7 @@ def build_cmd(
             LockWaitTimeout,
             LockLost,
         ) as exc:  # one `error:` line; LockLost: another build took OUT over and this one published nothing more
-            raise fail(for_cli(exc)) from None
+            error = for_cli(exc)
         except (KeyboardInterrupt, TerminationSignal):  # Ctrl-C, or SIGTERM (Prefect's handler while the flow runs)
             stop_now()
         finally:
@@ -270,6 +271,10 @@ def build_cmd(
             for handler, level in zip(quiet, levels, strict=True):
                 handler.setLevel(level)
                 handler.removeFilter(hide_run_errors)
+            if api_url is None:
+                stop_temporary_server()  # its goodbye line would otherwise follow the summary or the error
+    if error is not None:
+        raise fail(error)
     from ads_core import storage
     from ads_core.storage import manifest as mf
 

@@ -103,6 +103,34 @@ def start_temporary_server() -> str:
     return server.api_url
 
 
+def stop_temporary_server() -> None:
+    """Ship the run's pending logs and events, then stop the temporary server now, quietly.
+
+    Prefect otherwise stops it at interpreter exit and logs "Stopping temporary server" after everything the
+    command printed, so that INFO line, not the summary or the `error:` line, was the command's last line.
+    """
+    import logging
+
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+    from prefect.server.api.server import SubprocessASGIServer, subprocess_server_logger
+
+    for worker in (APILogWorker, EventsWorker):
+        try:
+            worker.drain_all(timeout=5)
+        except Exception:  # noqa: BLE001 - the server may already be gone; nothing left to ship then
+            pass
+    server = SubprocessASGIServer._instances.get(None)  # the ephemeral instance (port None), if one started
+    if server is None:
+        return
+    previous = subprocess_server_logger.level
+    subprocess_server_logger.setLevel(logging.WARNING)
+    try:
+        server.stop()
+    finally:
+        subprocess_server_logger.setLevel(previous)
+
+
 BUILD_TIMEOUT_ENV, BUILD_TIMEOUT_S = "ADS_BUILD_TIMEOUT_S", 24 * 3600.0
 TRAIN_TIMEOUT_ENV, TRAIN_TIMEOUT_S = "ADS_TRAIN_TIMEOUT_S", 7 * 24 * 3600.0
 

@@ -97,8 +97,8 @@ def pausing_at_progress(factory: ProgressFactory, stage: str) -> ProgressFactory
         return factory
 
     @contextmanager
-    def paused(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
-        with factory(description, total) as advance:
+    def paused(description: str, total: int | None, unit: str = "rows") -> Iterator[Callable[[int], None]]:
+        with factory(description, total, unit) as advance:
 
             def tick(n: int) -> None:
                 if advance:

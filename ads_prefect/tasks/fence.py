@@ -101,9 +101,9 @@ def stopping_when_lost(factory: ProgressFactory, fence: dict[str, Any] | None) -
     checked = Fence.from_dict(fence)
 
     @contextmanager
-    def wrapped(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+    def wrapped(description: str, total: int | None, unit: str = "rows") -> Iterator[Callable[[int], None]]:
         last = time.monotonic()
-        with factory(description, total) as advance:
+        with factory(description, total, unit) as advance:
 
             def tick(n: int) -> None:
                 nonlocal last

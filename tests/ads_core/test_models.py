@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,11 +27,16 @@ def _sha(path: Path) -> str:
 
 
 def test_tiny_model_is_deterministic(tiny_model_dir: Path, tmp_path: Path):
-    a = tiny_model_dir  # the session's default model, built the same way earlier (or by another process)
-    b = models.make_tiny_model(tmp_path / "b")
+    """Two builds, warm-up included, give the same bytes (a few warm-up steps: the full 100 cost ~3 CPU-minutes);
+    the session's default model has the tokenizer a fresh build trains."""
+    spec = replace(models.TINY_PRESETS["tiny"], train_steps=3)
+    a = models.make_tiny_model(tmp_path / "a", spec=spec)
+    b = models.make_tiny_model(tmp_path / "b", spec=spec)
+    untrained = models.make_tiny_model(tmp_path / "c", spec=replace(spec, train_steps=0))
     assert _sha(a / "model.safetensors") == _sha(b / "model.safetensors")
-    assert _sha(a / "tokenizer.json") == _sha(b / "tokenizer.json")
-    assert json.loads((a / "config.json").read_text())["model_type"] == "qwen2"
+    assert _sha(a / "model.safetensors") != _sha(untrained / "model.safetensors")  # the warm-up did run
+    assert _sha(a / "tokenizer.json") == _sha(tiny_model_dir / "tokenizer.json")
+    assert json.loads((tiny_model_dir / "config.json").read_text())["model_type"] == "qwen2"
 
 
 def test_autotokenizer_matches_the_trained_tokenizer_after_reload(tiny_model_dir: Path):

@@ -293,5 +293,7 @@ def test_ads_build_cli_runs_the_flow_with_no_prefect_setup(
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ephemeral mode" in proc.stderr and "stages: format Completed" in proc.stderr
     assert "final artifact:" in proc.stderr and "Traceback" not in proc.stderr
+    last = (proc.stderr + proc.stdout).strip().splitlines()[-1]  # not Prefect's "Stopping temporary server"
+    assert last.startswith("run build-gsm8k60-") and "ephemeral mode" in last, proc.stderr[-2000:]
     assert (cache / "prefect" / "prefect.db").is_file() and not (tmp_path / "home" / ".prefect").exists()
     h.assert_same_rows(h.read_final(str(out / "final" / "train.parquet")), h.read_final(clean_build["final_uri"]))
