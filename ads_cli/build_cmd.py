@@ -288,7 +288,9 @@ def build_cmd(
     if run_url:
         console.print(f"run {escape(run['name'])}: {run_url}", highlight=False, soft_wrap=True)
     else:
-        console.print(f"run {escape(run['name'])} (ephemeral mode: `ads server` keeps the runs and shows them)")
+        console.print(
+            f"run {escape(run['name'])} (ephemeral mode: `ads server` keeps the runs and shows them)", soft_wrap=True
+        )
 
 
 with_signature(

@@ -135,7 +135,7 @@ def save_plot(runs: dict[str, list[dict[str, Any]]], path: Path) -> None:
         for ax, x in ((axes[0], steps), (axes[1], prompts)):
             ax.plot(x, mean, marker="o", ms=3, label=name)
             ax.fill_between(x, mean - sd, mean + sd, alpha=0.15)
-    axes[0].set(xlabel="optimizer step", ylabel="held-out accuracy (greedy)", title="accuracy against steps")
+    axes[0].set(xlabel="optimizer step", ylabel="held-out accuracy (sampled, T=1)", title="accuracy against steps")
     axes[1].set(xlabel="prompts rolled out", title="accuracy against rollouts (mean over seeds)")
     axes[0].legend(fontsize=8)
     fig.savefig(path, dpi=80)

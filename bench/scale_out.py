@@ -40,9 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cpu_load import busy_cpu  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-GSM8K = REPO.parent.parent / "shared" / "data" / "gsm8k" / "train.jsonl"  # /work/shared/... beside the worktrees
-if not GSM8K.is_file():
-    GSM8K = REPO.parent / "shared" / "data" / "gsm8k" / "train.jsonl"
+GSM8K = REPO.parent / "shared" / "data" / "gsm8k" / "train.jsonl"  # ../shared beside the checkout
 BIN = Path(sys.executable).parent
 BUCKET = "bench"
 STAGES = ("format", "score", "merge", "cluster", "sort", "report")
