@@ -6,7 +6,8 @@ Each mode is one cold `ads-build` flow run of the same rows into its own `s3://b
 server, with its own empty row score cache on S3 (`score.cache_uri`), so every row is scored in every mode:
 - in-process: the flow scores its shards one after another; torch uses every core (its default);
 - dask-1 / dask-2: a `dask scheduler` and `dask worker --nworkers N --nthreads 1` (with nannies, so Dask sets
-  OMP_NUM_THREADS=1 in each worker: torch uses exactly one thread per worker, checked and printed before timing).
+  OMP_NUM_THREADS=1 in each worker: torch uses exactly one thread per worker, checked and printed before timing;
+  TOKENIZERS_PARALLELISM=false keeps the tokenizer on that thread too).
 What is timed: the flow call only. The Prefect server (a temporary local one, or PREFECT_API_URL), moto, the
 model (the locally built 47M `bench` preset by default), the cluster and its workers' imports
 (`--preload ads_prefect.flows.dask_worker`) are ready before. Data: ROWS rows of ../shared/data/gsm8k/train.jsonl
@@ -132,6 +133,9 @@ def start_cluster(workers: int, work: Path, procs: list[subprocess.Popen[bytes]]
     from distributed import Client
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}  # the API comes with each task
+    # one thread means the tokenizer too: its Rust pool would otherwise let a lone worker borrow the idle core
+    # (measured: 1.05 cores for "1 worker, 1 thread"), which flatters the 1-worker baseline
+    env["TOKENIZERS_PARALLELISM"] = "false"
     port = free_port()
     scheduler = [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"]
     procs.append(start(scheduler, work / f"scheduler-{workers}.log", env))

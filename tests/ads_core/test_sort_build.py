@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -96,12 +97,16 @@ def test_build_on_math500_end_to_end(tmp_path: Path, data_dir: Path, tiny_model_
 
 
 def test_ads_build_cli_with_no_arguments(tmp_path: Path, tiny_model_dir: Path):
-    """A real process, as users run it: its temporary Prefect server logs to real streams until exit."""
+    """A real process, as users run it, with no Prefect setup: ephemeral mode, its temporary server's home under
+    the ADS cache dir (not HOME), logging to real streams until exit; the last line names the run."""
+    cache, home, work = tmp_path / "cache", tmp_path / "home", tmp_path / "work"
+    shutil.copytree(tiny_model_dir, cache / "models" / tiny_model_dir.name)  # the default model, not rebuilt
+    work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env["COLUMNS"] = "200"
+    env.update(COLUMNS="200", ADS_CACHE_DIR=str(cache), HOME=str(home))
     result = subprocess.run(
-        [sys.executable, "-m", "ads_cli.main", "build", "--max-length", "256"],
-        cwd=tmp_path,
+        [str(Path(sys.executable).with_name("ads")), "build", "--max-length", "256"],
+        cwd=work,
         env=env,
         capture_output=True,
         text=True,
@@ -109,11 +114,14 @@ def test_ads_build_cli_with_no_arguments(tmp_path: Path, tiny_model_dir: Path):
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
-    final = pl.from_arrow(storage.read_parquet(str(tmp_path / "ads-out" / "gsm8k_sample" / "final" / "train.parquet")))
+    final = pl.from_arrow(storage.read_parquet(str(work / "ads-out" / "gsm8k_sample" / "final" / "train.parquet")))
     check_invariants(final, 300)
-    assert "difficulty" in output and "clusters" in output
+    assert "difficulty" in output and "clusters" in output and "ephemeral mode" in output
     assert "Traceback" not in output and "Logging error" not in output
-    assert (tmp_path / "ads-out" / "gsm8k_sample" / "report" / "build_report.png").is_file()
+    assert (work / "ads-out" / "gsm8k_sample" / "report" / "build_report.png").is_file()
+    assert (cache / "prefect" / "prefect.db").is_file() and not (home / ".prefect").exists()
+    last = output.strip().splitlines()[-1]  # not Prefect's "Stopping temporary server", printed at exit before
+    assert last.startswith("run build-gsm8k_sample-") and "ephemeral mode" in last, output[-2000:]
 
 
 def test_ads_build_bad_source_is_one_error_line(tmp_path: Path):

@@ -7,7 +7,6 @@ import base64
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -257,43 +256,3 @@ def test_shard_map_on_a_local_dask_cluster(h: Any, sample_source: Path, clean_bu
     h.assert_same_rows(h.read_final(result["final_uri"]), h.read_final(clean_build["final_uri"]))
     runs = [r for r in h.task_runs(state.state_details.flow_run_id) if r.name.startswith("score-shard")]
     assert len(runs) == h.SHARDS and all(r.state.is_completed() for r in runs)  # recorded from the Dask workers
-
-
-@pytest.mark.slow
-def test_ads_build_cli_runs_the_flow_with_no_prefect_setup(
-    h: Any, sample_source: Path, clean_build: dict[str, Any], tmp_path: Path, ads_env: dict[str, str]
-):
-    """`ads build` with no PREFECT_API_URL: ephemeral mode, PREFECT_HOME under the ADS cache dir."""
-    cache = tmp_path / "cache"
-    shutil.copytree(Path(ads_env["ADS_CACHE_DIR"]) / "models", cache / "models")  # reuse the tiny model
-    # and the row scores the clean build used: scores depend slightly on batching (bf16 on this CPU), and
-    # the clean build may have reused rows another test scored in other batches
-    shutil.copytree(Path(ads_env["ADS_CACHE_DIR"]) / "score-cache", cache / "score-cache")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(ADS_CACHE_DIR=str(cache), HOME=str(tmp_path / "home"))
-    out = tmp_path / "out"
-    cmd = [
-        str(Path(sys.executable).with_name("ads")),
-        "build",
-        str(sample_source),
-        "--out",
-        str(out),
-        "-k",
-        str(h.K),
-        "--shards",
-        str(h.SHARDS),
-        "--max-length",
-        "256",
-        "--name",
-        "gsm8k60",
-    ]
-    proc = subprocess.run(
-        cmd, cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "ephemeral mode" in proc.stderr and "stages: format Completed" in proc.stderr
-    assert "final artifact:" in proc.stderr and "Traceback" not in proc.stderr
-    last = (proc.stderr + proc.stdout).strip().splitlines()[-1]  # not Prefect's "Stopping temporary server"
-    assert last.startswith("run build-gsm8k60-") and "ephemeral mode" in last, proc.stderr[-2000:]
-    assert (cache / "prefect" / "prefect.db").is_file() and not (tmp_path / "home" / ".prefect").exists()
-    h.assert_same_rows(h.read_final(str(out / "final" / "train.parquet")), h.read_final(clean_build["final_uri"]))
