@@ -275,7 +275,6 @@ def build_cmd(
                 stop_temporary_server()  # its goodbye line would otherwise follow the summary or the error
     if error is not None:
         raise fail(error)
-    from ads_core import storage
     from ads_core.storage import manifest as mf
 
     print_format_summary(mf.read(mf.stage_dir_of(result["outputs"]["format"])))
@@ -284,13 +283,8 @@ def build_cmd(
         console.print(escape(line), highlight=False)
     states = result["stages"]
     console.print("stages: " + ", ".join(f"{k} [bold]{v}[/]" for k, v in states.items()), highlight=False)
-    run = result["flow_run"]
-    if run_url:
-        console.print(f"run {escape(run['name'])}: {run_url}", highlight=False, soft_wrap=True)
-    else:
-        console.print(
-            f"run {escape(run['name'])} (ephemeral mode: `ads server` keeps the runs and shows them)", soft_wrap=True
-        )
+    where = f": {run_url}" if run_url else " (ephemeral mode: `ads server` keeps the runs and shows them)"
+    console.print(f"run {escape(result['flow_run']['name'])}{where}", highlight=False, soft_wrap=True)
 
 
 with_signature(

@@ -71,4 +71,5 @@ STAGE = Stage(
     progress=True,
     key_config=lambda cfg: {"model": cfg.score.model},
     key_extra=key_extra,
+    recorded=lambda ctx, _: {"config.model": ctx.config.score.model},  # the one score field this stage records
 )

@@ -45,11 +45,11 @@ def sample_ids(uri: str) -> list[int]:
     return sorted(pl.read_parquet(uri, columns=["sample_id"])["sample_id"].to_list())
 
 
-def appending_when(stage: str, path: Path, extra: str) -> Callable[[str, int | None], Any]:
+def appending_when(stage: str, path: Path, extra: str) -> Callable[..., Any]:
     """A progress factory that appends EXTRA to PATH when STAGE starts: after the build computed its keys."""
 
     @contextmanager
-    def factory(description: str, _: int | None) -> Iterator[None]:
+    def factory(description: str, _: int | None, unit: str = "rows") -> Iterator[None]:
         if description.startswith(stage):
             with path.open("a") as fh:
                 fh.write(extra)

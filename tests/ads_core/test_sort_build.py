@@ -101,6 +101,9 @@ def test_ads_build_cli_with_no_arguments(tmp_path: Path, tiny_model_dir: Path):
     the ADS cache dir (not HOME), logging to real streams until exit; the last line names the run."""
     cache, home, work = tmp_path / "cache", tmp_path / "home", tmp_path / "work"
     shutil.copytree(tiny_model_dir, cache / "models" / tiny_model_dir.name)  # the default model, not rebuilt
+    scores = tiny_model_dir.parents[1] / "score-cache"  # and the rows the setup's `ads build` scored, if any
+    if scores.is_dir():
+        shutil.copytree(scores, cache / "score-cache")
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(COLUMNS="200", ADS_CACHE_DIR=str(cache), HOME=str(home))

@@ -1,7 +1,7 @@
 """A build reported to `ads server`, seen in a real browser: the report pictures render inline in the Prefect
 UI, the UI talks to this server's API, not to Prefect's default port, the CLI's last line is the run's page,
-and the run form of an ads-build deployment keeps its help texts' placeholders and offers force_from as a
-choice of stage names."""
+the run form of an ads-build deployment keeps its help texts' placeholders and offers force_from as a
+choice of stage names, and a training run shows its progress and its plot inline."""
 
 from __future__ import annotations
 
@@ -228,3 +228,42 @@ def test_the_run_form_keeps_placeholders_and_offers_force_from_as_a_dropdown(
 
 
 OPTIONS = "JSON.stringify([...document.querySelectorAll('[role=option]')].map(o => o.textContent.trim()))"
+
+
+TRAIN = """
+import sys
+from ads_prefect.flows.ads_train import ads_train
+ads_train(artifact_uri=sys.argv[1], trainer="trl", steps=2, run_dir=sys.argv[2],
+          trl={"num_generations": 2, "max_completion_length": 8})
+"""
+
+
+def test_a_training_run_shows_its_progress_and_its_plot_inline(
+    ads_server: Any, web: Any, browser: Any, build: dict[str, Any], tmp_path: Path
+):
+    """`ads-train` (TRL, 2 real steps on CPU) reported to the server: its progress artifact at 100 % and the
+    reward / per-cluster success / window plot, an inline PNG in the UI, as the build's plots are."""
+    import sys
+
+    final = str(build["out"] / "final" / "train.parquet")
+    proc = subprocess.run(
+        [sys.executable, "-c", TRAIN, final, str(tmp_path / "run")],
+        env=ads_server.env(PREFECT_API_URL=f"{ads_server.base}/api"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    api = f"{ads_server.base}/api"
+    runs = web.http_json(f"{api}/flow_runs/filter", {"flows": {"name": {"any_": ["ads-train"]}}})
+    assert len(runs) == 1 and runs[0]["state_type"] == "COMPLETED", runs
+    artifacts = web.http_json(f"{api}/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [runs[0]["id"]]}}})
+    progress = [a for a in artifacts if a["type"] == "progress"]
+    assert len(progress) == 1 and float(progress[0]["data"]) == 100.0, artifacts
+    plot = next(a for a in artifacts if (a["key"] or "").endswith("-training"))
+    assert plot["type"] == "markdown" and "data:image/png;base64," in plot["data"]
+    state = open_page(browser, web, ui_page(ads_server, web, "v2", f"/artifacts/artifact/{plot['id']}"), image_ready)
+    shot = browser.screenshot(tmp_path / "training-plot-v2.png")
+    print(f"screenshot: {shot}")
+    assert_talks_to_its_own_api(browser, state, ads_server)
+    assert_inline_png(state, plot)

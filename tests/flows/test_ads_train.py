@@ -19,16 +19,10 @@ pytest.importorskip("verl")
 
 
 @pytest.fixture(scope="module")
-def train_prefect(tmp_path_factory: pytest.TempPathFactory):
-    """This module's own temporary Prefect API, also when a session-wide server is up: the ads-train runs made
-    here must not show up in other tests' queries."""
-    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
-    from prefect.testing.utilities import prefect_test_harness
-
-    storage = tmp_path_factory.mktemp("prefect-results")
-    with temporary_settings({PREFECT_RESULTS_LOCAL_STORAGE_PATH: storage}):
-        with prefect_test_harness(server_startup_timeout=120):
-            yield
+def train_prefect(prefect_api: Any) -> Any:
+    """The session's Prefect server (one server start less): every query here is by flow run id, and the other
+    tests that read ads-train runs filter by their own deployment, so the runs made here disturb nothing."""
+    return prefect_api
 
 
 def run_of(state: Any, level: int = 0) -> tuple[str, list[str]]:

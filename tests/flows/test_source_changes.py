@@ -33,7 +33,7 @@ def test_a_source_appended_during_a_build_then_cut_back_is_rebuilt_to_the_cut_ba
     cut_back = source.read_bytes()
 
     @contextmanager
-    def another_job_appends(description: str, _: int | None) -> Iterator[None]:
+    def another_job_appends(description: str, _: int | None, unit: str = "rows") -> Iterator[None]:
         if description == "format":  # the flow has hashed the source; the stage is about to read it
             with source.open("a") as fh:
                 fh.write("\n".join(lines[24:36]) + "\n")
