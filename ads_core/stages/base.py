@@ -14,8 +14,8 @@ workers, and into a staging folder.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -38,6 +38,25 @@ class ProgressFactory(Protocol):
 
 def no_progress(_: str, __: int | None, unit: str = "rows") -> AbstractContextManager[None]:
     return nullcontext()
+
+
+def after_each_tick(factory: ProgressFactory, make_hook: Callable[[], Callable[[], None]]) -> ProgressFactory:
+    """FACTORY's progress, with a hook called after every advance: a fresh `make_hook()` for each progress
+    context (a hook may keep state per bar). The one place that passes description, total and unit on."""
+
+    @contextmanager
+    def hooked(description: str, total: int | None, unit: str = "rows") -> Iterator[Callable[[int], None]]:
+        hook = make_hook()
+        with factory(description, total, unit) as advance:
+
+            def tick(n: int) -> None:
+                if advance:
+                    advance(n)
+                hook()
+
+            yield tick
+
+    return hooked
 
 
 @dataclass

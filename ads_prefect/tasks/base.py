@@ -23,7 +23,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from ads_core.pipeline.keys import outputs_digest, reusable
-from ads_core.stages.base import ProgressFactory, Stage, StageContext
+from ads_core.stages.base import ProgressFactory, Stage, StageContext, after_each_tick
 from ads_core.storage import manifest as mf
 
 log = logging.getLogger("ads.tasks")
@@ -96,18 +96,7 @@ def pausing_at_progress(factory: ProgressFactory, stage: str) -> ProgressFactory
     if os.environ.get(PAUSE_ENV, "").partition(":")[0] != point:
         return factory
 
-    @contextmanager
-    def paused(description: str, total: int | None, unit: str = "rows") -> Iterator[Callable[[int], None]]:
-        with factory(description, total, unit) as advance:
-
-            def tick(n: int) -> None:
-                if advance:
-                    advance(n)
-                pause_point(point)
-
-            yield tick
-
-    return paused
+    return after_each_tick(factory, lambda: lambda: pause_point(point))
 
 
 _USER_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ads_core.stages.base import ProgressFactory
+from ads_core.stages.base import ProgressFactory, after_each_tick
 from ads_core.storage import fencing
 from ads_core.storage.fencing import LockLost
 from ads_prefect.tasks.lockplace import store_at
@@ -100,19 +100,15 @@ def stopping_when_lost(factory: ProgressFactory, fence: dict[str, Any] | None) -
         return factory
     checked = Fence.from_dict(fence)
 
-    @contextmanager
-    def wrapped(description: str, total: int | None, unit: str = "rows") -> Iterator[Callable[[int], None]]:
+    def every_heartbeat() -> Callable[[], None]:  # one per progress bar: its clock starts with the bar
         last = time.monotonic()
-        with factory(description, total, unit) as advance:
 
-            def tick(n: int) -> None:
-                nonlocal last
-                if advance:
-                    advance(n)
-                if time.monotonic() - last >= checked.heartbeat_s:
-                    last = time.monotonic()
-                    checked.check()
+        def check() -> None:
+            nonlocal last
+            if time.monotonic() - last >= checked.heartbeat_s:
+                last = time.monotonic()
+                checked.check()
 
-            yield tick
+        return check
 
-    return wrapped
+    return after_each_tick(factory, every_heartbeat)
