@@ -50,6 +50,18 @@ def one_error_line(result: Any, *needles: str) -> str:
     return line
 
 
+def disk_full_under(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every atomic publish (the final rename) into FOLDER fails with ENOSPC; elsewhere writes go through."""
+    real = os.replace
+
+    def replace(src: Any, dst: Any) -> None:
+        if str(dst).startswith(str(folder)):
+            raise oserror(errno.ENOSPC, str(dst))
+        real(src, dst)
+
+    monkeypatch.setattr(storage.os, "replace", replace)
+
+
 def oserror(code: int, filename: str | None = None) -> OSError:
     cls = PermissionError if code == errno.EACCES else OSError
     return cls(code, os.strerror(code), filename)
@@ -123,14 +135,7 @@ def test_a_full_disk_in_any_stage_is_one_line_and_keeps_the_previous_artifact(
 
     out = built / "out"
     folder = out / STAGE_DIRS[stage]
-    real = os.replace
-
-    def replace(src: Any, dst: Any) -> None:
-        if str(dst).startswith(str(folder)):
-            raise oserror(errno.ENOSPC, str(dst))
-        real(src, dst)
-
-    monkeypatch.setattr(storage.os, "replace", replace)
+    disk_full_under(folder, monkeypatch)
     cfg = tiny_build_config.model_copy(update={"run": tiny_build_config.run.replaced(force_from=stage)})
     with pytest.raises(StorageError) as info:
         build(str(built / "src.jsonl"), str(out), cfg)
@@ -152,14 +157,7 @@ def test_a_full_score_cache_degrades_to_scoring_without_it(
     built: Path, tiny_build_config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ):
     cache = tmp_path / "score-cache"
-    real = os.replace
-
-    def replace(src: Any, dst: Any) -> None:
-        if str(dst).startswith(str(cache)):
-            raise oserror(errno.ENOSPC, str(dst))
-        real(src, dst)
-
-    monkeypatch.setattr(storage.os, "replace", replace)
+    disk_full_under(cache, monkeypatch)
     score = tiny_build_config.score.replaced(cache_uri=str(cache))
     cfg = tiny_build_config.model_copy(update={"score": score})
     with caplog.at_level(logging.WARNING, logger="ads.score"):

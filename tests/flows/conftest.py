@@ -202,6 +202,20 @@ class MotoS3:
     proc: subprocess.Popen[Any]
     key_id: str = "AKIAADSTESTKEY0001"
     secret: str = "ads-test-secret-Zq81uXv3"
+    block: str | None = None  # a result-storage block on this server (`with_result_storage`)
+
+    def with_result_storage(self, bucket: str, block_name: str) -> MotoS3:
+        """Create BUCKET and save a Prefect result-storage block on it for cache records (endpoint only:
+        credentials come from the environment); `self.block` names it for `run.result_storage`."""
+        import boto3
+        from prefect.filesystems import RemoteFileSystem
+
+        boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+        RemoteFileSystem(
+            basepath=f"s3://{bucket}/prefect-results", settings={"client_kwargs": {"endpoint_url": self.endpoint}}
+        ).save(block_name, overwrite=True)
+        self.block = f"remote-file-system/{block_name}"
+        return self
 
 
 @pytest.fixture(scope="module")

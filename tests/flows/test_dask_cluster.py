@@ -90,15 +90,7 @@ class Forwarder:
 @pytest.fixture(scope="module")
 def s3(moto_s3: Any, prefect_api: Any) -> Any:
     """The bucket, and a result-storage block on it for Prefect's cache records (endpoint only)."""
-    import boto3
-    from prefect.filesystems import RemoteFileSystem
-
-    boto3.client("s3", endpoint_url=moto_s3.endpoint, region_name="us-east-1").create_bucket(Bucket=BUCKET)
-    RemoteFileSystem(
-        basepath=f"s3://{BUCKET}/prefect-results", settings={"client_kwargs": {"endpoint_url": moto_s3.endpoint}}
-    ).save("ads-cluster-results", overwrite=True)
-    moto_s3.block = "remote-file-system/ads-cluster-results"
-    return moto_s3
+    return moto_s3.with_result_storage(BUCKET, "ads-cluster-results")
 
 
 def worker_env(home: Path, **extra: str) -> dict[str, str]:

@@ -27,15 +27,7 @@ def h(helpers: Any) -> Any:
 @pytest.fixture(scope="module")
 def s3(moto_s3: Any, prefect_api: Any) -> Any:
     """A bucket and a saved Prefect result-storage block on it (endpoint only: credentials come from the env)."""
-    import boto3
-    from prefect.filesystems import RemoteFileSystem
-
-    boto3.client("s3", endpoint_url=moto_s3.endpoint, region_name="us-east-1").create_bucket(Bucket=BUCKET)
-    RemoteFileSystem(
-        basepath=f"s3://{BUCKET}/prefect-results", settings={"client_kwargs": {"endpoint_url": moto_s3.endpoint}}
-    ).save("ads-test-results", overwrite=True)
-    moto_s3.block = "remote-file-system/ads-test-results"
-    return moto_s3
+    return moto_s3.with_result_storage(BUCKET, "ads-test-results")
 
 
 def s3_objects(prefix: str) -> dict[str, bytes]:
