@@ -7,7 +7,8 @@ server, with its own empty row score cache on S3 (`score.cache_uri`), so every r
 - in-process: the flow scores its shards one after another; torch uses every core (its default);
 - dask-1 / dask-2: a `dask scheduler` and `dask worker --nworkers N --nthreads 1` (with nannies, so Dask sets
   OMP_NUM_THREADS=1 in each worker: torch uses exactly one thread per worker, checked and printed before timing;
-  TOKENIZERS_PARALLELISM=false keeps the tokenizer on that thread too).
+  TOKENIZERS_PARALLELISM=false keeps the tokenizer on that thread too; Dask's sampling profiler is off, as
+  docs/prefect.md recommends for workers that score).
 What is timed: the flow call only. The Prefect server (a temporary local one, or PREFECT_API_URL), moto, the
 model (the locally built 47M `bench` preset by default), the cluster and its workers' imports
 (`--preload ads_prefect.flows.dask_worker`) are ready before. Data: ROWS rows of ../shared/data/gsm8k/train.jsonl
@@ -136,6 +137,10 @@ def start_cluster(workers: int, work: Path, procs: list[subprocess.Popen[bytes]]
     # one thread means the tokenizer too: its Rust pool would otherwise let a lone worker borrow the idle core
     # (measured: 1.05 cores for "1 worker, 1 thread"), which flatters the 1-worker baseline
     env["TOKENIZERS_PARALLELISM"] = "false"
+    # Dask's statistical profiler samples every thread's stack every 10 ms, holding the GIL: measured here, 5-6 %
+    # of a core per worker, which a lone worker takes from the idle core and two workers take from their scoring
+    # (docs/prefect.md, "Running on a cluster", sets it for every worker too)
+    env["DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED"] = "False"
     port = free_port()
     scheduler = [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"]
     procs.append(start(scheduler, work / f"scheduler-{workers}.log", env))
