@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import io
 import math
+from functools import cache
 from typing import Any
 
 import polars as pl
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 # LaTeX commands that name a topic: kept as the word (\sin -> sin). Every other command is dropped.
 TOPIC_COMMANDS = (
@@ -75,7 +75,17 @@ MATH_STOP_WORDS = frozenset(
     represent represents represented representation respectively following satisfy satisfies satisfying
 """.split()
 )
-STOP_WORDS = frozenset(ENGLISH_STOP_WORDS) | MATH_STOP_WORDS
+
+
+@cache
+def stop_words() -> frozenset[str]:
+    """English (scikit-learn's list) and math stop words. A function: importing scikit-learn costs ~2 s, which
+    every process that imports the stage list (`ads train`, a deployment's worker) would pay for nothing."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(ENGLISH_STOP_WORDS) | MATH_STOP_WORDS
+
+
 # Stop words as unigrams that name a kind of thing inside a bigram ("right triangle", "prime number",
 # "total cost", "real numbers"): allowed there.
 BIGRAM_WORDS = frozenset(
@@ -84,7 +94,6 @@ BIGRAM_WORDS = frozenset(
     greatest least smallest largest second
     """.split()
 )
-BIGRAM_STOP_WORDS = STOP_WORDS - BIGRAM_WORDS
 REPLACES = 0.75  # a chosen bigram replaces a unigram of its own that it accounts for this often
 
 _ASY = r"(?s)\[asy\].*?\[/asy\]|\\(?:begin|end)\{[a-z*]+\}(?:\{[^{}]*\})?"  # drawings; environments
@@ -122,7 +131,7 @@ def tokens(frame: pl.DataFrame) -> pl.DataFrame:
         .select("row", "cluster_id", words.alias("term"))
         .explode("term")
         .drop_nulls("term")
-        .filter(~pl.col("term").is_in(sorted(STOP_WORDS)))
+        .filter(~pl.col("term").is_in(sorted(stop_words())))
         .with_columns(pl.col("term").replace({"pmod": "mod"}))
     )
     return out.collect()
@@ -139,7 +148,7 @@ def bigrams(frame: pl.DataFrame, exclude: set[str] = frozenset()) -> pl.DataFram
         .with_columns(pl.col("w").shift(-1).over("row").alias("next"))
         .drop_nulls("next")
     )
-    banned = sorted(BIGRAM_STOP_WORDS | set(exclude) | {_BREAK})
+    banned = sorted((stop_words() - BIGRAM_WORDS) | set(exclude) | {_BREAK})
     both = ~pl.col("w").is_in(banned) & ~pl.col("next").is_in(banned) & (pl.col("w") != pl.col("next"))
     both = both & ~(pl.col("w").is_in(sorted(BIGRAM_WORDS)) & pl.col("next").is_in(sorted(BIGRAM_WORDS)))
     return (
