@@ -24,3 +24,12 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real data sets not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Modules with slow tests (marker `slow` or `browser`) run first; each module's tests stay together and in
+    order, so its fixtures are set up once. pytest-xdist's worksteal scheduler hands each worker a contiguous part
+    of this list and balances by taking the not-yet-started tail of another's part: a minute-long test that
+    starts last would keep one worker busy while the other idles."""
+    heavy = {item.path for item in items if item.get_closest_marker("slow") or item.get_closest_marker("browser")}
+    items.sort(key=lambda item: item.path not in heavy)  # stable: the order within each group is kept

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -96,14 +97,25 @@ def test_build_on_math500_end_to_end(tmp_path: Path, data_dir: Path, tiny_model_
     )
 
 
+@pytest.mark.slow  # a real `ads build` process: imports, a temporary Prefect server, 300 rows
 def test_ads_build_cli_with_no_arguments(tmp_path: Path, tiny_model_dir: Path):
     """A real process, as users run it, with no Prefect setup: ephemeral mode, its temporary server's home under
-    the ADS cache dir (not HOME), logging to real streams until exit; the last line names the run."""
+    the ADS cache dir (not HOME), logging to real streams until exit; the last line names the run.
+
+    It runs as the setup's `ads build` would run a second time: the setup's model, scored rows and migrated
+    Prefect database are copied in when there are any (a fresh database is `ads server`'s test, tests/browser)."""
     cache, home, work = tmp_path / "cache", tmp_path / "home", tmp_path / "work"
     shutil.copytree(tiny_model_dir, cache / "models" / tiny_model_dir.name)  # the default model, not rebuilt
-    scores = tiny_model_dir.parents[1] / "score-cache"  # and the rows the setup's `ads build` scored, if any
-    if scores.is_dir():
-        shutil.copytree(scores, cache / "score-cache")
+    setup = tiny_model_dir.parents[1]
+    if (setup / "score-cache").is_dir():  # the rows the setup's `ads build` scored
+        shutil.copytree(setup / "score-cache", cache / "score-cache")
+    if (setup / "prefect" / "prefect.db").is_file():  # its Prefect database, migrated (a consistent copy)
+        (cache / "prefect").mkdir(parents=True)
+        with (
+            sqlite3.connect(setup / "prefect" / "prefect.db") as src,
+            sqlite3.connect(cache / "prefect" / "prefect.db") as dst,
+        ):
+            src.backup(dst)
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(COLUMNS="200", ADS_CACHE_DIR=str(cache), HOME=str(home))
@@ -122,9 +134,13 @@ def test_ads_build_cli_with_no_arguments(tmp_path: Path, tiny_model_dir: Path):
     assert "difficulty" in output and "clusters" in output and "ephemeral mode" in output
     assert "Traceback" not in output and "Logging error" not in output
     assert (work / "ads-out" / "gsm8k_sample" / "report" / "build_report.png").is_file()
-    assert (cache / "prefect" / "prefect.db").is_file() and not (home / ".prefect").exists()
+    assert not (home / ".prefect").exists()
     last = output.strip().splitlines()[-1]  # not Prefect's "Stopping temporary server", printed at exit before
     assert last.startswith("run build-gsm8k_sample-") and "ephemeral mode" in last, output[-2000:]
+    run_name = last.split()[1]
+    with sqlite3.connect(cache / "prefect" / "prefect.db") as db:  # the run is recorded in the cache dir's home
+        states = db.execute("SELECT state_type FROM flow_run WHERE name = ?", (run_name,)).fetchall()
+    assert states == [("COMPLETED",)], (run_name, states)
 
 
 def test_ads_build_bad_source_is_one_error_line(tmp_path: Path):

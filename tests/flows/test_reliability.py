@@ -63,6 +63,7 @@ def reference(
     return mf.read(str(out / "final")).output_hash("train")
 
 
+@pytest.mark.slow  # two build processes each
 @pytest.mark.parametrize("stage", ["format", "score", "cluster", "sort"])
 def test_kill_9_in_a_stage_then_the_same_command_finishes_with_the_same_artifact(
     h: Any, prefect_api: Any, sample_source: Path, reference: str, tmp_path: Path, stage: str
@@ -94,6 +95,7 @@ def test_kill_9_in_a_stage_then_the_same_command_finishes_with_the_same_artifact
     assert not held_locks()  # nothing left to clean by hand
 
 
+@pytest.mark.slow  # two build processes
 def test_two_builds_of_different_sources_into_one_out_describe_their_own_artifacts(
     h: Any, prefect_api: Any, sample_source: Path, tmp_path: Path
 ):

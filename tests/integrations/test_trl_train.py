@@ -121,7 +121,7 @@ def _command(artifact: Path, run_dir: Path, steps: int) -> list[str]:
 @pytest.mark.slow  # two `ads train` processes (each imports torch, transformers and TRL): ~25 s on an idle 2-core box
 def test_kill_9_mid_run_then_the_same_command_resumes(final_artifact: Path, tmp_path: Path):
     """The CLI as users run it: killed (SIGKILL) once checkpoint 2 is complete, then started again."""
-    run_dir, steps = tmp_path / "run", 8
+    run_dir, steps = tmp_path / "run", 4  # killed after checkpoint 2: steps 3 and 4 come from the resumed run
     command = _command(final_artifact, run_dir, steps)
     env = {**os.environ, "COLUMNS": "200"}
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
