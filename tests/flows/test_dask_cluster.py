@@ -110,6 +110,8 @@ def worker_env(home: Path, **extra: str) -> dict[str, str]:
         HF_HUB_OFFLINE="1",
         DO_NOT_TRACK="1",
         OMP_NUM_THREADS="1",  # a nanny would set it; these workers run without one (kill -9 takes the worker)
+        TOKENIZERS_PARALLELISM="false",  # and the two settings docs/prefect.md gives every scoring worker
+        DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED="False",
         ADS_RETRY_BASE_DELAY="0.05",
     )
     env.update(extra)
