@@ -42,4 +42,5 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     729 s, 3 workers 604 s, 4 workers 612 s. PYTEST_XDIST_AUTO_NUM_WORKERS still decides when set."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # xdist's own hook reads it
-    return len(os.sched_getaffinity(0)) + 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)  # not on macOS
+    return cores + 1
