@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -98,7 +99,7 @@ def test_build_on_math500_end_to_end(tmp_path: Path, data_dir: Path, tiny_model_
 
 
 @pytest.mark.slow  # a real `ads build` process: imports, a temporary Prefect server, 300 rows
-def test_ads_build_cli_with_no_arguments(tmp_path: Path, tiny_model_dir: Path):
+def test_ads_build_cli_with_no_arguments(tmp_path: Path, tiny_model_dir: Path, prefect_home_copy: Any):
     """A real process, as users run it, with no Prefect setup: ephemeral mode, its temporary server's home under
     the ADS cache dir (not HOME), logging to real streams until exit; the last line names the run.
 
@@ -109,13 +110,8 @@ def test_ads_build_cli_with_no_arguments(tmp_path: Path, tiny_model_dir: Path):
     setup = tiny_model_dir.parents[1]
     if (setup / "score-cache").is_dir():  # the rows the setup's `ads build` scored
         shutil.copytree(setup / "score-cache", cache / "score-cache")
-    if (setup / "prefect" / "prefect.db").is_file():  # its Prefect database, migrated (a consistent copy)
-        (cache / "prefect").mkdir(parents=True)
-        with (
-            sqlite3.connect(setup / "prefect" / "prefect.db") as src,
-            sqlite3.connect(cache / "prefect" / "prefect.db") as dst,
-        ):
-            src.backup(dst)
+    if (setup / "prefect" / "prefect.db").is_file():  # its Prefect database, migrated
+        prefect_home_copy(setup / "prefect", cache / "prefect")
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(COLUMNS="200", ADS_CACHE_DIR=str(cache), HOME=str(home))

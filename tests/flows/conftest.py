@@ -139,16 +139,6 @@ class PrefectServer:
     proc: subprocess.Popen[Any]
     log: Path
 
-    def seed_home(self, home: Path) -> Path:
-        """A new PREFECT_HOME holding a consistent copy of this server's database, migrations done: a process
-        that starts its own temporary server there skips the ~13 CPU-s a fresh database costs."""
-        import sqlite3
-
-        home.mkdir(parents=True, exist_ok=True)
-        with sqlite3.connect(self.home / "prefect.db") as src, sqlite3.connect(home / "prefect.db") as dst:
-            src.backup(dst)
-        return home
-
     def env(self, **extra: str) -> dict[str, str]:
         """Environment for CLI commands and subprocess builds that talk to this server."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}

@@ -193,12 +193,12 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.slow
 def test_kill_9_of_ads_build_takes_its_temporary_prefect_server_along(
-    h: Any, prefect_server: Any, sample_source: Path, tiny_model: str, tmp_path: Path
+    h: Any, prefect_server: Any, prefect_home_copy: Any, sample_source: Path, tiny_model: str, tmp_path: Path
 ):
     marker, log = tmp_path / "paused", tmp_path / "build.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}  # no server: ephemeral mode
     env.update(
-        PREFECT_HOME=str(prefect_server.seed_home(tmp_path / "prefect-home")),  # its own, migrated already
+        PREFECT_HOME=str(prefect_home_copy(prefect_server.home, tmp_path / "prefect-home")),  # its own, migrated
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
         ADS_LOCK_DIR=str(tmp_path / "locks"),
         ADS_TEST_PAUSE_STAGE=f"format:{marker}",
