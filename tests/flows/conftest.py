@@ -136,7 +136,7 @@ class PrefectServer:
     url: str  # http://127.0.0.1:PORT/api
     home: Path
     results: Path  # result storage (cache records) shared by in-process and subprocess builds
-    proc: subprocess.Popen[Any]
+    proc: subprocess.Popen[Any] | None  # None for the server shared by xdist workers (the controller stops it)
     log: Path
 
     def env(self, **extra: str) -> dict[str, str]:
@@ -156,6 +156,7 @@ class PrefectServer:
 # Server loops no test here relies on (schedules, Late marking, pauses, cancellations, worker health, concurrency
 # slot reclaiming); each wakes every 5-20 s, and together they cost an idle server about half its CPU (measured:
 # 1.6 s a minute with them off, ~3 s with them on). Events, task-run recording and automations stay on.
+SHARED_SERVER_KEY = "ads_prefect_server"  # workeroutput key read by tests/conftest.py
 IDLE_SERVICES_OFF = {
     f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false"
     for name in (
@@ -170,24 +171,64 @@ IDLE_SERVICES_OFF = {
 }
 
 
-@pytest.fixture(scope="session")
-def prefect_server(tmp_path_factory: pytest.TempPathFactory, ads_env: dict[str, str]) -> Iterator[PrefectServer]:
-    """`prefect server start` on 127.0.0.1 and a free port, with its own PREFECT_HOME; stopped by PID."""
-    home = tmp_path_factory.mktemp("prefect-home")
+def start_prefect_server(home: Path, seed: Path, prefect_home_copy: Any) -> tuple[subprocess.Popen[Any], str]:
+    """`prefect server start` on 127.0.0.1 and a free port, PREFECT_HOME=HOME, started on a copy of SEED's
+    migrated database when there is one (`.ci/run`'s own `ads build` leaves it in the ADS cache dir): a fresh
+    database's migrations cost ~13 CPU-s per start. Returns the process (its own session) and the API URL."""
+    if (seed / "prefect.db").is_file():
+        prefect_home_copy(seed, home)
     port = free_port()
-    server = PrefectServer(
-        url=f"http://127.0.0.1:{port}/api", home=home, results=home / "results", proc=None, log=home / "server.log"
-    )  # type: ignore[arg-type]
-    env = server.env(**IDLE_SERVICES_OFF)
-    env.pop("PREFECT_API_URL")  # the server itself needs none
-    server.proc = start_process(
-        [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)], server.log, env
-    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1", **IDLE_SERVICES_OFF)
+    proc = start_process([PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)], home / "log", env)
+    url = f"http://127.0.0.1:{port}/api"
     try:
-        wait_http(f"{server.url}/health", 180, server.proc)
-        yield server
-    finally:
-        stop_process(server.proc)
+        wait_http(f"{url}/health", 180, proc)
+    except BaseException:
+        stop_process(proc)
+        raise
+    return proc, url
+
+
+@pytest.fixture(scope="session")
+def prefect_server(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    ads_env: dict[str, str],
+    prefect_home_copy: Any,
+) -> Iterator[PrefectServer]:
+    """A real `prefect server`, one for the whole run: under pytest-xdist the first worker that needs it starts
+    it (under a file lock in the run's shared temp dir) and the others use it; the xdist controller stops it by
+    PID once every worker is done (tests/conftest.py). Each worker keeps its own result storage (cache records),
+    as with a server of its own. Without xdist, this fixture starts and stops it."""
+    seed = Path(ads_env["ADS_CACHE_DIR"]) / "prefect"
+    results = tmp_path_factory.mktemp("prefect-results")
+    workeroutput = getattr(request.config, "workeroutput", None)
+    if workeroutput is None:  # one process: a server of its own
+        home = tmp_path_factory.mktemp("prefect-home")
+        proc, url = start_prefect_server(home, seed, prefect_home_copy)
+        try:
+            yield PrefectServer(url=url, home=home, results=results, proc=proc, log=home / "log")
+        finally:
+            stop_process(proc)
+        return
+    import fcntl
+    import json
+
+    shared = tmp_path_factory.getbasetemp().parent / "prefect-server"  # the controller's basetemp
+    shared.mkdir(exist_ok=True)
+    record = shared / "server.json"
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not record.exists():
+            home = shared / "home"
+            home.mkdir()
+            proc, url = start_prefect_server(home, seed, prefect_home_copy)
+            record.write_text(json.dumps({"url": url, "home": str(home), "pid": proc.pid}))
+    info = json.loads(record.read_text())
+    workeroutput[SHARED_SERVER_KEY] = str(record)  # the controller stops it by this record
+    home = Path(info["home"])
+    yield PrefectServer(url=info["url"], home=home, results=results, proc=None, log=home / "log")
 
 
 @pytest.fixture(scope="session")
