@@ -49,12 +49,19 @@ def prefect_home_copy() -> Any:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Modules with slow tests (marker `slow` or `browser`) run first; each module's tests stay together and in
-    order, so its fixtures are set up once. pytest-xdist's worksteal scheduler hands each worker a contiguous part
-    of this list and balances by taking the not-yet-started tail of another's part: a minute-long test that
-    starts last would keep one worker busy while the other idles."""
-    heavy = {item.path for item in items if item.get_closest_marker("slow") or item.get_closest_marker("browser")}
-    items.sort(key=lambda item: item.path not in heavy)  # stable: the order within each group is kept
+    """Modules with browser tests (or that use `ads server`) first, then those with other slow tests (marker
+    `slow`), then the rest; each module's tests stay together and in order, so its fixtures are set up once.
+    pytest-xdist's worksteal scheduler hands each worker a contiguous part of this list and balances by taking
+    the not-yet-started tail of another's part: a minute-long test that starts last would keep one worker busy
+    while the other idles, and the browser tests, started first by one worker, share one `ads server` and its
+    first build instead of one per worker."""
+    browser = {
+        item.path
+        for item in items
+        if item.get_closest_marker("browser") or "ads_server" in getattr(item, "fixturenames", ())
+    }
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: 0 if item.path in browser else 1 if item.path in slow else 2)  # stable
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -93,6 +93,7 @@ class AdsServer:
     home: Path  # HOME of the "user": no ~/.prefect
     log: Path
     proc: subprocess.Popen[Any]
+    user_prefect_dir_at_start: bool = False  # HOME/.prefect right after it started (later builds may make one)
 
     @property
     def base(self) -> str:
@@ -124,6 +125,7 @@ def ads_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdsServer]:
             f"{server.base}/api/health (log: {server.log})",
             server.proc,
         )
+        server.user_prefect_dir_at_start = (server.home / ".prefect").exists()
         yield server
     finally:
         stop_process(server.proc)

@@ -11,7 +11,8 @@ def test_ads_server_starts_on_a_fresh_machine_and_its_ui_names_its_own_port(ads_
     assert settings["api_url"] == f"http://127.0.0.1:{ads_server.port}/api"  # not Prefect's default 4200
     home = ads_server.cache / "prefect"
     assert (home / "prefect.db").is_file()  # same home as `ads build` without a server
-    assert not (ads_server.home / ".prefect").exists()  # the user's ~/.prefect is left alone
+    # the user's ~/.prefect is left alone (read when it started: a build reporting to it may make one later)
+    assert not ads_server.user_prefect_dir_at_start
     first = ads_server.log.read_text().splitlines()[:6]  # what it says before Prefect's own banner
     assert any(f"PREFECT_HOME={home}" in line for line in first), first
     assert any(f"UI's API URL: http://127.0.0.1:{ads_server.port}/api" in line for line in first), first
