@@ -19,6 +19,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+# One compute thread per process, here and in every process a test starts (they inherit the environment). The
+# suite runs one xdist worker more than the cores, beside servers and build subprocesses: a second OpenMP/BLAS
+# thread has no idle core to run on, and its partner spins at each barrier while it waits. Measured on 2 cores:
+# the same in-process torch tests took 1.8-2.7x the CPU time under the full suite with the default 2 threads; a
+# tiny-model forward pass gives bit-identical logits with 1 or 2 threads. Set these variables to override.
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 

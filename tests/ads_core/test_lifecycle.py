@@ -55,8 +55,12 @@ def test_a_stage_without_setup_has_no_state():
 
 def test_declared_cpus_cap_threads_while_the_stage_runs():
     before = torch.get_num_threads()
-    with lifecycle.resources(make_stage([], cpus=1)):
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before
-    with lifecycle.resources(make_stage([], cpus=None)):
-        assert torch.get_num_threads() == before
+    torch.set_num_threads(2)  # the suite runs one thread per process (tests/conftest.py): start above the cap
+    try:
+        with lifecycle.resources(make_stage([], cpus=1)):
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        with lifecycle.resources(make_stage([], cpus=None)):
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

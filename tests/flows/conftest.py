@@ -1,6 +1,7 @@
-"""Fixtures for the Prefect flow tests: one real `prefect server` per session, a moto S3 server per module,
-a small real dataset, and helpers. Every process a fixture starts is stopped by its PID in a finalizer and
-checked to be gone, even when a test fails."""
+"""Fixtures for the Prefect flow tests: one real `prefect server` for the whole run (shared by the xdist
+workers), a moto S3 server per module, a small real dataset, and helpers. Every process a fixture starts is
+stopped by its PID and checked to be gone, even when a test fails: in a finalizer, or for the shared server by
+the xdist controller (tests/conftest.py)."""
 
 from __future__ import annotations
 
