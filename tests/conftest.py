@@ -6,10 +6,7 @@ imports them (a library that reads these variables at import would otherwise try
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -82,57 +79,3 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
         return None  # xdist's own hook reads it
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)  # not on macOS
     return cores + 1
-
-
-# ---------------------------------------------------------------------------------------------
-# The Prefect server shared by the xdist workers (tests/flows/conftest.py::prefect_server): each worker that used
-# it names its record in `workeroutput`; the controller stops it once every worker is done.
-
-SHARED_SERVER_KEY = "ads_prefect_server"
-SHARED_SERVERS = pytest.StashKey[set[str]]()
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: Any) -> None:
-    record = getattr(node, "workeroutput", {}).get(SHARED_SERVER_KEY)
-    if record:
-        node.config.stash.setdefault(SHARED_SERVERS, set()).add(record)
-
-
-def _gone(pid: int) -> bool:
-    """Exited, or a zombie waiting for a parent that is no longer ours to reap."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rpartition(")")[2].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-    except OSError:  # no /proc (macOS)
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        return False
-
-
-def stop_process_group(pid: int, timeout: float = 20.0) -> bool:
-    """SIGTERM the process group PID leads, then SIGKILL after TIMEOUT; True once the leader is gone."""
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            return True
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if _gone(pid):
-                return True
-            time.sleep(0.2)
-    return _gone(pid)
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """On the xdist controller: stop the shared Prefect server; a server that would not stop fails the run."""
-    for record in sorted(session.config.stash.get(SHARED_SERVERS, set())):
-        pid = json.loads(Path(record).read_text())["pid"]
-        if not stop_process_group(pid):
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-            print(f"\nthe shared Prefect server (pid {pid}, {record}) is still running")

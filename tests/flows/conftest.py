@@ -1,7 +1,6 @@
-"""Fixtures for the Prefect flow tests: one real `prefect server` for the whole run (shared by the xdist
-workers), a moto S3 server per module, a small real dataset, and helpers. Every process a fixture starts is
-stopped by its PID and checked to be gone, even when a test fails: in a finalizer, or for the shared server by
-the xdist controller (tests/conftest.py)."""
+"""Fixtures for the Prefect flow tests: one real `prefect server` per session, a moto S3 server per module,
+a small real dataset, and helpers. Every process a fixture starts is stopped by its PID in a finalizer and
+checked to be gone, even when a test fails."""
 
 from __future__ import annotations
 
@@ -137,7 +136,7 @@ class PrefectServer:
     url: str  # http://127.0.0.1:PORT/api
     home: Path
     results: Path  # result storage (cache records) shared by in-process and subprocess builds
-    proc: subprocess.Popen[Any] | None  # None for the server shared by xdist workers (the controller stops it)
+    proc: subprocess.Popen[Any]
     log: Path
 
     def env(self, **extra: str) -> dict[str, str]:
@@ -157,7 +156,6 @@ class PrefectServer:
 # Server loops no test here relies on (schedules, Late marking, pauses, cancellations, worker health, concurrency
 # slot reclaiming); each wakes every 5-20 s, and together they cost an idle server about half its CPU (measured:
 # 1.6 s a minute with them off, ~3 s with them on). Events, task-run recording and automations stay on.
-SHARED_SERVER_KEY = "ads_prefect_server"  # workeroutput key read by tests/conftest.py
 IDLE_SERVICES_OFF = {
     f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false"
     for name in (
@@ -193,43 +191,16 @@ def start_prefect_server(home: Path, seed: Path, prefect_home_copy: Any) -> tupl
 
 @pytest.fixture(scope="session")
 def prefect_server(
-    request: pytest.FixtureRequest,
-    tmp_path_factory: pytest.TempPathFactory,
-    ads_env: dict[str, str],
-    prefect_home_copy: Any,
+    tmp_path_factory: pytest.TempPathFactory, ads_env: dict[str, str], prefect_home_copy: Any
 ) -> Iterator[PrefectServer]:
-    """A real `prefect server`, one for the whole run: under pytest-xdist the first worker that needs it starts
-    it (under a file lock in the run's shared temp dir) and the others use it; the xdist controller stops it by
-    PID once every worker is done (tests/conftest.py). Each worker keeps its own result storage (cache records),
-    as with a server of its own. Without xdist, this fixture starts and stops it."""
-    seed = Path(ads_env["ADS_CACHE_DIR"]) / "prefect"
-    results = tmp_path_factory.mktemp("prefect-results")
-    workeroutput = getattr(request.config, "workeroutput", None)
-    if workeroutput is None:  # one process: a server of its own
-        home = tmp_path_factory.mktemp("prefect-home")
-        proc, url = start_prefect_server(home, seed, prefect_home_copy)
-        try:
-            yield PrefectServer(url=url, home=home, results=results, proc=proc, log=home / "log")
-        finally:
-            stop_process(proc)
-        return
-    import fcntl
-    import json
-
-    shared = tmp_path_factory.getbasetemp().parent / "prefect-server"  # the controller's basetemp
-    shared.mkdir(exist_ok=True)
-    record = shared / "server.json"
-    with open(shared / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not record.exists():
-            home = shared / "home"
-            home.mkdir()
-            proc, url = start_prefect_server(home, seed, prefect_home_copy)
-            record.write_text(json.dumps({"url": url, "home": str(home), "pid": proc.pid}))
-    info = json.loads(record.read_text())
-    workeroutput[SHARED_SERVER_KEY] = str(record)  # the controller stops it by this record
-    home = Path(info["home"])
-    yield PrefectServer(url=info["url"], home=home, results=results, proc=None, log=home / "log")
+    """A real `prefect server` for this worker's session, with its own PREFECT_HOME (seeded from the ADS cache
+    dir's migrated database when there is one); stopped by PID."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    proc, url = start_prefect_server(home, Path(ads_env["ADS_CACHE_DIR"]) / "prefect", prefect_home_copy)
+    try:
+        yield PrefectServer(url=url, home=home, results=home / "results", proc=proc, log=home / "log")
+    finally:
+        stop_process(proc)
 
 
 @pytest.fixture(scope="session")
