@@ -170,37 +170,31 @@ IDLE_SERVICES_OFF = {
 }
 
 
-def start_prefect_server(home: Path, seed: Path, prefect_home_copy: Any) -> tuple[subprocess.Popen[Any], str]:
-    """`prefect server start` on 127.0.0.1 and a free port, PREFECT_HOME=HOME, started on a copy of SEED's
-    migrated database when there is one (`.ci/run`'s own `ads build` leaves it in the ADS cache dir): a fresh
-    database's migrations cost ~13 CPU-s per start. Returns the process (its own session) and the API URL."""
-    if (seed / "prefect.db").is_file():
-        prefect_home_copy(seed, home)
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1", **IDLE_SERVICES_OFF)
-    proc = start_process([PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)], home / "log", env)
-    url = f"http://127.0.0.1:{port}/api"
-    try:
-        wait_http(f"{url}/health", 180, proc)
-    except BaseException:
-        stop_process(proc)
-        raise
-    return proc, url
-
-
 @pytest.fixture(scope="session")
 def prefect_server(
     tmp_path_factory: pytest.TempPathFactory, ads_env: dict[str, str], prefect_home_copy: Any
 ) -> Iterator[PrefectServer]:
-    """A real `prefect server` for this worker's session, with its own PREFECT_HOME (seeded from the ADS cache
-    dir's migrated database when there is one); stopped by PID."""
+    """`prefect server start` on 127.0.0.1 and a free port, with its own PREFECT_HOME; stopped by PID. It starts
+    on a copy of the ADS cache dir's migrated database when there is one (`.ci/run`'s own `ads build` leaves it):
+    a fresh database's migrations cost ~13 CPU-s per start."""
     home = tmp_path_factory.mktemp("prefect-home")
-    proc, url = start_prefect_server(home, Path(ads_env["ADS_CACHE_DIR"]) / "prefect", prefect_home_copy)
+    seed = Path(ads_env["ADS_CACHE_DIR"]) / "prefect"
+    if (seed / "prefect.db").is_file():
+        prefect_home_copy(seed, home)
+    port = free_port()
+    server = PrefectServer(
+        url=f"http://127.0.0.1:{port}/api", home=home, results=home / "results", proc=None, log=home / "server.log"
+    )  # type: ignore[arg-type]
+    env = server.env(**IDLE_SERVICES_OFF)
+    env.pop("PREFECT_API_URL")  # the server itself needs none
+    server.proc = start_process(
+        [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)], server.log, env
+    )
     try:
-        yield PrefectServer(url=url, home=home, results=home / "results", proc=proc, log=home / "log")
+        wait_http(f"{server.url}/health", 180, server.proc)
+        yield server
     finally:
-        stop_process(proc)
+        stop_process(server.proc)
 
 
 @pytest.fixture(scope="session")
