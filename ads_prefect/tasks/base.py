@@ -85,7 +85,9 @@ def pause_point(stage: str) -> None:
         path, _, tail = marker.rpartition(":")
         if path and tail.replace(".", "", 1).isdigit():
             marker, seconds = path, float(tail)
-        Path(marker).write_text(str(os.getpid()))
+        staged = Path(f"{marker}.{os.getpid()}.tmp")  # the file appears with the pid in it: a test that sees it
+        staged.write_text(str(os.getpid()))  # may kill us at once, and read the pid afterwards
+        os.replace(staged, marker)
         time.sleep(seconds)
 
 
