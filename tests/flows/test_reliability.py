@@ -60,35 +60,46 @@ def reference(clean_build: dict[str, Any]) -> str:
     return mf.read(str(Path(clean_build["out"]) / "final")).output_hash("train")
 
 
-@pytest.mark.slow  # two build processes each
-@pytest.mark.parametrize("stage", ["format", "score", "cluster", "sort"])
-def test_kill_9_in_a_stage_then_the_same_command_finishes_with_the_same_artifact(
-    h: Any, prefect_api: Any, sample_source: Path, reference: str, tmp_path: Path, stage: str
+KILL_STAGES = ["format", "score", "cluster", "sort"]
+
+
+@pytest.mark.slow  # five build processes
+def test_kill_9_in_each_stage_in_turn_then_the_same_command_finishes_with_the_same_artifact(
+    h: Any, prefect_api: Any, sample_source: Path, reference: str, tmp_path: Path
 ):
-    out, marker = tmp_path / "out", tmp_path / "paused"
-    proc = start_build(
-        h, prefect_api, sample_source, out, tmp_path / "killed.log", ADS_TEST_PAUSE_STAGE=f"{stage}:{marker}"
-    )
+    """One OUT, one command: it is killed -9 in format, run again and killed in score, again in cluster, again in
+    sort (each time holding the OUT lock and the stage's lock), and run once more. Every run after a kill takes
+    over the lock of the run killed before it, marks that run Crashed, and gets past the stage where that run
+    died; the last one finishes with the uninterrupted build's artifact and leaves no lock behind."""
+    from prefect.client.orchestration import get_client
+
+    out = tmp_path / "out"
+    logs = [tmp_path / f"run-{i}.log" for i in range(len(KILL_STAGES) + 1)]
+    for stage, log in zip(KILL_STAGES, logs, strict=False):
+        marker = tmp_path / f"paused-in-{stage}"
+        proc = start_build(h, prefect_api, sample_source, out, log, ADS_TEST_PAUSE_STAGE=f"{stage}:{marker}")
+        try:
+            wait_for(marker, proc)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+        finally:
+            h.stop_process(proc)
+    rerun = start_build(h, prefect_api, sample_source, out, logs[-1])
     try:
-        wait_for(marker, proc)
-        os.killpg(proc.pid, signal.SIGKILL)  # holding the OUT lock and the stage's lock
-        proc.wait(30)
-    finally:
-        h.stop_process(proc)
-    rerun = start_build(h, prefect_api, sample_source, out, tmp_path / "rerun.log")
-    try:
-        assert rerun.wait(240) == 0, (tmp_path / "rerun.log").read_text()[-3000:]
+        assert rerun.wait(240) == 0, logs[-1].read_text()[-3000:]
     finally:
         h.stop_process(rerun)
     assert mf.read(str(out / "final")).output_hash("train") == reference
-    rerun_log = (tmp_path / "rerun.log").read_text()
-    taken = re.search(r"taking over the build lock \S+ from \S+ \(holder flow-run:([0-9a-f-]{36})\)", rerun_log)
-    assert taken, rerun_log[-3000:]
-    from prefect.client.orchestration import get_client
-
-    with get_client(sync_client=True) as client:  # the killed build's run was marked Crashed by the rerun
-        killed = client.read_flow_run(taken.group(1))
-    assert killed.state.is_crashed(), (killed.name, killed.state)
+    killed_runs = set()
+    for killed_stage, log in zip(KILL_STAGES, logs[1:], strict=True):
+        text = log.read_text()
+        taken = re.search(r"taking over the build lock \S+ from \S+ \(holder flow-run:([0-9a-f-]{36})\)", text)
+        assert taken, f"after the kill in {killed_stage}:\n{text[-3000:]}"
+        with get_client(sync_client=True) as client:  # the killed build's run was marked Crashed by the next
+            killed = client.read_flow_run(taken.group(1))
+        assert killed.state.is_crashed(), (killed_stage, killed.name, killed.state)
+        killed_runs.add(killed.id)
+    assert len(killed_runs) == len(KILL_STAGES)  # each run took over from the one killed just before it
     assert not held_locks()  # nothing left to clean by hand
 
 
