@@ -25,4 +25,7 @@ if ! command -v nvidia-smi >/dev/null 2>&1 && ! .venv/bin/python -c 'import torc
   fi
 fi
 "${PIP[@]}" install -q -e ".[${EXTRAS}]"
+# An editable install leaves our own modules uncompiled, and where PYTHONDONTWRITEBYTECODE is set every process
+# (each build, worker and test process) compiles them again: compile them once, as pip does for a regular install.
+.venv/bin/python -m compileall -q ads_core ads_prefect ads_cli
 echo "setup done: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "| transformers", transformers.__version__)')"
