@@ -291,6 +291,7 @@ def test_window_trace_from_logged_metrics_matches_the_live_sampler():
         WindowTrace.from_metrics([{"ads/r/1": 0.5}])
 
 
+@pytest.mark.slow  # many seeded simulations at the documented sizes: ~25 s on 2 busy cores
 def test_defaults_reproduce_the_simple_learner_claims_of_docs_sampler_md():
     """docs/sampler.md, simple learner, 5 seeds x 800 steps: the reference ADS needs fewer steps than uniform;
     ads-frontier reaches uniform's final accuracy in <= 0.55 of its steps, ahead of DOTS-style and dynamic
@@ -305,6 +306,7 @@ def test_defaults_reproduce_the_simple_learner_claims_of_docs_sampler_md():
         )
 
 
+@pytest.mark.slow  # many seeded simulations at the documented sizes: ~25 s on 2 busy cores
 def test_defaults_reproduce_the_coupled_learner_claims_of_docs_sampler_md():
     """docs/sampler.md, coupled learner, 5 seeds x 800 steps: ads-frontier beats uniform and the reference rule
     (steps to uniform's final accuracy, and final accuracy)."""
