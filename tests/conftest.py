@@ -92,22 +92,26 @@ def balanced_order(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
         for m, its in modules.items()
         if any(i.get_closest_marker("browser") or "ads_server" in getattr(i, "fixturenames", ()) for i in its)
     ]
-    units = [[i for m in browser for i in modules[m]]] if browser else []
+    units: list[tuple[float, list[pytest.Item]]] = []  # (estimated cost, tests) of each unit placed whole
+    if browser:
+        together = [i for m in browser for i in modules[m]]
+        units.append((sum(map(estimated_cost, together)), together))
     light: list[pytest.Item] = []
     for path, its in modules.items():
         if path not in browser:
-            if sum(map(estimated_cost, its)) >= HEAVY_UNIT_S:
-                units.append(its)
+            cost = sum(map(estimated_cost, its))
+            if cost >= HEAVY_UNIT_S:
+                units.append((cost, its))
             else:
                 light.extend(its)
     sizes = worksteal_chunks(len(items), workers)
     parts: list[list[pytest.Item]] = [[] for _ in sizes]
     load = [0.0] * len(sizes)
-    for unit in sorted(units, key=lambda u: -sum(map(estimated_cost, u))):  # stable: ties keep collection order
+    for cost, unit in sorted(units, key=lambda u: -u[0]):  # stable: ties keep collection order
         roomy = [k for k in range(len(parts)) if len(parts[k]) + len(unit) <= sizes[k]] or list(range(len(parts)))
         k = min(roomy, key=lambda k: load[k])
         parts[k].extend(unit)
-        load[k] += sum(map(estimated_cost, unit))
+        load[k] += cost
     for k, part in enumerate(parts):
         take = max(0, sizes[k] - len(part)) if k < len(parts) - 1 else len(light)
         part.extend(light[:take])
