@@ -207,7 +207,6 @@ def report_task(name: str, **options: Any) -> Callable[[Any], Any]:
         retries=2,
         retry_delay_seconds=[1, 2],
         retry_condition_fn=retry_if_transient,
-        tags=["ads-build"],
         **options,
     )
 

@@ -107,7 +107,6 @@ def summary(manifest: Any) -> str:
     retry_delay_seconds=retry_delays(),
     retry_jitter_factor=0.2,
     retry_condition_fn=retry_if_transient,
-    tags=["ads-build"],
 )
 def stage_task(
     stage_name: str,
@@ -229,8 +228,6 @@ def configured(stage: Stage, shard: int | None, refresh: bool, result_storage: s
         "refresh_cache": True if refresh else None,
         "retry_delay_seconds": retry_delays(),
     }
-    if stage.resources.accelerator != "none":
-        options["tags"] = ["ads-build", f"gpu-{stage.resources.accelerator}"]
     if result_storage:
         options["result_storage"] = result_storage
     return stage_task.with_options(**options)
