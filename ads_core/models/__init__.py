@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -83,11 +84,19 @@ def _no_progress(*_: Any, **__: Any) -> AbstractContextManager[None]:
     return nullcontext()
 
 
-def pick_device(device: str = "auto") -> str:
-    import torch
+# Device nodes some GPU stack needs (NVIDIA, NVIDIA Jetson, WSL2's GPU bridge, AMD ROCm). On Linux without any of
+# them torch cannot see a GPU, so `auto` is "cpu" without importing torch (~3 CPU-s per process): a build whose
+# rows all come from the score cache never loads it.
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvhost-ctrl", "/dev/dxg", "/dev/kfd")
 
+
+def pick_device(device: str = "auto", nodes: tuple[str, ...] = GPU_DEVICE_NODES) -> str:
     if device != "auto":
         return device
+    if sys.platform.startswith("linux") and not any(os.path.exists(node) for node in nodes):
+        return "cpu"
+    import torch
+
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -124,20 +133,25 @@ def pick_dtype(device: str, dtype: str = "auto", flags: frozenset[str] | None = 
     """
     import torch
 
+    return getattr(torch, dtype_choice(device, dtype, flags))
+
+
+def dtype_choice(device: str, dtype: str = "auto", flags: frozenset[str] | None = None) -> str:
+    """`pick_dtype`'s choice as a plain name ("bfloat16"), without importing torch."""
     if dtype != "auto":
         if dtype not in DTYPES:
             raise ValueError(f"score.dtype: unknown dtype {dtype!r}; expected auto or one of {', '.join(DTYPES)}")
-        return getattr(torch, dtype)
+        return dtype
     if device.startswith("cuda"):
-        return torch.bfloat16
+        return "bfloat16"
     if device == "cpu" and cpu_has_native_bf16(flags):
-        return torch.bfloat16
-    return torch.float32
+        return "bfloat16"
+    return "float32"
 
 
 def dtype_name(device: str, dtype: str = "auto") -> str:
     """The resolved dtype as a plain name ("bfloat16"), for manifests and cache keys."""
-    return str(pick_dtype(pick_device(device), dtype)).removeprefix("torch.")
+    return dtype_choice(pick_device(device), dtype)
 
 
 def _training_lines(extra_lines: int = 20_000) -> list[str]:

@@ -93,3 +93,26 @@ def test_the_dtype_reaches_the_loaded_weights_and_the_logits(tiny_model_dir: Pat
 def test_gpu_devices_default_to_bf16_and_an_explicit_dtype_wins():
     assert models.pick_dtype("cuda:1") == torch.bfloat16  # an indexed GPU is still a GPU
     assert models.pick_dtype("cuda:0", "float16") == torch.float16
+
+
+def test_auto_device_is_torchs_answer_and_needs_no_torch_without_gpu_nodes(tmp_path: Path):
+    """`auto` agrees with torch here; with none of the GPU device nodes present it is "cpu" without importing
+    torch (a build whose rows all come from the score cache then never imports it), and with one present it asks
+    torch. The score cache's namespace uses the same choice, so it is the device and dtype the scorer runs in."""
+    import subprocess
+    import sys
+
+    assert models.pick_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert models.pick_device("cuda:1") == "cuda:1"
+    for device in ("cpu", "cuda:0"):
+        for dtype in ("auto", *models.DTYPES):
+            assert getattr(torch, models.dtype_choice(device, dtype)) == models.pick_dtype(device, dtype)
+    probe = (
+        "import sys; from ads_core import models; "
+        "print(models.pick_device('auto', nodes=(sys.argv[1],)), 'torch' in sys.modules)"
+    )
+    absent, present = tmp_path / "no-such-node", tmp_path / "node"
+    present.touch()
+    for node, expected in ((absent, "cpu False"), (present, f"{models.pick_device('auto')} True")):
+        out = subprocess.run([sys.executable, "-c", probe, str(node)], capture_output=True, text=True, check=True)
+        assert out.stdout.split() == expected.split(), out.stderr
