@@ -3,7 +3,8 @@
 - A build stopped (SIGSTOP) mid-score for longer than its lease is taken over by a build of edited solutions into
   the same OUT, spelled differently; continued (SIGCONT), it publishes nothing, exits non-zero with one line
   that says so, and its flow run ends Failed with that line. OUT is exactly the other build's result.
-- kill -9 of `ads build` takes its temporary Prefect server (and the watchdog) along within seconds.
+- kill -9 of `ads build` takes its temporary Prefect server (and the watchdog) along within seconds, also while
+  that server is still starting.
 """
 
 from __future__ import annotations
@@ -219,3 +220,43 @@ def test_kill_9_of_ads_build_takes_its_temporary_prefect_server_along(
         assert not left, f"outlived the killed build: {left}"
     finally:
         h.stop_process(proc)
+
+
+def answers(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_kill_9_while_the_temporary_prefect_server_starts_takes_it_along(
+    h: Any, sample_source: Path, tiny_model: str, tmp_path: Path
+):
+    """The server needs seconds to import and migrate before it answers; a kill -9 of the build in that window
+    must not leave it running (it did: its watchdog was attached only once it answered)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}  # no server: ephemeral mode
+    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    args = ["build", str(sample_source), "--out", str(tmp_path / "out"), "--max-length", "256"]
+    proc, started = h.start_process([ads_cli(), *args], tmp_path / "build.log", env), {}
+    try:
+        deadline = time.monotonic() + 120
+        while not any("prefect.server.api.server:create_app" in cmd for cmd in started.values()):
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "build.log").read_text()[-3000:]
+            time.sleep(0.05)
+            started = descendants(proc.pid)
+        time.sleep(0.3)  # a bound, not a timing claim: importing Prefect's server alone takes longer
+        started.update(descendants(proc.pid))
+        server_cmd = next(cmd for cmd in started.values() if "create_app" in cmd).split()
+        assert not answers(int(server_cmd[server_cmd.index("--port") + 1])), "the server was already up"
+        os.kill(proc.pid, signal.SIGKILL)  # the build only, not its process group
+        proc.wait(30)
+        deadline = time.monotonic() + 20
+        while any(alive(p) for p in started) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = {p: cmd for p, cmd in started.items() if alive(p)}
+        assert not left, f"outlived the killed build: {left}"
+    finally:
+        h.stop_process(proc)
+        for pid in filter(alive, started):  # a failed run leaves nothing behind either
+            os.kill(pid, signal.SIGKILL)
