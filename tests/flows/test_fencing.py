@@ -192,6 +192,17 @@ def alive(pid: int) -> bool:
         return False
 
 
+def kill_9_and_assert_all_gone(proc: Any, started: dict[int, str]) -> None:
+    """kill -9 the build only (not its process group); every process it had started must go as well."""
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    deadline = time.monotonic() + 20  # a bound, not a timing claim: they go within a second or two
+    while any(alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = {p: cmd for p, cmd in started.items() if alive(p)}
+    assert not left, f"outlived the killed build: {left}"
+
+
 @pytest.mark.slow
 def test_kill_9_of_ads_build_takes_its_temporary_prefect_server_along(
     h: Any, prefect_server: Any, prefect_home_copy: Any, sample_source: Path, tiny_model: str, tmp_path: Path
@@ -211,13 +222,7 @@ def test_kill_9_of_ads_build_takes_its_temporary_prefect_server_along(
         started = descendants(proc.pid)
         servers = [p for p, cmd in started.items() if "prefect.server.api.server:create_app" in cmd]
         assert servers, (started, log.read_text()[-3000:])
-        os.kill(proc.pid, signal.SIGKILL)  # the build only, not its process group
-        proc.wait(30)
-        deadline = time.monotonic() + 20  # a bound, not a timing claim: they go within a second or two
-        while any(alive(p) for p in started) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = {p: cmd for p, cmd in started.items() if alive(p)}
-        assert not left, f"outlived the killed build: {left}"
+        kill_9_and_assert_all_gone(proc, started)
     finally:
         h.stop_process(proc)
 
@@ -249,13 +254,7 @@ def test_kill_9_while_the_temporary_prefect_server_starts_takes_it_along(
         started.update(descendants(proc.pid))
         server_cmd = next(cmd for cmd in started.values() if "create_app" in cmd).split()
         assert not answers(int(server_cmd[server_cmd.index("--port") + 1])), "the server was already up"
-        os.kill(proc.pid, signal.SIGKILL)  # the build only, not its process group
-        proc.wait(30)
-        deadline = time.monotonic() + 20
-        while any(alive(p) for p in started) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = {p: cmd for p, cmd in started.items() if alive(p)}
-        assert not left, f"outlived the killed build: {left}"
+        kill_9_and_assert_all_gone(proc, started)
     finally:
         h.stop_process(proc)
         for pid in filter(alive, started):  # a failed run leaves nothing behind either
