@@ -16,8 +16,8 @@ from rich.table import Table
 from ads_cli.common import console, fail, progress_bar
 from ads_cli.options import common_parameters, config_parameters, resolve_config, spell_field, with_signature
 from ads_core.config.build import BuildConfig
-from ads_core.core import defaults
-from ads_core.core.errors import InputError, OptionError
+from ads_core.common import defaults
+from ads_core.common.errors import InputError, OptionError
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ads_cli.common import console
-from ads_core.core import defaults
+from ads_core.common import defaults
 
 
 def register(app: typer.Typer) -> None:

@@ -18,7 +18,7 @@ from ads_cli.options import common_parameters, config_parameters, resolve_config
 from ads_core.config.simulate import DEFAULT_SAMPLERS, SimulatedSampler, SimulationConfig
 
 if TYPE_CHECKING:
-    from ads_core.sampler.simulate import SimulationResult
+    from ads_core.simulator.run import SimulationResult
 
 console = Console()
 SAMPLER_NAMES: tuple[str, ...] = get_args(SimulatedSampler)
@@ -57,7 +57,7 @@ def simulate(
     of the ADS sampler is a field of the config tree (ads_core/config/simulate.py); --set reaches the rest.
     """
     from ads_core.sampler.plots import save_plot, save_window_plot
-    from ads_core.sampler.simulate import format_curves, run_simulation, summary_rows
+    from ads_core.simulator.run import format_curves, run_simulation, summary_rows
 
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
     names = SAMPLER_NAMES if samplers.strip() == "all" else tuple(_split(samplers))

@@ -19,8 +19,8 @@ from rich.table import Table
 from ads_cli.common import console, fail, parse_assignments
 from ads_cli.options import common_parameters, config_parameters, flags_by_field, resolve_config, with_signature
 from ads_core.config.train import INTEGRATION_KEYS, TrainConfig
-from ads_core.core import defaults
-from ads_core.core.errors import InputError
+from ads_core.common import defaults
+from ads_core.common.errors import InputError
 
 SECTIONS = ("", "sampler", "verl", "trl")
 # fields set by this command's own options, for error messages (`error_text`)

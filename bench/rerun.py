@@ -31,7 +31,7 @@ def make_source(rows: int, path: Path) -> str:
         lines = GSM8K.read_text().splitlines()[:rows]
         origin = f"{GSM8K} (first {len(lines)})"
     else:
-        from ads_core.core import defaults
+        from ads_core.common import defaults
 
         base = [json.loads(line) for line in Path(defaults.sample_path()).read_text().splitlines()]
         lines = []

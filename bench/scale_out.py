@@ -54,7 +54,7 @@ def make_source(rows: int, path: Path) -> str:
         base = [json.loads(line) for line in GSM8K.read_text().splitlines() if line.strip()]
         origin = str(GSM8K)
     else:
-        from ads_core.core import defaults
+        from ads_core.common import defaults
 
         base = [json.loads(line) for line in Path(defaults.sample_path()).read_text().splitlines() if line.strip()]
         origin = "the bundled sample"
@@ -77,7 +77,7 @@ def free_port() -> int:
 
 def start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """A child in its own process group that gets SIGTERM when this process ends, kill -9 included."""
-    from ads_core.core.procs import die_with_parent
+    from ads_core.common.procs import die_with_parent
 
     with open(log, "ab") as fh:
         return subprocess.Popen(

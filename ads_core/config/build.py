@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from ads_core.config.base import Section, tuning
-from ads_core.core.names import safe_name
+from ads_core.common.names import safe_name
 
 TemplateName = Literal["ads_think", "boxed", "plain"]
 STAGE_NAMES = ("format", "model", "score", "merge", "cluster", "sort", "report")

@@ -35,8 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ads_core import storage
-from ads_core.core.errors import InputError
-from ads_core.core.text import clean_instruction, normalize_question
+from ads_core.common.errors import InputError
+from ads_core.common.text import clean_instruction, normalize_question
 from ads_core.stages.format.schema import REJECTS_SCHEMA
 
 NGRAM = 13

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from ads_core import storage
 from ads_core.config.build import FormatConfig
-from ads_core.core.errors import InputError
+from ads_core.common.errors import InputError
 from ads_core.stages.format.schema import TEMPLATES
 from ads_core.stages.format.stage import format_dataset
 

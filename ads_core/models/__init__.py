@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ads_core.core import defaults
+from ads_core.common import defaults
 
 log = logging.getLogger("ads.models")
 

@@ -15,7 +15,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ads_core.core import defaults
+from ads_core.common import defaults
 
 MEMO_NAME = "fingerprints.json"
 _CHUNK = 8 << 20

@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ads_core.core import defaults
-from ads_core.core.names import safe_name
+from ads_core.common import defaults
+from ads_core.common.names import safe_name
 from ads_core.storage.errors import refuse_credentials
 
 OUT_ENV = "ADS_OUT_DIR"  # output root of runs without `out` (deployments): $ADS_OUT_DIR/<dataset>

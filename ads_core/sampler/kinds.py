@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ads_core.core.registry import Registry, UnknownBackendError
+from ads_core.common.registry import Registry, UnknownBackendError
 from ads_core.sampler.base import Sampler
 
 SamplerFactory = Callable[[Any, Any, Any, int], Sampler]  # (cluster_ids, rank_in_cluster, TrainSamplerConfig, batch)

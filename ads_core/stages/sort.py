@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from ads_core import storage
-from ads_core.core.contract import EXTRA_INFO_WRITTEN, FINAL_PATH, SAMPLER_COLUMNS
+from ads_core.common.contract import EXTRA_INFO_WRITTEN, FINAL_PATH, SAMPLER_COLUMNS
 from ads_core.stages.base import Stage, StageContext
 from ads_core.storage import manifest as mf
 

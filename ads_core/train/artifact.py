@@ -1,6 +1,6 @@
 """The final-artifact contract: what `OUT/final/train.parquet` holds, shared by the writer and the trainer.
 
-The sort stage writes this layout (the column names are in `ads_core.core.contract`); `ads train` and the
+The sort stage writes this layout (the column names are in `ads_core.common.contract`); `ads train` and the
 `ads-train` flow check it with `validate_artifact` before a trainer sees the file.
 
     info = validate_artifact("ads-out/final/train.parquet")   # ArtifactError names every problem
@@ -17,8 +17,8 @@ import pyarrow as pa
 
 from ads_core import storage
 from ads_core.config.sampler import ADSSamplerConfig
-from ads_core.core.contract import EXTRA_INFO_FIELDS, FINAL_DIR, REQUIRED_COLUMNS
-from ads_core.core.errors import OptionError
+from ads_core.common.contract import EXTRA_INFO_FIELDS, FINAL_DIR, REQUIRED_COLUMNS
+from ads_core.common.errors import OptionError
 from ads_core.sampler.ads import ADSSampler
 from ads_core.storage import manifest as mf
 from ads_core.storage.manifest import MANIFEST_NAME

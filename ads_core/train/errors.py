@@ -2,14 +2,14 @@
 
 Errors name options by their config field (`dry_run`, `steps`, `verl.n_gpus_per_node` as `n_gpus_per_node`)
 and carry them in ``options``, so the CLI (`--gpus`) and the flow (`verl.n_gpus_per_node`) each render their
-own spelling (`ads_core.core.errors.OptionError`).
+own spelling (`ads_core.common.errors.OptionError`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from ads_core.core.errors import OptionError
+from ads_core.common.errors import OptionError
 
 
 class TrainOptionError(OptionError, ValueError):

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from ads_core import storage
 from ads_core.config.train import TrainConfig, TrainSamplerConfig
-from ads_core.core.errors import render_options
+from ads_core.common.errors import render_options
 from ads_core.evals import decontam
 from ads_core.evals import sets as ev
 from ads_core.train.artifact import ArtifactError, ArtifactInfo, validate_artifact

@@ -34,8 +34,8 @@ import threading
 from functools import lru_cache
 from typing import Any
 
-from ads_core.core.answers import ground_truth_answers, strip_math_delimiters
-from ads_core.core.text import last_boxed
+from ads_core.common.answers import ground_truth_answers, strip_math_delimiters
+from ads_core.common.text import last_boxed
 
 log = logging.getLogger("ads.reward")
 

@@ -30,7 +30,7 @@ from prefect.futures import as_completed
 
 from ads_core import storage
 from ads_core.config.build import BuildConfig, ClusterConfig, FormatConfig, ReportConfig, RunConfig, ScoreConfig
-from ads_core.core.errors import InputError
+from ads_core.common.errors import InputError
 from ads_core.pipeline import lifecycle
 from ads_core.pipeline import stages as declared
 from ads_core.pipeline.keys import outputs_digest, stage_key

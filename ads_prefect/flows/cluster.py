@@ -15,7 +15,7 @@ from contextlib import nullcontext
 from typing import Any
 from urllib.parse import urlsplit
 
-from ads_core.core.errors import InputError
+from ads_core.common.errors import InputError
 from ads_core.stages.base import Stage
 
 SCHEDULER_CONNECT_S = 5.0

@@ -91,14 +91,14 @@ def start_temporary_server() -> str:
 
     Prefect starts it on first use from whichever thread gets there first, and stops it only at a clean exit:
     after kill -9 it lived on (about 225 MB each). Started here, before the flow, it is the one Prefect then
-    uses, and a watchdog (`ads_core.core.procs.reap_with_me`) stops it when this process ends in any way.
+    uses, and a watchdog (`ads_core.common.procs.reap_with_me`) stops it when this process ends in any way.
 
     The watchdog is attached to each server process as soon as it is spawned, not after `start()` returns:
     the server takes seconds to answer its health check, and a kill -9 in that window left it running.
     Returns its API URL."""
     from prefect.server.api.server import SubprocessASGIServer
 
-    from ads_core.core.procs import reap_with_me
+    from ads_core.common.procs import reap_with_me
 
     server = SubprocessASGIServer()  # the instance Prefect's clients use in ephemeral mode (port None)
     spawn = getattr(server, "_run_uvicorn_command", None)  # Prefect 3.x; start() calls it for each attempt

@@ -121,7 +121,7 @@ _TRANSIENT_S3_CODES = {
 
 def expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that mean "fix your input or setup": one line in the run log, no traceback, never retried."""
-    from ads_core.core.errors import OptionError
+    from ads_core.common.errors import OptionError
     from ads_core.models import ModelLoadError
     from ads_core.storage.errors import StorageError
     from ads_core.storage.fencing import LockLost
@@ -135,7 +135,7 @@ def is_transient(exc: BaseException | None) -> bool:
     """Network and storage hiccups are worth a retry; bad input and broken invariants are not."""
     if exc is None:
         return False
-    from ads_core.core.errors import InputError
+    from ads_core.common.errors import InputError
     from ads_core.models import ModelLoadError
     from ads_core.storage.errors import StorageError
     from ads_core.storage.fencing import LockLost

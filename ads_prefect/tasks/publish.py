@@ -15,7 +15,7 @@ from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from ads_core import storage
-from ads_core.core.text import md_text
+from ads_core.common.text import md_text
 from ads_core.pipeline.stages import stages_by_name
 from ads_core.stages.base import UIItem
 from ads_core.storage import manifest as mf

@@ -23,7 +23,7 @@ from prefect.artifacts import (
 from prefect.cache_policies import NO_CACHE
 
 from ads_core.config.train import TrainConfig
-from ads_core.core.errors import InputError
+from ads_core.common.errors import InputError
 from ads_core.train import artifact as ta
 from ads_core.train import run as trun
 from ads_core.train.errors import LaunchError, error_text

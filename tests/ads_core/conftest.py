@@ -63,6 +63,6 @@ def tiny_build_config() -> object:
 @pytest.fixture(scope="session")
 def tiny_sample_lines() -> list[str]:
     """The first 24 problems of the bundled GSM8K sample, one JSON line each."""
-    from ads_core.core import defaults
+    from ads_core.common import defaults
 
     return Path(defaults.sample_path()).read_text().splitlines()[:24]

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from ads_cli.main import app
 from ads_core import storage
-from ads_core.core import defaults
+from ads_core.common import defaults
 
 
 def ads_format(*args: str) -> Any:

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ads_core.core.text import normalize_question
+from ads_core.common.text import normalize_question
 from ads_core.evals import decontam
 from ads_core.evals import sets as ev
 from ads_core.stages.format.schema import TEMPLATES

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from ads_cli.main import app
 from ads_core.config.build import FormatConfig
-from ads_core.core.errors import InputError
-from ads_core.core.text import normalize_question
+from ads_core.common.errors import InputError
+from ads_core.common.text import normalize_question
 from ads_core.evals import decontam
 from ads_core.evals import sets as ev
 from ads_core.stages.format.schema import OUTPUT_SCHEMA, TEMPLATES

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from ads_core.config.build import FormatConfig
-from ads_core.core.names import safe_name
+from ads_core.common.names import safe_name
 
 
 @pytest.mark.parametrize(

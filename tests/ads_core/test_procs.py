@@ -14,7 +14,7 @@ import pytest
 
 OWNER = """
 import subprocess, sys, time
-from ads_core.core.procs import die_with_parent, reap_with_me
+from ads_core.common.procs import die_with_parent, reap_with_me
 ours = subprocess.Popen(["sleep", "600"], preexec_fn=die_with_parent())
 theirs = subprocess.Popen(["sleep", "600"])  # as a library would start it: nothing set up
 watchdog = reap_with_me(theirs.pid)

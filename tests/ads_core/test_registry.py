@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ads_core.core.registry import DuplicateBackendError, Registry, UnknownBackendError
+from ads_core.common.registry import DuplicateBackendError, Registry, UnknownBackendError
 
 
 def test_a_second_registration_under_one_name_raises_and_keeps_the_first():

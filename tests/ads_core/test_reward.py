@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ads_core.core.answers import encode_alternatives, encode_answer_set, ground_truth_answers, strip_math_delimiters
+from ads_core.common.answers import encode_alternatives, encode_answer_set, ground_truth_answers, strip_math_delimiters
 from ads_core.evals.sets import packaged_data_dir
 from ads_core.train.reward import (
     compute_score,

@@ -14,7 +14,7 @@ from ads_core.config.simulate import SimulationConfig
 from ads_core.sampler.base import GroupFilter, Sampler
 from ads_core.sampler.baselines import UniformSampler
 from ads_core.sampler.dynamic import DynamicSamplingSampler, fill_step, informative
-from ads_core.sampler.simulate import run_simulation, summary_rows
+from ads_core.simulator.run import run_simulation, summary_rows
 from ads_core.sampler.state import SamplerStateError
 
 N = 200

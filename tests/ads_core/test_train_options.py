@@ -14,7 +14,7 @@ import yaml
 
 from ads_core.config.sampler import ADSSamplerConfig, SamplerKind
 from ads_core.config.train import INTEGRATION_KEYS, TRL_MINI_CLUSTER_SIZE, TrainConfig, VerlConfig
-from ads_core.core.registry import DuplicateBackendError
+from ads_core.common.registry import DuplicateBackendError
 from ads_core.sampler import kinds
 from ads_core.train import choice
 

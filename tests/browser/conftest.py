@@ -134,7 +134,7 @@ def ads_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdsServer]:
 @pytest.fixture(scope="session")
 def model_cache() -> Path:
     """The ADS cache dir holding the tiny default model (built there once if missing, as `ads build` would)."""
-    from ads_core.core import defaults
+    from ads_core.common import defaults
     from ads_core.models import resolve_model
 
     resolve_model("default")

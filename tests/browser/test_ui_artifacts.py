@@ -31,7 +31,7 @@ PAGE_STATE = """JSON.stringify({
 @pytest.fixture(scope="module")
 def build(ads_server: Any, model_cache: Path, web: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """`ads build` of 60 sample rows reported to the server; its flow run and artifacts, read from the API."""
-    from ads_core.core import defaults
+    from ads_core.common import defaults
 
     root = tmp_path_factory.mktemp("browser-build")
     shutil.copytree(model_cache / "models", ads_server.cache / "models", dirs_exist_ok=True)  # nothing rebuilt

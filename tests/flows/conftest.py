@@ -119,7 +119,7 @@ def tiny_model(ads_env: dict[str, str]) -> str:
 @pytest.fixture(scope="session")
 def sample_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small real dataset: the first 60 GSM8K problems of the bundled sample."""
-    from ads_core.core import defaults
+    from ads_core.common import defaults
 
     path = tmp_path_factory.mktemp("data") / "gsm8k60.jsonl"
     lines = Path(defaults.sample_path()).read_text().splitlines()[:SAMPLE_ROWS]

@@ -190,7 +190,7 @@ def test_a_vanished_artifact_is_recomputed_not_trusted(
 
 
 def test_bad_input_fails_fast_with_its_message_and_no_retry(h: Any, prefect_api, tmp_path: Path):
-    from ads_core.core.errors import InputError
+    from ads_core.common.errors import InputError
 
     source = tmp_path / "bad.jsonl"
     source.write_text('{"foo": 1}\n{"foo": 2}\n')

@@ -318,7 +318,7 @@ def test_an_unreachable_scheduler_is_one_line_naming_run_dask(h: Any, tmp_path: 
 
 
 def test_workers_on_other_machines_need_an_api_they_can_reach():
-    from ads_core.core.errors import InputError
+    from ads_core.common.errors import InputError
     from ads_prefect.flows.cluster import check_api_reachable
 
     check_api_reachable("http://127.0.0.1:4200/api", {"127.0.0.1"})  # all workers here: fine

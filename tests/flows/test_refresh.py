@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from ads_core import storage
-from ads_core.core import defaults
+from ads_core.common import defaults
 from ads_core.storage import manifest as mf
 
 
@@ -84,7 +84,7 @@ def test_a_refresh_scores_exactly_the_edited_and_appended_rows(refreshed: dict[s
 
 
 def test_untouched_rows_keep_their_scores_bit_for_bit_and_their_cluster_ids(refreshed: dict[str, Any]):
-    from ads_core.core.text import sample_id_of
+    from ads_core.common.text import sample_id_of
 
     before, after = refreshed["before"], scores_by_id(refreshed["out"])
     edited = sample_id_of(refreshed["edited_question"])

@@ -184,7 +184,7 @@ def test_the_dataset_of_an_artifact(uri: str, manifest, expected: str):
 
 def test_the_sort_stage_writes_the_contract_training_checks(final_artifact: Path):
     """The writer (sort) and the reader (validate_artifact) share one contract; a real artifact satisfies it."""
-    from ads_core.core import contract
+    from ads_core.common import contract
 
     schema = pq.read_schema(final_artifact)
     assert schema.names[-len(contract.SAMPLER_COLUMNS) - 1 : -1] == list(contract.SAMPLER_COLUMNS)

@@ -52,7 +52,7 @@ def test_intact_detects_vanished_and_replaced_outputs(tmp_path: Path):
 def test_transient_errors_are_retried_and_bad_input_is_not():
     from botocore.exceptions import ClientError, EndpointConnectionError
 
-    from ads_core.core.errors import InputError
+    from ads_core.common.errors import InputError
     from ads_core.models import ModelLoadError
     from ads_core.stages.sort import InvariantError
 

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ads_core.core.errors import InputError
+from ads_core.common.errors import InputError
 from ads_core.stages.format.records import RawRow, ReadLedger
 
 _READ_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, EOFError)

@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import IO
 
-from ads_core.core.errors import InputError
+from ads_core.common.errors import InputError
 from ads_core.stages.format.records import RawRow
 
 

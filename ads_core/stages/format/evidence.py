@@ -13,7 +13,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ads_core.core.text import is_messages
+from ads_core.common.text import is_messages
 
 MARKER = "####"
 UNFIT = -10.0  # content score of values that cannot play a role

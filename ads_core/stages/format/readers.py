@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
-from ads_core.core.errors import InputError
+from ads_core.common.errors import InputError
 from ads_core.stages.format.csv_rows import iter_csv
 from ads_core.stages.format.records import RawRow, ReadLedger
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 
 from ads_core import storage
-from ads_core.core.errors import InputError
+from ads_core.common.errors import InputError
 from ads_core.stages.format.readers import iter_file_batches, iter_hub_batches, looks_like_hub_id
 from ads_core.stages.format.records import (
     SUPPORTED_SUFFIXES,

@@ -2,7 +2,7 @@
 
 The work is split by responsibility: `sources` (which files a SOURCE names), `readers` and `arrow` (files →
 raw rows), `detect` (which columns play which role), `rows` (one row → question, solution, answer, or a
-reject), `schema` (templates, the output and rejects schemas) and `ads_core.core.text` (normalisation and
+reject), `schema` (templates, the output and rejects schemas) and `ads_core.common.text` (normalisation and
 `\\boxed{}` helpers). This module is the stage itself and its declaration (`STAGE`).
 
 Output: `formatted` (OUT/formatted/train.parquet), `rejects` (OUT/formatted/rejects.parquet), and the
@@ -23,9 +23,9 @@ import pyarrow.parquet as pq
 
 from ads_core import storage
 from ads_core.config.build import FormatConfig
-from ads_core.core import text
-from ads_core.core.errors import InputError
-from ads_core.core.text import sample_id_of
+from ads_core.common import text
+from ads_core.common.errors import InputError
+from ads_core.common.text import sample_id_of
 from ads_core.stages.base import Stage, StageContext, UIItem, outputs_under
 from ads_core.stages.format import readers, records
 from ads_core.stages.format import sources as format_sources

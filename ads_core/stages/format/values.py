@@ -3,7 +3,7 @@
 
 Final answers lose a whole-string math wrapper (`$2$`, `$$x$$`, `\\(x\\)`, `\\[x\\]`, `\\boxed{x}`), so the
 ground truth is the bare expression that math-verify parses (the reward wraps it itself). A list of
-several answers becomes `ads_core.core.answers.encode_alternatives(...)`: a JSON list of strings, e.g.
+several answers becomes `ads_core.common.answers.encode_alternatives(...)`: a JSON list of strings, e.g.
 `'["2", "-3"]'`, which the reward accepts when the response matches any of them (or all together).
 """
 
@@ -13,8 +13,8 @@ import math
 import re
 from typing import Any
 
-from ads_core.core.answers import encode_alternatives, strip_math_delimiters
-from ads_core.core.text import has_surrogates, last_boxed
+from ads_core.common.answers import encode_alternatives, strip_math_delimiters
+from ads_core.common.text import has_surrogates, last_boxed
 from ads_core.stages.format.readers import loads_limited
 
 _OPTION_PREFIX = re.compile(r"^\s*\(?([A-Ja-j])\s*[).:]\s*(.*)$", re.DOTALL)

@@ -22,7 +22,7 @@ import polars as pl
 
 from ads_core import storage
 from ads_core.config.build import ReportConfig
-from ads_core.core.text import md_text
+from ads_core.common.text import md_text
 from ads_core.stages.base import Stage, StageContext
 from ads_core.stages.report.embedding_map import palette, read_embeddings, sample_ids, tsne_map
 from ads_core.stages.report.terms import class_tfidf, render_terms_grid

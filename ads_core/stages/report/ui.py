@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ads_core import storage
-from ads_core.core.text import md_text
+from ads_core.common.text import md_text
 from ads_core.stages.base import StageContext, UIItem
 from ads_core.storage import manifest as mf
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ads_core.config.build import ScoreConfig
-from ads_core.core.registry import Registry
+from ads_core.common.registry import Registry
 
 QUESTION_PREFIX = "Question:\n"
 ANSWER_PREFIX = "\n\nAnswer:\n"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ads_core.core.text import last_boxed
+from ads_core.common.text import last_boxed
 from ads_core.sampler.kinds import build_sampler
 from ads_core.sampler.state import SamplerStateError, state_int
 from ads_core.train.plan import TrainPlan

@@ -1,6 +1,6 @@
 """`ads simulate`: train every sampler on a synthetic GRPO learner and time each to uniform's final accuracy.
 
-The worlds and learners (a model, not evidence about real LLMs) are in ``ads_core.sampler.learners``; this
+The worlds and learners (a model, not evidence about real LLMs) are in ``ads_core.simulator.learners``; this
 module runs them and reports the comparison, in optimizer steps and in rollouts (prompts rolled out, each
 with ``n_rollouts`` completions): every step goes through ``fill_step``, so DAPO-style dynamic sampling pays
 for the generation batches it drops. The plots are in ``ads_core.sampler.plots``.
@@ -21,7 +21,7 @@ from ads_core.sampler.ads import ADSSampler
 from ads_core.sampler.base import Sampler
 from ads_core.sampler.baselines import DifficultyTargetedSampler, UniformSampler
 from ads_core.sampler.dynamic import DynamicSamplingSampler, fill_step
-from ads_core.sampler.learners import World, make_learner, make_world
+from ads_core.simulator.learners import World, make_learner, make_world
 from ads_core.sampler.plots import WindowTrace
 
 
