@@ -1,0 +1,220 @@
+"""`ads compare RUN...`: training runs side by side, from their `steps.jsonl` and `eval.jsonl`.
+
+For each run: the final validation accuracy (mean@k) per eval set with its 95% interval; and the steps and the
+prompts rolled out it needed to reach the FIRST run's (the baseline's) final accuracy, as a share of what the
+baseline itself needed. The rule is ``ads simulate``'s and ``bench/grpo_curriculum.py``'s: the target is reached at
+the first evaluation at or above it; a run that never gets there counts as its whole run, shown as ">=" (and as
+"not reached" when none of its seeds does); when the baseline's final accuracy is no better than where it started
+(reached at step 0) there is nothing to reach and the ratio is "n/a". The headline is the ``average`` over the
+sets every run evaluated (the paper's average column); each set has its own rows too.
+
+A comparison entry is a group of runs: one run for ``ads compare``, one run per seed for the benchmark, which then
+reports the mean and sd over seeds, seed i of a group measured against seed i of the baseline.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ads_core.common.errors import InputError
+from ads_core.evaluation.evallog import EVAL_FILE, read_evals
+
+AVERAGE = "average"
+RUNS_ROOT = "ads-runs"
+STEPS_FILE = "steps.jsonl"
+
+
+@dataclass(frozen=True)
+class Point:
+    step: int
+    prompts: int  # prompts rolled out by training up to this step
+    accuracy: float  # mean@k
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+
+@dataclass
+class RunData:
+    name: str
+    folder: str
+    steps: list[dict[str, Any]]
+    evals: list[dict[str, Any]]
+
+    @property
+    def sets(self) -> list[str]:
+        return list(dict.fromkeys(r["set"] for r in self.evals))
+
+    def prompts_at(self, step: int) -> int:
+        """Prompts rolled out in the logged steps up to STEP (dynamic sampling's extra batches included)."""
+        return sum(int(s.get("rollout_prompts", 0)) for s in self.steps if s["step"] <= step)
+
+    @property
+    def total_steps(self) -> int:
+        return max([s["step"] for s in self.steps] + [r["step"] for r in self.evals] + [0])
+
+    @property
+    def total_prompts(self) -> int:
+        logged = self.prompts_at(self.total_steps) if self.steps else 0
+        return max([logged] + [int(r.get("prompts_rolled_out") or 0) for r in self.evals])
+
+    def curve(self, set_name: str = AVERAGE, sets: Sequence[str] | None = None) -> list[Point]:
+        """Accuracy per evaluated step on one set, or the mean over SETS (default all) where all were evaluated."""
+        by_step: dict[int, dict[str, dict[str, Any]]] = {}
+        for r in self.evals:
+            by_step.setdefault(r["step"], {})[r["set"]] = r
+        wanted = [set_name] if set_name != AVERAGE else list(sets or self.sets)
+        points = []
+        for step in sorted(by_step):
+            records = [by_step[step].get(name) for name in wanted]
+            if not wanted or any(r is None or r.get("mean_at_k") is None for r in records):
+                continue
+            prompts = records[0].get("prompts_rolled_out")  # type: ignore[union-attr]
+            prompts = int(prompts) if isinstance(prompts, int) else self.prompts_at(step)
+            accuracy = sum(float(r["mean_at_k"]) for r in records) / len(records)  # type: ignore[index]
+            single = records[0] if len(records) == 1 else {}
+            points.append(Point(step, prompts, accuracy, single.get("ci_low"), single.get("ci_high")))  # type: ignore[union-attr]
+        return points
+
+
+def resolve_run(ref: str, runs_root: str = RUNS_ROOT) -> Path:
+    """A run folder, or a run name under ./ads-runs; one clear error otherwise."""
+    for candidate in (Path(ref), Path(runs_root) / ref):
+        if candidate.is_dir():
+            return candidate
+    raise InputError(f"run {ref}: no folder {ref} and no run {runs_root}/{ref}")
+
+
+def load_run(ref: str, name: str | None = None, runs_root: str = RUNS_ROOT) -> RunData:
+    """A run's steps and evaluations; a run without any validation record is refused (nothing to compare)."""
+    from ads_core.train.trl.steps import read_steps
+
+    folder = resolve_run(ref, runs_root)
+    evals = read_evals(folder / EVAL_FILE)
+    if not evals:
+        raise InputError(
+            f"run {ref}: {folder / EVAL_FILE} has no validation records; train with eval sets "
+            "(--eval-set NAME, --eval-steps N) to record them"
+        )
+    return RunData(name or folder.resolve().name, str(folder), read_steps(folder / STEPS_FILE), evals)
+
+
+def first_reach(curve: Sequence[Point], target: float) -> Point | None:
+    return next((p for p in curve if p.accuracy >= target - 1e-12), None)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _sd(values: Sequence[float]) -> float:  # ddof 0, as ads simulate
+    m = _mean(values)
+    return math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
+
+
+def common_sets(runs: Sequence[RunData]) -> list[str]:
+    """The sets every run evaluated, in the first run's order."""
+    first = runs[0].sets
+    return [s for s in first if all(s in r.sets for r in runs[1:])]
+
+
+def summarize(groups: dict[str, list[RunData]], set_name: str = AVERAGE) -> list[dict[str, Any]]:
+    """One row per group: final accuracy, and steps / prompts to the baseline's (first group's) final accuracy."""
+    names = list(groups)
+    base_runs = groups[names[0]]
+    sets = common_sets([r for runs in groups.values() for r in runs])
+    rows = []
+    for name, runs in groups.items():
+        step_ratios: list[float] = []
+        prompt_ratios: list[float] = []
+        steps_hit: list[int] = []
+        finals: list[float] = []
+        for i, run in enumerate(runs):
+            base = base_runs[i] if len(base_runs) == len(runs) else base_runs[0]
+            theirs_curve, mine_curve = base.curve(set_name, sets), run.curve(set_name, sets)
+            if not theirs_curve or not mine_curve:
+                raise InputError(f"{run.folder if not mine_curve else base.folder}: no evaluation of {set_name}")
+            target = theirs_curve[-1].accuracy
+            finals.append(mine_curve[-1].accuracy)
+            theirs, mine = first_reach(theirs_curve, target), first_reach(mine_curve, target)
+            assert theirs is not None  # the baseline reaches its own final accuracy at its last evaluation
+            if mine is not None:
+                steps_hit.append(mine.step)
+            hit_step = mine.step if mine else run.total_steps
+            hit_prompts = mine.prompts if mine else run.total_prompts
+            if theirs.step == 0 or theirs.prompts == 0:  # the baseline ended no better than it started
+                step_ratios.append(math.nan)
+                prompt_ratios.append(math.nan)
+                continue
+            step_ratios.append(hit_step / theirs.step)
+            prompt_ratios.append(hit_prompts / theirs.prompts)
+        last = runs[0].curve(set_name, sets)[-1]
+        informative = sum(int(s.get("informative_groups", 0)) for r in runs for s in r.steps)
+        rolled = sum(r.total_prompts for r in runs)
+        rows.append(
+            {
+                "name": name,
+                "runs": len(runs),
+                "final_mean": _mean(finals),
+                "final_sd": _sd(finals),
+                "ci_low": last.ci_low if len(runs) == 1 else None,
+                "ci_high": last.ci_high if len(runs) == 1 else None,
+                "target": _mean([b.curve(set_name, sets)[-1].accuracy for b in base_runs]),
+                "reached": len(steps_hit),
+                "steps_mean": _mean(steps_hit) if steps_hit else None,
+                "step_ratio": None if any(math.isnan(v) for v in step_ratios) else _mean(step_ratios),
+                "rollout_ratio": None if any(math.isnan(v) for v in prompt_ratios) else _mean(prompt_ratios),
+                "steps": _mean([r.total_steps for r in runs]),
+                "prompts_rolled_out": rolled / len(runs),
+                "prompts_per_step": rolled / max(1, sum(r.total_steps for r in runs)),
+                "informative_share": informative / max(1, rolled) if any(r.steps for r in runs) else None,
+                "seconds": sum(float(s.get("seconds", 0.0)) for r in runs for s in r.steps),
+            }
+        )
+    return rows
+
+
+def ratio_text(row: dict[str, Any], key: str) -> str:
+    if row[key] is None:
+        return "n/a"
+    if row["reached"] == 0:
+        return "not reached"
+    bound = ">= " if row["reached"] < row["runs"] else ""
+    return f"{bound}{row[key]:.2f}"
+
+
+def compare(groups: dict[str, list[RunData]]) -> dict[str, Any]:
+    """What ``compare.json`` holds: each run's final records, and the reach rows of the average and every set."""
+    runs = [r for group in groups.values() for r in group]
+    sets = common_sets(runs)
+    if not sets:
+        raise InputError("the runs share no eval set: " + "; ".join(f"{r.name}: {', '.join(r.sets)}" for r in runs))
+    finals = {}
+    for run in runs:
+        last: dict[str, dict[str, Any]] = {}
+        for record in run.evals:
+            if record["step"] >= last.get(record["set"], {"step": -1})["step"]:
+                last[record["set"]] = record
+        finals[run.name] = last
+    reach = {key: summarize(groups, key) for key in ([AVERAGE] if len(sets) > 1 else []) + sets}
+    return {
+        "baseline": next(iter(groups)),
+        "sets": sets,
+        "groups": {name: [r.name for r in group] for name, group in groups.items()},
+        "runs": [
+            {
+                "name": r.name,
+                "folder": os.path.abspath(r.folder),
+                "steps": r.total_steps,
+                "prompts_rolled_out": r.total_prompts,
+                "final": finals[r.name],
+            }
+            for r in runs
+        ],
+        "headline": AVERAGE if len(sets) > 1 else sets[0],
+        "reach": reach,
+    }

@@ -1,0 +1,135 @@
+"""`ads compare` and `eval.jsonl` on runs written by the test (literal steps, rollouts and accuracies), so every
+ratio is known: steps and prompts to the baseline's final accuracy, ">=" / "not reached" / "n/a", the average over
+the shared sets, resume-safe eval.jsonl writes, and the command's outputs and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ads_core.common.errors import InputError
+from ads_core.evaluation.compare import AVERAGE, load_run, ratio_text, summarize
+from ads_core.evaluation.compare_report import write_comparison
+from ads_core.evaluation.evallog import append_evals, eval_records, keep_evals_up_to, read_evals
+
+
+def write_run(folder: Path, per_step: list[int], curve: dict[str, dict[int, float]], informative: int = 4) -> Path:
+    """A run folder: steps.jsonl with each step's prompts rolled out, eval.jsonl with the accuracies given."""
+    folder.mkdir(parents=True)
+    with open(folder / "steps.jsonl", "w") as f:
+        for i, prompts in enumerate(per_step, start=1):
+            record = {"step": i, "rollout_prompts": prompts, "informative_groups": informative, "seconds": 1.5}
+            f.write(json.dumps(record) + "\n")
+    cumulative = {0: 0}
+    for i, prompts in enumerate(per_step, start=1):
+        cumulative[i] = cumulative[i - 1] + prompts
+    for name, points in curve.items():
+        for step, acc in points.items():
+            metrics = {"mean_at_k": acc, "pass_at_k": acc, "maj_at_k": acc, "k": 2, "n": 8, "ci_low": acc - 0.1}
+            append_evals(
+                folder / "eval.jsonl", eval_records(step, {name: metrics | {"ci_high": acc + 0.1}}, cumulative[step])
+            )
+    return folder
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> dict[str, Path]:
+    return {
+        # the baseline: 0.2 -> 0.5 on math500 at step 4 (32 prompts); 0.1 -> 0.3 on aime24
+        "uniform": write_run(
+            tmp_path / "uniform", [8] * 4, {"math500": {0: 0.2, 2: 0.3, 4: 0.5}, "aime24": {0: 0.1, 2: 0.1, 4: 0.3}}
+        ),
+        # reaches 0.5 at step 2 (16 prompts): steps 0.5, prompts 0.5
+        "ads": write_run(
+            tmp_path / "ads", [8] * 4, {"math500": {0: 0.2, 2: 0.5, 4: 0.6}, "aime24": {0: 0.1, 2: 0.3, 4: 0.3}}
+        ),
+        # dynamic sampling: 16 prompts a step; reaches at step 2 with 32 prompts: steps 0.5, prompts 1.0
+        "dynamic": write_run(
+            tmp_path / "dynamic", [16] * 4, {"math500": {0: 0.2, 2: 0.55, 4: 0.5}, "aime24": {0: 0.1, 2: 0.4, 4: 0.2}}
+        ),
+        # never reaches the baseline's 0.5
+        "stuck": write_run(
+            tmp_path / "stuck", [8] * 4, {"math500": {0: 0.2, 2: 0.3, 4: 0.4}, "aime24": {0: 0.1, 2: 0.1, 4: 0.1}}
+        ),
+    }
+
+
+def test_steps_and_prompts_to_the_first_runs_final_accuracy(runs):
+    groups = {name: [load_run(str(path))] for name, path in runs.items()}
+    rows = {r["name"]: r for r in summarize(groups, "math500")}
+    assert rows["uniform"]["target"] == 0.5 and rows["uniform"]["step_ratio"] == 1.0
+    assert (rows["ads"]["step_ratio"], rows["ads"]["rollout_ratio"], rows["ads"]["steps_mean"]) == (0.5, 0.5, 2)
+    assert (rows["dynamic"]["step_ratio"], rows["dynamic"]["rollout_ratio"]) == (0.5, 1.0)
+    assert rows["dynamic"]["final_mean"] == 0.5 and rows["dynamic"]["prompts_per_step"] == 16.0
+    assert rows["stuck"]["reached"] == 0 and ratio_text(rows["stuck"], "step_ratio") == "not reached"
+    assert (rows["ads"]["ci_low"], rows["ads"]["ci_high"]) == pytest.approx((0.5, 0.7))  # the final record's
+    assert rows["ads"]["informative_share"] == 16 / 32 and rows["ads"]["seconds"] == 6.0
+    # the average of the two sets: uniform 0.15 -> 0.2 -> 0.4; ads reaches 0.4 at step 2, dynamic too (0.475)
+    avg = {r["name"]: r for r in summarize(groups, AVERAGE)}
+    assert avg["uniform"]["target"] == pytest.approx(0.4)
+    assert avg["ads"]["step_ratio"] == 0.5 and avg["dynamic"]["rollout_ratio"] == 1.0
+    assert avg["dynamic"]["final_mean"] == pytest.approx(0.35) and avg["ads"]["ci_low"] is None
+
+
+def test_seeds_mean_ratios_and_a_seed_that_never_reaches_counts_as_its_whole_run(runs, tmp_path: Path):
+    base = [load_run(str(runs["uniform"])), load_run(str(runs["uniform"]))]
+    mixed = [load_run(str(runs["ads"])), load_run(str(runs["stuck"]))]  # seed 0 at step 2, seed 1 never (4 steps)
+    (row,) = [r for r in summarize({"uniform": base, "mixed": mixed}, "math500") if r["name"] == "mixed"]
+    assert row["reached"] == 1 and row["step_ratio"] == (0.5 + 1.0) / 2 and row["rollout_ratio"] == 0.75
+    assert ratio_text(row, "step_ratio") == ">= 0.75" and row["final_sd"] == pytest.approx(0.1)
+
+
+def test_nothing_to_reach_when_the_baseline_ends_where_it_started(tmp_path: Path):
+    flat = write_run(tmp_path / "flat", [8, 8], {"math500": {0: 0.3, 2: 0.3}})
+    other = write_run(tmp_path / "other", [8, 8], {"math500": {0: 0.3, 2: 0.5}})
+    rows = summarize({"flat": [load_run(str(flat))], "other": [load_run(str(other))]}, "math500")
+    assert [ratio_text(r, "step_ratio") for r in rows] == ["n/a", "n/a"]
+
+
+def test_eval_log_replaces_a_step_and_set_and_cuts_back_on_resume(tmp_path: Path):
+    path = tmp_path / "eval.jsonl"
+    m = {"mean_at_k": 0.25, "pass_at_k": 0.5, "maj_at_k": 0.25, "k": 2, "n": 8, "ci_low": 0.0, "ci_high": 0.5}
+    append_evals(path, eval_records(0, {"a": m, "b": m}, 0))
+    append_evals(path, eval_records(2, {"a": m, "b": m}, 16))
+    append_evals(path, eval_records(2, {"a": m | {"mean_at_k": 0.75}}, 16))  # the same step again: replaced
+    records = read_evals(path)
+    assert [(r["step"], r["set"]) for r in records] == [(0, "a"), (0, "b"), (2, "b"), (2, "a")]
+    assert records[-1]["mean_at_k"] == 0.75 and records[-1]["prompts_rolled_out"] == 16
+    assert keep_evals_up_to(path, 1) == 2 and [r["step"] for r in read_evals(path)] == [0, 0]
+    with open(path, "a") as f:
+        f.write('{"step": 4, "set"')  # a torn line is no record
+    assert len(read_evals(path)) == 2
+
+
+def test_ads_compare_prints_both_runs_and_writes_its_plot(runs, tmp_path: Path, monkeypatch):
+    from ads_cli.main import app
+
+    monkeypatch.chdir(tmp_path)  # `uniform` and `ads` are found as names under ./ads-runs
+    (tmp_path / "ads-runs").mkdir()
+    for name in ("uniform", "ads"):
+        runs[name].rename(tmp_path / "ads-runs" / name)
+    result = CliRunner().invoke(app, ["compare", "uniform", "ads"])
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "ads-compare" / "uniform-vs-ads"
+    assert (out / "compare.png").stat().st_size > 1000 and (out / "compare.md").read_text() in result.stdout
+    doc = json.loads((out / "compare.json").read_text())
+    assert doc["baseline"] == "uniform" and doc["sets"] == ["math500", "aime24"] and doc["headline"] == AVERAGE
+    assert [r["step_ratio"] for r in doc["reach"]["math500"]] == [1.0, 0.5]
+    assert "| ads | 0.600 [0.500, 0.700] | 0.300 [0.200, 0.400] | 0.450 | 4 | 32 |" in result.stdout
+
+    bad = CliRunner().invoke(app, ["compare", "uniform", "nope"])
+    assert bad.exit_code == 2 and "run nope: no folder nope and no run ads-runs/nope" in bad.output
+    assert "Traceback" not in bad.output
+
+
+def test_runs_without_validation_records_or_shared_sets_are_refused(tmp_path: Path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no validation records"):
+        load_run(str(tmp_path / "empty"))
+    a = write_run(tmp_path / "a", [8], {"math500": {1: 0.1}})
+    b = write_run(tmp_path / "b", [8], {"aime24": {1: 0.1}})
+    with pytest.raises(InputError, match="share no eval set"):
+        write_comparison({"a": [load_run(str(a))], "b": [load_run(str(b))]}, tmp_path / "out")
