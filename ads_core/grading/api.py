@@ -1,0 +1,192 @@
+"""`grade` and `grade_many`: the one grader behind the training rewards, `ads eval` and `ads grade`.
+
+A completion's answer is the content of its last complete ``\\boxed{}``. It is compared with each accepted
+answer of the ground truth, first hit wins:
+
+1. the normalised strings are equal (after NFKC and Unicode digits, spacing, ``\\left``/``\\right``,
+   ``\\dfrac``, ``\\text{}``, degrees, thousands separators, a leading ``x =``);
+2. both are plain numbers (integers, decimals, ``a/b``, ``\\frac{a}{b}``): exact comparison here, except that
+   unequal decimals go on to math-verify, which compares them rounded;
+3. the pre-check refuses an answer whose evaluation would explode (reason ``too_complex``);
+4. math-verify in a verifier process, cut at the time limit (reason ``timeout``).
+
+A percentage reads as its number and as its fraction (``50\\%`` equals ``50`` and ``0.5``). Ground truths with
+several answers follow `ads_core.common.answers` (a JSON list: any one of them; a comma-separated string: the
+set of them). A missing or empty ground truth is never graded correct (reason ``error``): callers refuse such
+rows when an artifact or eval set is checked. Verdicts are cached per (answer, ground truth).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ads_core.common.answers import ground_truth_answers, strip_math_delimiters
+from ads_core.config.eval import GraderConfig
+from ads_core.grading.pool import WorkerUnavailable, get_pool
+from ads_core.grading.precheck import too_complex
+from ads_core.grading.text import as_number, extract_answer, is_decimal, readings
+
+REASONS = ("correct", "wrong", "no_answer", "timeout", "too_complex", "error")
+
+
+@dataclass(frozen=True)
+class Grade:
+    """One completion's verdict. `reason` is one of REASONS; `detail` says more for errors and refusals."""
+
+    correct: bool
+    extracted: str | None
+    reason: str
+    detail: str = ""
+    elapsed_s: float = 0.0  # this call's own measured time (waiting for a free verifier included)
+
+
+_settings = GraderConfig()
+_cache: OrderedDict[tuple[str, tuple[str, ...]], tuple[bool, str, str, float]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def configure(config: GraderConfig) -> None:
+    """Set the process-wide defaults (time limit, verifier processes, cache size)."""
+    global _settings
+    _settings = config
+    with _cache_lock:
+        while len(_cache) > config.cache_size:
+            _cache.popitem(last=False)
+
+
+def settings() -> GraderConfig:
+    return _settings
+
+
+def pool_size(config: GraderConfig | None = None) -> int:
+    workers = (config or _settings).workers
+    return workers or max(1, min(os.cpu_count() or 1, 8))
+
+
+def grade(completion: str, ground_truth: Any, *, timeout_s: float | None = None) -> Grade:
+    """Grade one completion against its ground truth; never raises, never runs past the limit (+ overhead)."""
+    start = time.monotonic()
+    extracted = None
+    try:
+        extracted = extract_answer(completion if isinstance(completion, str) else "")
+        verdict = _grade_answer(extracted, ground_truth, timeout_s)
+    except Exception as exc:  # noqa: BLE001 - a reward must never crash a training step
+        verdict = (False, "error", f"{type(exc).__name__}: {exc}"[:200])
+    return Grade(verdict[0], extracted, verdict[1], verdict[2], time.monotonic() - start)
+
+
+def grade_answer(answer: str | None, ground_truth: Any, *, timeout_s: float | None = None) -> Grade:
+    """Grade an already extracted answer (None: there was none)."""
+    start = time.monotonic()
+    try:
+        verdict = _grade_answer(answer, ground_truth, timeout_s)
+    except Exception as exc:  # noqa: BLE001
+        verdict = (False, "error", f"{type(exc).__name__}: {exc}"[:200])
+    return Grade(verdict[0], answer, verdict[1], verdict[2], time.monotonic() - start)
+
+
+def grade_many(
+    completions: Sequence[str],
+    ground_truths: Sequence[Any],
+    *,
+    timeout_s: float | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[Grade]:
+    """`grade` for each pair, in order, several at once (one thread per verifier process)."""
+    if len(completions) != len(ground_truths):
+        raise ValueError(f"{len(completions)} completions but {len(ground_truths)} ground truths")
+
+    def one(pair: tuple[str, Any]) -> Grade:
+        result = grade(pair[0], pair[1], timeout_s=timeout_s)
+        if progress is not None:
+            progress(1)
+        return result
+
+    pairs = list(zip(completions, ground_truths, strict=True))
+    threads = min(pool_size(), len(pairs))
+    if threads <= 1:
+        return [one(p) for p in pairs]
+    with ThreadPoolExecutor(threads, thread_name_prefix="ads-grade") as executor:
+        return list(executor.map(one, pairs))
+
+
+def gold_answers(ground_truth: Any) -> tuple[str, ...] | None:
+    """The accepted answers (several answers also together, as one set), or None when there is none."""
+    if ground_truth is None or (isinstance(ground_truth, float) and math.isnan(ground_truth)):
+        return None
+    if hasattr(ground_truth, "tolist") and not isinstance(ground_truth, str):
+        ground_truth = ground_truth.tolist()
+    if isinstance(ground_truth, list | tuple) and not any(x is not None and str(x).strip() for x in ground_truth):
+        return None
+    answers = [a for a in ground_truth_answers(ground_truth) if a.strip() and strip_math_delimiters(a).strip("$ ")]
+    if not answers:
+        return None
+    if len(answers) > 1:
+        answers.append(", ".join(strip_math_delimiters(a) for a in answers))  # listing all of them is never wrong
+    return tuple(answers)
+
+
+def _grade_answer(answer: str | None, ground_truth: Any, timeout_s: float | None) -> tuple[bool, str, str]:
+    golds = gold_answers(ground_truth)
+    if golds is None:
+        return False, "error", "no ground truth"
+    if answer is None or not answer.strip():
+        return False, "no_answer", ""
+    limit = float(timeout_s if timeout_s is not None else _settings.timeout_s)
+    key = (answer, golds)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None and (hit[1] != "timeout" or hit[3] >= limit):
+            _cache.move_to_end(key)
+            return hit[0], hit[1], hit[2]
+    verdict = _judge(answer, golds, limit)
+    if verdict[1] != "error" and _settings.cache_size > 0:
+        with _cache_lock:
+            _cache[key] = (*verdict, limit)
+            if len(_cache) > _settings.cache_size:
+                _cache.popitem(last=False)
+    return verdict
+
+
+def _judge(answer: str, golds: tuple[str, ...], limit: float) -> tuple[bool, str, str]:
+    preds = readings(answer)
+    if not any(p.norm for p in preds):
+        return False, "no_answer", ""
+    truths = [r for g in golds for r in readings(g)]
+    undecided: dict[tuple[str, str], None] = {}
+    for p in preds:
+        for g in truths:
+            if p.norm and p.norm == g.norm:
+                return True, "correct", ""
+            pv, gv = as_number(p.norm), as_number(g.norm)
+            if pv is not None and gv is not None:
+                if pv == gv:
+                    return True, "correct", ""
+                if not (is_decimal(p.norm) or is_decimal(g.norm)):
+                    continue  # two exact numbers that differ: decided
+            if p.text and g.text:
+                undecided[(p.text, g.text)] = None
+    if not undecided:
+        return False, "wrong", ""
+    refused = too_complex(answer)
+    if refused is not None:
+        return False, "too_complex", refused
+    try:
+        reply, took = get_pool(pool_size()).ask({"pairs": [list(pair) for pair in undecided]}, limit)
+    except WorkerUnavailable as exc:
+        return False, "error", str(exc)
+    if reply is None:
+        return False, "timeout", f"math-verify still running after {took:.2f} s (limit {limit:g} s)"
+    if reply.get("match"):
+        return True, "correct", ""
+    if reply.get("error") and "verifier process" in reply["error"]:
+        return False, "error", reply["error"]
+    return False, "wrong", ""

@@ -1,0 +1,153 @@
+"""From a completion to the answer strings the grader compares: extraction, Unicode folding, normalisation.
+
+Everything here is plain string work (no sympy), cheap and safe to run in any thread.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ads_core.common.answers import strip_math_delimiters
+
+_BOX_TOKENS = ("\\boxed", "\\fbox")
+_TEXT = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")
+_SPACES = re.compile(r"\s+|\\[,;:! ]|~")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_LEADING_VAR = re.compile(r"^[a-zA-Z]\s*(?:=|\\in)\s*(?=\S)")
+_DEGREES = re.compile(r"\^\s*\{?\\circ\}?|°")
+_PERCENT = re.compile(r"^(.*?)(?:\\?%)$", re.DOTALL)
+_PERCENT_TEXT = re.compile(r"\\*%\s*\.?\s*$")
+_NUMBER = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)")
+_FRACTION = re.compile(r"(-?)\\frac\{(-?\d+)\}\{(-?\d+)\}|(-?\d+)/(\d+)")
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
+_SUPERSCRIPT_RUN = re.compile("[⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻]+")
+# Characters NFKC leaves alone but that only ever mean one ASCII thing in an answer.
+_SYMBOLS = str.maketrans({"−": "-", "–": "-", "⁄": "/", "∕": "/", "×": "\\times ", "÷": "/", "·": "\\cdot "})
+MAX_NUMBER_CHARS = 60  # longer numerals go to math-verify (int() of huge strings is slow or refused)
+
+
+def last_complete_boxed(text: str) -> str | None:
+    """Content of the last brace-balanced ``\\boxed{...}`` (or ``\\fbox{...}``); an unclosed one after it (a
+    completion cut off mid-answer) is skipped in favour of the last complete one. None when there is none."""
+    end = len(text)
+    while True:
+        best = max((text.rfind(token, 0, end), token) for token in _BOX_TOKENS)
+        idx, token = best
+        if idx < 0:
+            return None
+        content = _braced_after(text, idx + len(token))
+        if content is not None:
+            return content
+        end = idx  # unclosed (or no brace): look before it
+
+
+def _braced_after(text: str, i: int) -> str | None:
+    while i < len(text) and text[i] == " ":
+        i += 1
+    if i >= len(text) or text[i] != "{":
+        return None
+    depth = 0
+    for j in range(i, len(text)):
+        ch = text[j]
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[i + 1 : j].strip()
+    return None
+
+
+def extract_answer(completion: str) -> str | None:
+    """The completion's final answer (last complete box); full-width braces and backslashes count too."""
+    text = completion or ""
+    found = last_complete_boxed(text)
+    if found is None and not text.isascii():
+        folded = unicodedata.normalize("NFKC", text)  # ＼ｂｏｘｅｄ｛５｝
+        if folded != text:
+            found = last_complete_boxed(folded)
+    return found
+
+
+def fold_unicode(text: str) -> str:
+    """NFKC, every Unicode decimal digit as its ASCII digit (５, 𝟓, ٥ -> 5), superscripts as powers."""
+    if text.isascii():
+        return text
+    s = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + m.group().translate(_SUPERSCRIPTS) + "}", text)  # NFKC: ² -> 2
+    s = unicodedata.normalize("NFKC", s).translate(_SYMBOLS)
+    if s.isascii():
+        return s
+    return "".join(str(unicodedata.decimal(ch)) if not ch.isascii() and ch.isdecimal() else ch for ch in s)
+
+
+def normalize_answer(text: str) -> str:
+    """A conservative canonical string for an answer (never changes its mathematical meaning)."""
+    s = strip_math_delimiters(fold_unicode(str(text)))
+    s = s.strip("$").strip()
+    s = re.sub(r"\\+(?=[a-zA-Z{}(),\[\]%])", r"\\", s)  # collapse doubled backslashes from JSON escaping
+    s = s.replace("\\left", "").replace("\\right", "")
+    s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    s = _DEGREES.sub("", s)
+    s = _TEXT.sub(r"\1", s)
+    s = _SPACES.sub("", s)
+    s = _THOUSANDS.sub("", s)
+    s = _LEADING_VAR.sub("", s)
+    s = s.rstrip(".")
+    return s
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One way to read an answer: `norm` for string and number comparison, `text` for math-verify."""
+
+    norm: str
+    text: str
+
+
+def readings(answer: str) -> list[Reading]:
+    """The readings of an answer: itself, and for a percentage its number and its fraction (``50\\%`` reads as
+    ``50`` and as ``0.5``, as Qwen2.5-Math's grader accepts both)."""
+    text = strip_math_delimiters(fold_unicode(str(answer))).strip("$").strip()
+    norm = normalize_answer(text)
+    m = _PERCENT.match(norm)
+    if m is None or not m.group(1):
+        return [Reading(norm, text)]
+    number, number_text = m.group(1), _PERCENT_TEXT.sub("", text).strip()
+    value = as_number(number)
+    fraction = _decimal(value / 100) if value is not None else f"\\frac{{{number}}}{{100}}"
+    return [Reading(number, number_text), Reading(fraction, f"\\frac{{{number_text}}}{{100}}")]
+
+
+def _decimal(value: Fraction) -> str:
+    """An exact decimal (value/100 of a decimal is one) or a fraction."""
+    for digits in range(0, 40):
+        scaled = value * 10**digits
+        if scaled.denominator == 1:
+            text = str(abs(scaled.numerator)).rjust(digits + 1, "0")
+            body = f"{text[:-digits]}.{text[-digits:]}" if digits else text
+            return ("-" if value < 0 else "") + body
+    return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+
+
+def as_number(normalized: str) -> Fraction | None:
+    """The exact value of a plain numeral (``-12``, ``0.5``, ``\\frac{3}{4}``, ``3/4``), else None."""
+    if len(normalized) > MAX_NUMBER_CHARS:
+        return None
+    if _NUMBER.fullmatch(normalized):
+        return Fraction(normalized)
+    m = _FRACTION.fullmatch(normalized)
+    if m is None:
+        return None
+    sign, num, den = (m.group(1), m.group(2), m.group(3)) if m.group(2) else ("", m.group(4), m.group(5))
+    if int(den) == 0:
+        return None
+    value = Fraction(int(num), int(den))
+    return -value if sign else value
+
+
+def is_decimal(normalized: str) -> bool:
+    """A numeral with a decimal point: math-verify compares those rounded, so only equality is decided here."""
+    return "." in normalized
