@@ -1,0 +1,81 @@
+"""verl's validation metrics as `RUN_DIR/eval.jsonl` records, so `ads compare` reads verl and TRL runs alike.
+
+verl's file logger writes one line per step, ``{"step": N, "data": {...}}``; a step that validated has, per data
+source (our eval sets are written with ``data_source`` = the set's name) and with k = ``val_kwargs.n``:
+
+* ``val-core/<set>/acc/mean@k``: each problem's share of correct samples, averaged (the paper's mean@k);
+* ``val-core/<set>/acc/best@k/mean``: verl's bootstrap estimate of pass@k (the best of k samples, resampled);
+* ``val-core/<set>/acc/maj@k/mean``: majority voting, only when the reward returns a ``pred`` (ours does not).
+
+``acc`` is the reward's 0/1 correctness (``ads_core.train.reward.compute_score``); a reward without it is read from
+``reward``, as verl does. verl reports no interval over problems, so ``ci_low``/``ci_high`` stay empty; ``n`` is the
+set's size when known (``eval_limit`` rows at most). Step 0 is the validation before training
+(``trainer.val_before_train``). Every verl step rolls out one sampler batch, so ``prompts_rolled_out`` is the step
+times the prompts per step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ads_core.evaluation.evallog import append_evals, eval_records
+
+_CORE = re.compile(r"^val-core/(?P<set>.+)/(?P<var>[^/]+)/mean@(?P<k>\d+)$")
+
+
+def val_records(
+    lines: Iterable[Mapping[str, Any]], prompts_per_step: int, sizes: Mapping[str, int] | None = None
+) -> list[dict[str, Any]]:
+    """eval.jsonl records of every validating step among verl's metric LINES (``{"step", "data"}`` objects)."""
+    out: list[dict[str, Any]] = []
+    for line in lines:
+        data, step = line.get("data"), line.get("step")
+        if not isinstance(data, Mapping) or not isinstance(step, int) or isinstance(step, bool):
+            continue
+        found: dict[str, tuple[str, int]] = {}  # set -> (variable, k)
+        for key in data:
+            m = _CORE.match(str(key))
+            if m and (m["set"] not in found or m["var"] == "acc"):  # acc wins over reward
+                found[m["set"]] = (m["var"], int(m["k"]))
+        per_set = {}
+        for name, (var, k) in found.items():
+            base = f"val-core/{name}/{var}"
+            per_set[name] = {
+                "mean_at_k": data.get(f"{base}/mean@{k}"),
+                "pass_at_k": data.get(f"{base}/best@{k}/mean") if k > 1 else data.get(f"{base}/mean@{k}"),
+                "maj_at_k": data.get(f"{base}/maj@{k}/mean"),
+                "k": k,
+                "n": int((sizes or {}).get(name, 0)),
+            }
+        out += eval_records(step, per_set, step * prompts_per_step)
+    return out
+
+
+def read_metric_lines(path: str | Path) -> list[dict[str, Any]]:
+    """verl's metrics JSONL; a torn or foreign line is skipped."""
+    p = Path(path)
+    if not p.is_file():
+        return []
+    lines = []
+    for text in p.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            lines.append(record)
+    return lines
+
+
+def copy_val_metrics(
+    metrics_file: str | Path, eval_file: str | Path, prompts_per_step: int, sizes: Mapping[str, int] | None = None
+) -> int:
+    """Append the validation records of verl's metrics file to eval.jsonl (a step and set already there is
+    replaced: verl rewrites its metrics file when a run resumes); returns the records copied."""
+    records = val_records(read_metric_lines(metrics_file), prompts_per_step, sizes)
+    append_evals(eval_file, records)
+    return len(records)
