@@ -18,11 +18,11 @@ from rich.table import Table
 
 from ads_cli.common import console, fail, parse_assignments
 from ads_cli.options import common_parameters, config_parameters, flags_by_field, resolve_config, with_signature
-from ads_core.config.train import INTEGRATION_KEYS, TrainConfig
 from ads_core.common import defaults
 from ads_core.common.errors import InputError
+from ads_core.config.train import INTEGRATION_KEYS, TrainConfig
 
-SECTIONS = ("", "sampler", "verl", "trl")
+SECTIONS = ("", *TrainConfig.sections())
 # fields set by this command's own options, for error messages (`error_text`)
 OWN_FLAGS = {
     "dry_run": "--dry-run",
@@ -93,9 +93,9 @@ def train_cmd(
 
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
     for key, value in parse_assignments(ads_knobs, "--ads").items():
-        # the verl integration's two data.ads_sampler keys are verl.* fields; -s reaches them as before
-        section = "verl" if key in INTEGRATION_KEYS else "sampler__ads"
-        options[f"{section}__{key}"] = value
+        # the integration keys (data.ads_sampler.* in verl's YAML) are fields of a trainer's section
+        section = TrainConfig.section_of(key) if key in INTEGRATION_KEYS else None
+        options[f"{section or 'sampler__ads'}__{key}"] = value
     cfg = resolve_config(TrainConfig, options, config_file, assignments)
     extra = list(ctx.args)
     bad = [a for a in extra if "=" not in a]
@@ -117,31 +117,25 @@ def train_cmd(
     if dry_run:
         show_dry_run(plan)
         return
-    if plan.trainer == "verl":
-        console.print(f"launching: {escape(trun.verl_part(plan).command_line)}", highlight=False)
+    if not trun.trainer_of(plan).streams_steps:  # a subprocess: its own output is the progress
+        console.print(
+            f"training with {escape(plan.trainer)} ({escape(plan.trainer_reason)}): {escape(plan.part.launch_line())}",
+            highlight=False,
+        )
         try:
             result = trun.execute(plan)
         except (ValueError, RuntimeError) as exc:
             raise fail(error_text(exc, spell_flag)) from None
-        from ads_core.train.verl.launch import headline
-
-        for key, value in sorted(headline(result.metrics).items()):
+        for key, value in sorted(result.headline.items()):
             console.print(f"  {escape(key)}: {value:g}", highlight=False)
         return
     train_with_progress(plan, trun)
 
 
 def show_dry_run(plan: Any) -> None:
-    """verl: the resolved verl config and the command (stdout); TRL: the resolved TrainConfig and batch layout."""
-    if plan.trainer == "verl":
-        sys.stdout.write(plan.part.config_yaml)
-        sys.stdout.write(f"\n# command:\n# {plan.part.command_line}\n")
-    else:
-        import yaml
-
-        resolved = plan.config.model_copy(update={"sampler": plan.sampler}).model_dump(mode="json")
-        sys.stdout.write(yaml.safe_dump(resolved, sort_keys=False))
-        sys.stdout.write("# " + plan.part.describe())
+    """The trainer's dry-run text on stdout (verl: its resolved config and command; TRL: the resolved
+    TrainConfig and batch layout), then one line on what was checked."""
+    sys.stdout.write(plan.part.dry_run_text())
     console.print(
         f"dry run ({plan.trainer}: {plan.trainer_reason}): {plan.artifact.rows} rows, {plan.artifact.clusters} "
         f"clusters, {plan.prompts_per_step} prompts per step; nothing launched",
@@ -150,11 +144,12 @@ def show_dry_run(plan: Any) -> None:
 
 
 def train_with_progress(plan: Any, trun: Any) -> None:
-    """TRL in this process, a bar over the steps, then where everything went."""
+    """A trainer that reports its steps: a bar over the steps, then where everything went."""
     from ads_core.train.errors import error_text
 
     console.print(
-        f"training with TRL ({escape(plan.trainer_reason)}): {escape(plan.part.describe().strip())}", highlight=False
+        f"training with {escape(plan.trainer)} ({escape(plan.trainer_reason)}): {escape(plan.part.launch_line())}",
+        highlight=False,
     )
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -186,9 +181,8 @@ def train_with_progress(plan: Any, trun: Any) -> None:
     table = Table(title=f"last step ({len(result.steps)} logged)", show_header=True)
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for key in ("step", "reward_mean", "success_mean", "active_clusters", "window_position", "lag", "loss", "seconds"):
-        if key in result.metrics:
-            table.add_row(key, f"{result.metrics[key]:g}")
+    for key, value in result.headline.items():
+        table.add_row(key, f"{value:g}")
     console.print(table)
     console.print(
         f"steps: {escape(str(result.steps_file))}\ncheckpoint: {escape(str(result.last_checkpoint))}\n"

@@ -32,7 +32,7 @@ class Section(BaseModel):
         """A validated copy with dotted fields replaced: `{"cluster.n_init": 4, "sampler.ads.alpha": 0.5}`.
 
         Fields left at their default stay unset in the copy (`model_fields_set`), so a default that depends on
-        context (TRL's `mini_cluster_size`, `TrainConfig.ads_for`) still applies to them.
+        context (TRL's `mini_cluster_size`, a trainer's `ads_defaults`) still applies to them.
         """
         full = self.model_dump()
         data = self.model_dump(exclude_unset=True)

@@ -27,7 +27,6 @@ from ads_core.config.sampler import (
     UniformSamplerConfig,
 )
 
-Trainer = Literal["auto", "verl", "trl"]
 DecontaminateMode = Literal["off", "report", "drop"]
 
 # sampler.ads.mini_cluster_size under TRL when it is not set: 4 clusters x 2 rows = 8 prompts per step on a CPU.
@@ -114,10 +113,11 @@ class TRLConfig(Section):
 class TrainConfig(Section):
     """Everything one training run needs besides the artifact."""
 
-    trainer: Trainer = Field(
+    trainer: str = Field(
         "auto",
+        min_length=1,
         description="auto (verl where CUDA GPUs, verl and its rollout engine are present, or with a Ray "
-        "address; TRL otherwise), verl or trl.",
+        "address; TRL otherwise), verl, trl, or any registered trainer (ads_core.train.trainers).",
     )
     model: str | None = Field(
         None, description="Policy to train; default: the model the difficulties were scored with (the manifest)."
@@ -138,13 +138,19 @@ class TrainConfig(Section):
     verl: VerlConfig = Field(default_factory=VerlConfig)
     trl: TRLConfig = Field(default_factory=TRLConfig)
 
-    def ads_for(self, trainer: str) -> ADSSamplerConfig:
-        """The ADS knobs a run with TRAINER (verl or trl) uses: TRL's CPU-sized mini_cluster_size unless set."""
-        ads = self.sampler.ads
-        if trainer == "trl" and "mini_cluster_size" not in ads.model_fields_set:
-            return ads.model_copy(update={"mini_cluster_size": TRL_MINI_CLUSTER_SIZE})
-        return ads
+    @classmethod
+    def sections(cls) -> tuple[str, ...]:
+        """The names of the nested sections (the sampler and one per trainer), in declaration order."""
+        return tuple(
+            n
+            for n, f in cls.model_fields.items()
+            if isinstance(f.annotation, type) and issubclass(f.annotation, Section)
+        )
 
-    def prompts_per_step(self, trainer: str) -> int:
-        """Prompts one optimizer step trains on, for every sampler kind: the ADS batch."""
-        return self.ads_for(trainer).batch_size
+    @classmethod
+    def section_of(cls, name: str) -> str | None:
+        """The section declaring field NAME (the first, in declaration order), or None."""
+        for section in cls.sections():
+            if name in cls.model_fields[section].annotation.model_fields:  # type: ignore[union-attr]
+                return section
+        return None

@@ -9,7 +9,7 @@ its name in `ads_core.config.sampler.SamplerKind`, so configs can choose it; a t
     def _mine(cluster_ids, rank_in_cluster, cfg, batch_size):
         return MySampler(cluster_ids, rank_in_cluster, cfg.mine.replaced(batch_size=batch_size))
 
-`cfg` is the run's `TrainSamplerConfig` with the ADS knobs the trainer uses (`TrainConfig.ads_for`), and
+`cfg` is the run's `TrainSamplerConfig` with the ADS knobs the trainer uses (its `ads_defaults`), and
 `batch_size` the step's prompt count, the ADS batch `active_clusters x mini_cluster_size`: every kind draws that
 many rows per step, so comparisons train on the same number of prompts.
 """

@@ -1,13 +1,13 @@
 """The trainer-neutral half of a training run: check the artifact, pick the trainer, name the run, find the eval
 sets, check for contamination. `ads_core.train.run.prepare` adds the chosen trainer's part (verl's overrides and
-command, TRL's batch layout) and `ads_core.train.run.train` runs it.
+command, TRL's batch layout; `ads_core.train.trainers`) and `ads_core.train.run.train` runs it.
 
-    plan = plan_training("ads-out/gsm8k_sample/final/train.parquet", TrainConfig(trainer="trl", steps=4))
+    plan = plan_training("ads-out/gsm8k_sample/final/train.parquet", TrainConfig(steps=4))
     plan.trainer, plan.run_dir, plan.prompts_per_step
 
 A run folder (default ``./ads-runs/<experiment>``) holds checkpoints, the per-step log and staged copies of
 remote inputs. The experiment name is stable (the dataset's), so the same command again resumes.
-Nothing here imports Prefect, verl or TRL.
+Nothing here imports Prefect or a trainer's library.
 """
 
 from __future__ import annotations
@@ -17,36 +17,28 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ads_core import storage
-from ads_core.config.train import TrainConfig, TrainSamplerConfig
 from ads_core.common.errors import render_options
+from ads_core.config.train import TrainConfig, TrainSamplerConfig
 from ads_core.evals import decontam
 from ads_core.evals import sets as ev
 from ads_core.train.artifact import ArtifactError, ArtifactInfo, validate_artifact
 from ads_core.train.artifact import parent as _parent
-from ads_core.train.choice import choose_trainer
+from ads_core.train.trainers import TrainerPart, choose_trainer, sampler_config
 
 WARNING_OPTIONS = ("decontaminate", "eval_sets")  # options plan warnings may name (see TrainPlan.warnings_for)
-
-
-class TrainerPart(Protocol):
-    """What a trainer adds to a plan (`ads_core.train.verl.plan.VerlPlan`, `ads_core.train.trl.plan.TRLPlan`)."""
-
-    def summary(self) -> dict[str, Any]: ...
-
-    def describe(self) -> str: ...
 
 
 @dataclass
 class TrainPlan:
     artifact_uri: str
     config: TrainConfig
-    trainer: str  # verl or trl (auto resolved)
+    trainer: str  # a registered trainer's name (auto resolved)
     trainer_reason: str
     artifact: ArtifactInfo
-    sampler: TrainSamplerConfig  # with the ADS knobs this trainer uses (TrainConfig.ads_for)
+    sampler: TrainSamplerConfig  # with the ADS knobs this trainer uses (its ads_defaults)
     model: str
     experiment: str
     run_dir: str
@@ -156,8 +148,8 @@ def plan_training(artifact_uri: str, cfg: TrainConfig, materialize: bool = True)
     ``materialize=False`` (dry runs) writes nothing: a ``drop`` decontamination only reports, and the plan
     shows the paths a real run would use.
     """
-    trainer, reason = choose_trainer(cfg.trainer, cfg.verl.ray_address, cfg.sampler.kind)
-    sampler = cfg.sampler.model_copy(update={"ads": cfg.ads_for(trainer)})
+    trainer, reason = choose_trainer(cfg)
+    sampler = sampler_config(cfg, trainer)
     info = validate_artifact(artifact_uri, sampler.ads)
     model = resolve_model(cfg.model, info, artifact_uri)
     experiment = _slug(cfg.name or f"{info.dataset or 'dataset'}-ads")
@@ -177,7 +169,7 @@ def plan_training(artifact_uri: str, cfg: TrainConfig, materialize: bool = True)
     return TrainPlan(
         artifact_uri=artifact_uri,
         config=cfg,
-        trainer=trainer,
+        trainer=trainer.name,
         trainer_reason=reason,
         artifact=info,
         sampler=sampler,

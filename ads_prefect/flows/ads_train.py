@@ -1,16 +1,17 @@
 """The `ads-train` flow: check a final ADS artifact, then train GRPO with the ADS sampler (TRL or verl).
 
 Its parameters are `artifact_uri`, `dry_run` and the fields of `ads_core.config.train.TrainConfig` (the same
-names, types and defaults; a test checks them): `trainer` (auto | verl | trl), `model`, `steps`, `run_dir`,
-`name`, `eval_sets`, `decontaminate` and the sections `sampler`, `verl`, `trl`, each shown typed, with its help,
-in the UI.
+names, types and defaults; a test checks them): `trainer` (auto, or a registered trainer: verl, trl), `model`,
+`steps`, `run_dir`, `name`, `eval_sets`, `decontaminate` and the sections `sampler`, `verl`, `trl`, each shown
+typed, with its help, in the UI.
 
 1. Plan (`ads_core.train.run.prepare`): pick the trainer (`auto`: verl where CUDA GPUs, verl and a rollout
    engine are present, TRL otherwise), check the artifact, the eval sets and contamination; for verl compose
    and validate its config. The plan is published as a markdown artifact.
-2. With `dry_run`, stop there. TRL trains in this run (task `run-trl`): a progress artifact follows the steps,
-   and at the end the run shows the reward curve, each cluster's success and window position (an inline PNG)
-   and the last step's numbers. verl runs as a subprocess (task `run-verl`) streaming its log into the run.
+2. With `dry_run`, stop there. Otherwise the chosen trainer runs in task `run-<trainer>` (`run-trl`,
+   `run-verl`): a trainer that reports its steps (TRL, in this run) drives a progress artifact and at the end the
+   run shows the reward curve, each cluster's success and window position (an inline PNG); a trainer that runs
+   as a subprocess (verl) streams its log into the run. Both publish the last step's headline numbers.
 
 Runs are named `train-<dataset>-<UTC time>` (a run the build created already has that name and keeps it). Bad
 input or a machine that can't train (`tasks.train.EXPECTED_ERRORS`) fails the run with one line that names the
@@ -30,7 +31,7 @@ from prefect.states import Failed, State
 from pydantic import ValidationError
 
 from ads_core.config.base import error_line
-from ads_core.config.train import DecontaminateMode, TrainConfig, Trainer, TrainSamplerConfig, TRLConfig, VerlConfig
+from ads_core.config.train import DecontaminateMode, TrainConfig, TrainSamplerConfig, TRLConfig, VerlConfig
 from ads_core.train import run as trun
 from ads_prefect.flows.env import TRAIN_TIMEOUT_ENV, TRAIN_TIMEOUT_S, flow_timeout
 from ads_prefect.tasks import train as tt
@@ -58,7 +59,7 @@ def _run_name() -> str:
 def ads_train(
     artifact_uri: str,
     dry_run: bool = False,
-    trainer: Trainer = DEFAULTS.trainer,
+    trainer: str = DEFAULTS.trainer,
     model: str | None = DEFAULTS.model,
     steps: int = DEFAULTS.steps,
     run_dir: str | None = DEFAULTS.run_dir,
@@ -132,21 +133,14 @@ def _train(artifact_uri: str, cfg: TrainConfig, dry_run: bool) -> dict[str, Any]
         "run_dir": plan.run_dir,
         "summary": plan.summary(),
     }
-    if plan.trainer == "verl":
-        part = trun.verl_part(plan)
-        result |= {"mode": part.mode, "command": part.command}
-        if dry_run:
-            print(part.config_yaml)
-            print(f"# command:\n# {part.command_line}")
-            result["config_yaml"] = part.config_yaml
+    part = plan.part
+    assert part is not None  # prepared
+    result |= part.outputs(dry_run)
     if dry_run:
+        print(part.dry_run_text())
         logger.info("dry run (%s, %s): nothing launched", plan.trainer, plan.trainer_reason)
         return result
-    if plan.trainer == "verl":
-        result["metrics"] = tt.run_verl(plan)
-        tt.publish_verl_metrics(plan, result["metrics"])
-        return result
-    outcome = tt.run_trl(plan)
+    outcome = tt.run_training(plan)
     result |= {"metrics": outcome.metrics, "steps_file": outcome.steps_file, "checkpoint": outcome.last_checkpoint}
     result["steps"] = len(outcome.steps)
     return result

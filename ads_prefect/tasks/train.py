@@ -1,5 +1,6 @@
-"""Prefect tasks of the `ads-train` flow: plan the run, run TRL (with a progress artifact and the training plot) or
-verl (streaming its log); plus the helpers the flow publishes with.
+"""Prefect tasks of the `ads-train` flow: plan the run, run its trainer (a progress artifact and the training plot
+for a trainer that reports its steps, its log streamed for one that runs as a subprocess); plus the helpers the
+flow publishes with.
 
 Errors that mean "fix the input or the machine" (`EXPECTED_ERRORS`) fail a run with one line that names
 the flow parameter to change (`dry_run=true`, `verl.n_gpus_per_node`, not `--gpus`); anything else keeps its
@@ -8,7 +9,6 @@ traceback.
 
 from __future__ import annotations
 
-import collections
 import logging
 from datetime import datetime
 from typing import Any
@@ -22,8 +22,8 @@ from prefect.artifacts import (
 )
 from prefect.cache_policies import NO_CACHE
 
-from ads_core.config.train import TrainConfig
 from ads_core.common.errors import InputError
+from ads_core.config.train import TrainConfig
 from ads_core.train import artifact as ta
 from ads_core.train import run as trun
 from ads_core.train.errors import LaunchError, error_text
@@ -33,15 +33,13 @@ from ads_prefect.tasks.publish import image_markdown
 
 EXPECTED_ERRORS: tuple[type[Exception], ...] = (ta.ArtifactError, LaunchError, ValueError, InputError)
 PLAN_TASK = "plan-training"
-RUN_TASK = "run-verl"
-RUN_TRL_TASK = "run-trl"
-HEADLINE = ("step", "reward_mean", "success_mean", "active_clusters", "window_position", "lag", "loss", "seconds")
+RUN_TASK = "run-training"  # run as `run-<trainer>` (run-trl, run-verl)
 
 
 def _sections() -> dict[str, str]:
     """Field name -> flow parameter (`n_gpus_per_node` -> `verl.n_gpus_per_node`)."""
     out: dict[str, str] = {}
-    for section in ("sampler", "verl", "trl"):
+    for section in TrainConfig.sections():
         for name in TrainConfig.model_fields[section].annotation.model_fields:  # type: ignore[union-attr]
             out.setdefault(name, f"{section}.{name}")
     return out
@@ -66,11 +64,8 @@ class _NoTracebackForExpectedErrors(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, EXPECTED_ERRORS) and getattr(record, "task_name", None) in (
-            PLAN_TASK,
-            RUN_TASK,
-            RUN_TRL_TASK,
-        ):
+        name = str(getattr(record, "task_name", None) or "")
+        if isinstance(exc, EXPECTED_ERRORS) and (name == PLAN_TASK or name.startswith("run-")):
             record.msg, record.args = f"Task run failed: {error_line(exc)}", ()
             record.exc_info, record.exc_text = None, None
         return True
@@ -149,54 +144,30 @@ def prepare_training(artifact_uri: str, cfg: TrainConfig, dry_run: bool) -> Trai
     return trun.prepare(artifact_uri, cfg, dry_run=dry_run)
 
 
+def run_training(plan: TrainPlan) -> trun.TrainResult:
+    """Run the plan's trainer as task `run-<trainer>`."""
+    return _run_training.with_options(name=f"run-{plan.trainer}")(plan)
+
+
 @task(name=RUN_TASK, cache_policy=NO_CACHE, retries=0)
-def run_verl(plan: TrainPlan) -> dict[str, float]:
-    """Run verl, streaming its output into this run's log; the last step's metrics."""
-    from ads_core.train.verl import launch as verl_launch
-
-    logger = get_run_logger()
-    console_steps: collections.deque[str] = collections.deque(maxlen=1)
-
-    def on_line(line: str) -> None:
-        if verl_launch.parse_console_metrics(line) is not None:
-            console_steps.append(line)
-        logger.info(line)
-
-    part = trun.verl_part(plan)
-    logger.info("launching (%s): %s", part.mode, part.command_line)
-    code = verl_launch.launch(part, on_line=on_line)
-    if code != 0:
-        raise LaunchError(
-            f"verl exited with status {code}; its output is in this run's log above (run dir {plan.run_dir})"
-        )
-    return verl_launch.final_metrics(part, list(console_steps))
-
-
-def publish_verl_metrics(plan: TrainPlan, metrics: dict[str, float]) -> None:
-    from ads_core.train.verl.launch import headline
-
-    table = [{"metric": k, "value": v} for k, v in sorted(headline(metrics).items())]
-    if table:
-        create_table_artifact(
-            key=artifact_key(plan.experiment, "metrics"), table=table, description=f"last step of {plan.experiment}"
-        )
-
-
-@task(name=RUN_TRL_TASK, cache_policy=NO_CACHE, retries=0)
-def run_trl(plan: TrainPlan) -> trun.TrainResult:
-    """Train with TRL in this run: a progress artifact per step, then the training plot and the last step."""
+def _run_training(plan: TrainPlan) -> trun.TrainResult:
+    """Train: a progress artifact per step (trainers that report steps) or the trainer's output streamed into
+    this run's log (trainers that run as a subprocess); then the training plot and the last step's numbers."""
     from ads_core.train.trl.steps import plot_steps
 
     logger = get_run_logger()
     total = plan.config.steps
-    progress = create_progress_artifact(
-        progress=0.0,
-        key=artifact_key(plan.experiment, "progress"),
-        description=f"GRPO steps of {plan.experiment} ({plan.prompts_per_step} prompts each, of {total})",
-    )
+    progress = None
+    if trun.trainer_of(plan).streams_steps:
+        progress = create_progress_artifact(
+            progress=0.0,
+            key=artifact_key(plan.experiment, "progress"),
+            description=f"GRPO steps of {plan.experiment} ({plan.prompts_per_step} prompts each, of {total})",
+        )
 
     def on_step(record: dict[str, Any], trainer: Any) -> None:
-        update_progress_artifact(artifact_id=progress, progress=min(100.0, 100.0 * record["step"] / total))
+        if progress is not None:
+            update_progress_artifact(artifact_id=progress, progress=min(100.0, 100.0 * record["step"] / total))
         logger.info(
             "step %d/%d: reward %.3f, success %.3f, %d clusters, lag %d, loss %s",
             record["step"],
@@ -208,9 +179,10 @@ def run_trl(plan: TrainPlan) -> trun.TrainResult:
             record.get("loss"),
         )
 
-    logger.info("TRL: %s", plan.part.describe().strip() if plan.part else "")
-    result = trun.execute(plan, on_step=on_step)
-    update_progress_artifact(artifact_id=progress, progress=100.0)
+    logger.info("%s: %s", plan.trainer, plan.part.launch_line() if plan.part else "")
+    result = trun.execute(plan, on_step=on_step, on_line=logger.info)
+    if progress is not None:
+        update_progress_artifact(artifact_id=progress, progress=100.0)
     for note in result.notes:
         logger.info(note)
     if result.steps:
@@ -221,7 +193,8 @@ def run_trl(plan: TrainPlan) -> trun.TrainResult:
             f"Steps: `{result.steps_file}`; checkpoint: `{result.last_checkpoint}`",
             description="reward per step; each cluster's success and window position",
         )
-        table = [{"metric": k, "value": result.metrics[k]} for k in HEADLINE if k in result.metrics]
+    table = [{"metric": k, "value": v} for k, v in result.headline.items()]
+    if table:
         create_table_artifact(
             key=artifact_key(plan.experiment, "metrics"), table=table, description=f"last step of {plan.experiment}"
         )

@@ -12,27 +12,32 @@ import numpy as np
 import pytest
 import yaml
 
+from ads_core.common.registry import DuplicateBackendError
 from ads_core.config.sampler import ADSSamplerConfig, SamplerKind
 from ads_core.config.train import INTEGRATION_KEYS, TRL_MINI_CLUSTER_SIZE, TrainConfig, VerlConfig
-from ads_core.common.registry import DuplicateBackendError
 from ads_core.sampler import kinds
-from ads_core.train import choice
+from ads_core.train import choice, trainers
 
 YAML = Path(__file__).resolve().parents[2] / "ads_core" / "train" / "verl" / "config" / "ads_grpo.yaml"
 
 
+def prompts(cfg: TrainConfig, trainer: str) -> int:
+    """Prompts per optimizer step under TRAINER: the ADS batch with the trainer's own defaults."""
+    return trainers.sampler_config(cfg, trainer).ads.batch_size
+
+
 def test_cpu_defaults_are_cpu_sized_and_a_set_size_wins():
     cfg = TrainConfig()
-    assert cfg.prompts_per_step("trl") == 4 * TRL_MINI_CLUSTER_SIZE == 8  # 4 clusters x 2 rows
+    assert prompts(cfg, "trl") == 4 * TRL_MINI_CLUSTER_SIZE == 8  # 4 clusters x 2 rows
     assert (cfg.trl.num_generations, cfg.trl.max_completion_length) == (4, 48)
-    assert cfg.prompts_per_step("verl") == 128  # the reference's batch, as verl always had it
+    assert prompts(cfg, "verl") == 128  # the reference's batch, as verl always had it
     # set through any path (constructor, --set / -s, a replaced copy), the value is kept under TRL too
     explicit = TrainConfig(sampler={"ads": {"mini_cluster_size": 32}})
-    assert explicit.prompts_per_step("trl") == 128
-    assert TrainConfig().with_overrides({"sampler.ads.mini_cluster_size": 32}).prompts_per_step("trl") == 128
+    assert prompts(explicit, "trl") == 128
+    assert prompts(TrainConfig().with_overrides({"sampler.ads.mini_cluster_size": 32}), "trl") == 128
     # setting something else leaves the size at the trainer's default
     other = TrainConfig().with_overrides({"sampler.ads.alpha": 0.5}).replaced(steps=3)
-    assert other.prompts_per_step("trl") == 8 and other.sampler.ads.alpha == 0.5 and other.steps == 3
+    assert prompts(other, "trl") == 8 and other.sampler.ads.alpha == 0.5 and other.steps == 3
 
 
 def test_the_verl_yaml_sampler_block_is_the_config_defaults():
@@ -86,11 +91,20 @@ def test_the_sampler_flag_picks_the_kind_and_s_sets_an_ads_knob(tmp_path: Path):
 def test_auto_picks_verl_only_where_it_can_train(monkeypatch: pytest.MonkeyPatch, gpus, present, address, expected):
     monkeypatch.setattr(choice, "cuda_gpu_count", lambda: gpus)
     monkeypatch.setattr(choice, "installed", lambda module: module in present)
-    trainer, reason = choice.choose_trainer("auto", address)
-    assert trainer == expected and reason.startswith("auto: ")
-    assert choice.choose_trainer("trl", address) == ("trl", "trainer=trl as set")
-    assert choice.choose_trainer("verl")[0] == "verl"
-    assert choice.choose_trainer("auto", address, "dots")[0] == "trl"  # verl runs the ADS sampler only
+    cfg = TrainConfig(verl={"ray_address": address})
+    trainer, reason = trainers.choose_trainer(cfg)
+    assert trainer.name == expected and reason.startswith("auto: ")
+    chosen, why = trainers.choose_trainer(cfg.replaced(trainer="trl"))
+    assert (chosen.name, why) == ("trl", "trainer=trl as set")
+    assert trainers.choose_trainer(cfg.replaced(trainer="verl"))[0].name == "verl"
+    with pytest.raises(ValueError, match="unknown trainer 'nope'; choose one of auto, verl, trl"):
+        trainers.choose_trainer(cfg.replaced(trainer="nope"))
+
+
+def test_a_trainer_name_is_taken_once():
+    trainers.load_built_ins()
+    with pytest.raises(DuplicateBackendError, match="trainer 'trl' is already registered"):
+        trainers.register_trainer("trl")(type("Again", (), {}))
 
 
 def test_every_sampler_kind_is_one_registry_entry():
@@ -99,7 +113,7 @@ def test_every_sampler_kind_is_one_registry_entry():
         kinds.register_kind("ads")(lambda *a: None)
     cid = np.repeat(np.arange(4), 10)
     rank = np.tile(np.arange(10), 4)
-    cfg = TrainConfig().sampler.model_copy(update={"ads": TrainConfig().ads_for("trl")})
+    cfg = trainers.sampler_config(TrainConfig(), "trl")
     for kind in kinds.kind_names():
         sampler = kinds.build_sampler(kind, cid, rank, cfg, 8)
         rows = sampler.next_batch()

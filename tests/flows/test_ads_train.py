@@ -1,4 +1,5 @@
 """The `ads-train` flow under Prefect's test harness: a dry run completes and publishes the resolved config;
+a third trainer is one class plus one registration (a fake one runs through `ads train` and the flow);
 without CUDA a real run fails at once; a broken artifact fails with the reason, in one line that names the
 flow parameter and without a traceback; an unexpected error keeps its traceback; runs are named
 `train-<dataset>-<UTC time>`."""
@@ -14,8 +15,6 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-
-pytest.importorskip("verl")
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +58,7 @@ def artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_dry_run_completes_and_shows_the_resolved_config(train_prefect, artifact: Path, tmp_path: Path):
+    pytest.importorskip("verl")
     from omegaconf import OmegaConf
     from prefect.artifacts import Artifact
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -187,3 +187,110 @@ def test_an_unexpected_error_keeps_its_traceback(train_prefect, artifact: Path, 
         "Run failed: training failed: RuntimeError: a bug in the planner (traceback in the log)"
     ]
     assert not any("Engine execution exited" in r.getMessage() for r in records)
+
+
+# -- a third trainer: one class, one registration -------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_trainer(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Register FAKE (a trainer defined here, nothing else edited) in a copy of the trainer registry; the calls
+    it receives are recorded."""
+    from ads_core.common.registry import Registry
+    from ads_core.train import trainers
+
+    calls: list[Any] = []
+
+    class FakePart:
+        def summary(self) -> dict[str, Any]:
+            return {"fake_rows": "all of them"}
+
+        def describe(self) -> str:
+            return "## The fake trainer's part\n"
+
+        def dry_run_text(self) -> str:
+            return "fake: nothing to resolve\n"
+
+        def launch_line(self) -> str:
+            return "fake steps, no model"
+
+        def outputs(self, dry_run: bool) -> dict[str, Any]:
+            return {"fake_dry_run": dry_run}
+
+    class FakeTrainer:
+        priority = 100  # above verl and TRL: `auto` asks it first
+        streams_steps = True
+        ads_defaults = {"mini_cluster_size": 1}
+
+        def can_run_here(self, cfg: Any) -> tuple[bool, str]:
+            return True, "the fake trainer runs anywhere"
+
+        def check_machine(self, cfg: Any, dry_run: bool) -> None:
+            calls.append(("check_machine", dry_run))
+
+        def plan(self, plan: Any, materialize: bool) -> FakePart:
+            calls.append(("plan", materialize, plan.prompts_per_step))
+            return FakePart()
+
+        def execute(self, plan: Any, on_step: Any, on_line: Any, score: Any) -> Any:
+            steps = []
+            for step in range(1, plan.config.steps + 1):
+                record = {"step": step, "reward_mean": 0.5, "success_mean": 0.5, "active_clusters": 4, "lag": 0}
+                record["window_position"] = None
+                steps.append(record)
+                if on_step is not None:
+                    on_step(record, self)
+            calls.append(("execute", len(steps)))
+            last = {"step": float(len(steps)), "reward_mean": 0.5}
+            return trainers.TrainResult("fake", plan.run_dir, None, steps, last, last, seconds=0.1)
+
+        def read_checkpoint_state(self, run_dir: str) -> None:
+            return None
+
+    trainers.load_built_ins()
+    registry = Registry("trainer")
+    for name in trainers.TRAINERS.names():
+        registry.register(name)(trainers.TRAINERS.get(name))
+    monkeypatch.setattr(trainers, "TRAINERS", registry)
+    trainers.register_trainer("fake")(FakeTrainer)
+    return calls
+
+
+def test_a_fake_trainer_runs_through_ads_train_and_the_flow(
+    train_prefect, fake_trainer: list[Any], artifact: Path, tmp_path: Path
+):
+    from typer.testing import CliRunner
+
+    from ads_cli.main import app
+    from ads_prefect.flows.ads_train import ads_train
+
+    base = ["train", str(artifact), "--no-eval", "--steps", "3", "--run-dir", str(tmp_path / "cli")]
+    dry = CliRunner().invoke(app, [*base, "--dry-run"])  # auto asks the fake first
+    assert dry.exit_code == 0, dry.output
+    assert "fake: nothing to resolve" in dry.output and "dry run (fake: auto: the fake trainer runs anywhere)" in (
+        " ".join(dry.output.split())
+    )
+    assert fake_trainer == [("check_machine", True), ("plan", False, 4)]  # its own ads_defaults: 4 x 1 prompts
+    fake_trainer.clear()
+    run = CliRunner().invoke(app, [*base, "--trainer", "fake"])
+    assert run.exit_code == 0, run.output
+    text = " ".join(run.output.split())
+    assert "training with fake (trainer=fake as set): fake steps, no model" in text and "reward_mean" in text
+    assert fake_trainer == [("check_machine", False), ("plan", True, 4), ("execute", 3)]
+
+    fake_trainer.clear()
+    state = ads_train(
+        artifact_uri=str(artifact),
+        trainer="fake",
+        steps=2,
+        run_dir=str(tmp_path / "flow"),
+        eval_sets=[],
+        return_state=True,
+    )
+    assert state.is_completed(), state.message
+    result = state.result()
+    assert result["trainer"] == "fake" and result["steps"] == 2 and result["fake_dry_run"] is False
+    assert result["summary"]["fake_rows"] == "all of them" and result["metrics"] == {"step": 2.0, "reward_mean": 0.5}
+    assert fake_trainer == [("check_machine", False), ("check_machine", False), ("plan", True, 4), ("execute", 2)]
+    _, logs = run_of(state)
+    assert any(line.startswith("step 2/2: reward 0.500") for line in logs), logs

@@ -22,6 +22,7 @@ from trl.trainer.utils import RepeatSampler  # noqa: E402
 from ads_core.config.train import TrainConfig  # noqa: E402
 from ads_core.sampler.kinds import build_sampler  # noqa: E402
 from ads_core.sampler.state import SamplerStateError  # noqa: E402
+from ads_core.train.trainers import sampler_config  # noqa: E402
 from ads_core.train.trl import SUPPORTED_TRL  # noqa: E402
 from ads_core.train.trl.feed import FeedbackSampler  # noqa: E402
 
@@ -76,7 +77,7 @@ def test_the_feed_yields_in_repeat_sampler_order():
 def feed_and_state():
     cid = np.repeat(np.arange(4), 10)
     rank = np.tile(np.arange(10), 4)
-    cfg = TrainConfig().sampler.model_copy(update={"ads": TrainConfig().ads_for("trl")})
+    cfg = sampler_config(TrainConfig(), "trl")
 
     def make():
         return build_sampler("ads", cid, rank, cfg, 8)

@@ -23,6 +23,7 @@ pytest.importorskip("trl")
 from ads_core.config.train import TrainConfig  # noqa: E402
 from ads_core.sampler.kinds import build_sampler  # noqa: E402
 from ads_core.train.run import train  # noqa: E402
+from ads_core.train.trainers import sampler_config  # noqa: E402
 from ads_core.train.trl.steps import read_steps  # noqa: E402
 
 
@@ -52,7 +53,7 @@ def test_the_sampler_state_is_update_replayed_on_the_logged_rewards(trl_run, fin
     steps = result.steps
     saved = json.loads((Path(result.last_checkpoint) / "ads_sampler.json").read_text())["feed"]
     table = pq.read_table(final_artifact, columns=["cluster_id", "rank_in_cluster"])
-    sampler_cfg = cfg.sampler.model_copy(update={"ads": cfg.ads_for("trl")})
+    sampler_cfg = sampler_config(cfg, "trl")
     replay = build_sampler(
         "ads", table.column("cluster_id").to_numpy(), table.column("rank_in_cluster").to_numpy(), sampler_cfg, 8
     )

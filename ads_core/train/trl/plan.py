@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ads_core.train.errors import TrainOptionError
 from ads_core.train.plan import TrainPlan
 
@@ -32,6 +34,16 @@ class TRLPlan:
     device: str  # cpu or cuda
     checkpoints_dir: str
     steps_file: str
+    config_yaml: str = ""  # the resolved TrainConfig (the ADS knobs this trainer uses), what a dry run prints
+
+    def dry_run_text(self) -> str:
+        return self.config_yaml + "# " + self.describe()
+
+    def launch_line(self) -> str:
+        return self.describe().strip()
+
+    def outputs(self, dry_run: bool) -> dict[str, Any]:
+        return {"config_yaml": self.config_yaml} if dry_run else {}
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -74,6 +86,7 @@ def plan_trl(plan: TrainPlan) -> TRLPlan:
             options=("sampler",),
         )
     run_dir = Path(plan.run_dir)
+    resolved = plan.config.model_copy(update={"sampler": plan.sampler}).model_dump(mode="json")
     return TRLPlan(
         prompts_per_step=prompts,
         num_generations=trl.num_generations,
@@ -84,4 +97,5 @@ def plan_trl(plan: TrainPlan) -> TRLPlan:
         device="cuda" if cuda_gpu_count() else "cpu",
         checkpoints_dir=str(run_dir / CHECKPOINTS),
         steps_file=str(run_dir / STEPS_FILE),
+        config_yaml=yaml.safe_dump(resolved, sort_keys=False),
     )

@@ -15,7 +15,6 @@ import re
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from ads_core.sampler.kinds import build_sampler
 from ads_core.sampler.state import SamplerStateError, state_int
 from ads_core.train.plan import TrainPlan
 from ads_core.train.reward import compute_score
+from ads_core.train.trainers import TrainResult
 from ads_core.train.trl.data import TrainRows, load_rows
 from ads_core.train.trl.feed import FeedbackSampler
 from ads_core.train.trl.plan import TRLPlan
@@ -33,22 +33,11 @@ log = logging.getLogger("ads.train")
 
 Score = Callable[[str, str], float]  # (completion text, ground truth) -> correctness in [0, 1]
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+HEADLINE = ("step", "reward_mean", "success_mean", "active_clusters", "window_position", "lag", "loss", "seconds")
 
 
 class CheckpointStateError(ValueError):
     """A checkpoint's sampler state can't be resumed from; the message names the file and the field."""
-
-
-@dataclass
-class TRLResult:
-    run_dir: str
-    steps_file: str
-    checkpoints_dir: str
-    steps: list[dict[str, Any]]
-    resumed_from: int | None  # the checkpoint step this run continued from
-    last_checkpoint: str | None
-    seconds: float
-    notes: list[str] = field(default_factory=list)
 
 
 def math_score(text: str, ground_truth: str) -> float:
@@ -189,7 +178,7 @@ def run_trl(
     part: TRLPlan,
     on_step: Callable[[dict[str, Any], Any], None] | None = None,
     score: Score | None = None,
-) -> TRLResult:
+) -> TrainResult:
     """Train ``plan.config.steps`` optimizer steps (resuming when the run folder has a checkpoint)."""
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
@@ -251,13 +240,18 @@ def run_trl(
 
 def _result(
     plan: TrainPlan, part: TRLPlan, resumed: tuple[int, str] | None, started: float, notes: list[str]
-) -> TRLResult:
+) -> TrainResult:
     done = complete_checkpoints(part.checkpoints_dir)
-    return TRLResult(
+    steps = read_steps(part.steps_file)
+    last = steps[-1] if steps else {}
+    metrics = {k: float(v) for k, v in last.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    return TrainResult(
+        trainer="trl",
         run_dir=plan.run_dir,
         steps_file=part.steps_file,
-        checkpoints_dir=part.checkpoints_dir,
-        steps=read_steps(part.steps_file),
+        steps=steps,
+        metrics=metrics,
+        headline={k: metrics[k] for k in HEADLINE if k in metrics},
         resumed_from=resumed[0] if resumed else None,
         last_checkpoint=str(done[-1][1]) if done else None,
         seconds=time.perf_counter() - started,

@@ -49,6 +49,16 @@ class VerlPlan:
     def summary(self) -> dict[str, Any]:
         return {"mode": self.mode, "train_file": self.train_file, "val_files": self.val_files}
 
+    def dry_run_text(self) -> str:
+        return f"{self.config_yaml}\n# command:\n# {self.command_line}\n"
+
+    def launch_line(self) -> str:
+        return f"launching {self.command_line}"
+
+    def outputs(self, dry_run: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {"mode": self.mode, "command": self.command}
+        return out | {"config_yaml": self.config_yaml} if dry_run else out
+
     def describe(self) -> str:
         command = f"## Command\n\n```bash\n{self.command_line}\n```\n\n"
         return command + f"## Resolved verl config\n\n```yaml\n{self.config_yaml}```\n"

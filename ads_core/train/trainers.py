@@ -1,0 +1,158 @@
+"""Trainers are plug-ins: one small protocol, one registry that refuses a name taken twice.
+
+A trainer is one module that registers one class (TRL: ``ads_core.train.trl.entry``, verl:
+``ads_core.train.verl.entry``); nothing outside its own package branches on its name. `ads train`, the
+`ads-train` flow and ``ads_core.train.run`` drive every trainer through the same calls:
+
+    @register_trainer("mine")
+    class MyTrainer:
+        priority = 0                      # `auto` asks the trainers from the highest priority down
+        streams_steps = True              # execute() calls on_step after every optimizer step
+        ads_defaults: dict = {}           # ADS knobs this trainer sizes differently unless they are set
+
+        def can_run_here(self, cfg) -> tuple[bool, str]: ...      # for `auto`: yes/no and why
+        def check_machine(self, cfg, dry_run) -> None: ...        # raise LaunchError at once if it can't
+        def plan(self, plan, materialize) -> TrainerPart: ...     # its part of the plan (summary, describe)
+        def execute(self, plan, on_step, on_line, score) -> TrainResult: ...
+        def read_checkpoint_state(self, run_dir) -> SamplerCheckpoint | None: ...  # the newest one
+
+A third-party trainer can also be named by class path (``trainer: my_pkg.trainers:MyTrainer``), as backends can.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from ads_core.common.registry import Registry, UnknownBackendError
+from ads_core.config.sampler import ADSSamplerConfig
+from ads_core.config.train import TrainConfig, TrainSamplerConfig
+from ads_core.train.errors import TrainOptionError
+
+TRAINERS = Registry("trainer")
+# The built-in trainers' entry modules: each registers its trainer when imported (first use of the registry).
+BUILT_IN = ("ads_core.train.verl.entry", "ads_core.train.trl.entry")
+OnStep = Callable[[dict[str, Any], Any], None]  # (the step's record, the live trainer object)
+OnLine = Callable[[str], None]  # one line of a trainer subprocess's output
+Score = Callable[[str, str], float]  # (completion text, ground truth) -> correctness in [0, 1]
+
+
+@dataclass
+class TrainResult:
+    """What every trainer returns: where the run went and how its last step looked."""
+
+    trainer: str
+    run_dir: str
+    steps_file: str | None  # the per-step log (TRL: steps.jsonl; verl: its metrics JSONL)
+    steps: list[dict[str, Any]] = field(default_factory=list)  # every logged step, when the trainer keeps them
+    metrics: dict[str, float] = field(default_factory=dict)  # the last step's numbers
+    headline: dict[str, float] = field(default_factory=dict)  # the few of them worth a table
+    last_checkpoint: str | None = None
+    resumed_from: int | None = None
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+class TrainerPart(Protocol):
+    """What a trainer adds to a plan: a summary (rows of the plan table), a markdown description, the text a
+    dry run prints, one line on what is about to run, and the values the `ads-train` flow returns besides the
+    neutral ones."""
+
+    def summary(self) -> dict[str, Any]: ...
+
+    def describe(self) -> str: ...
+
+    def dry_run_text(self) -> str: ...
+
+    def launch_line(self) -> str: ...
+
+    def outputs(self, dry_run: bool) -> dict[str, Any]: ...
+
+
+class Trainer(Protocol):
+    name: ClassVar[str]
+    priority: ClassVar[int]
+    streams_steps: ClassVar[bool]
+    ads_defaults: ClassVar[dict[str, Any]]
+
+    def can_run_here(self, cfg: TrainConfig) -> tuple[bool, str]: ...
+
+    def check_machine(self, cfg: TrainConfig, dry_run: bool) -> None: ...
+
+    def plan(self, plan: Any, materialize: bool) -> TrainerPart: ...
+
+    def execute(
+        self, plan: Any, on_step: OnStep | None, on_line: OnLine | None, score: Score | None
+    ) -> TrainResult: ...
+
+    def read_checkpoint_state(self, run_dir: str) -> Any: ...
+
+
+def register_trainer(name: str) -> Callable[[type], type]:
+    """Register a trainer class under NAME (taken once: a second registration raises DuplicateBackendError)."""
+
+    def deco(cls: type) -> type:
+        cls.name = name  # type: ignore[attr-defined]
+        return TRAINERS.register(name)(cls)
+
+    return deco
+
+
+_loaded = False
+
+
+def load_built_ins() -> None:
+    """Import the built-in trainers' entry modules once, so they register themselves."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for module in BUILT_IN:
+            importlib.import_module(module)
+
+
+def trainer_names() -> list[str]:
+    load_built_ins()
+    return TRAINERS.names()
+
+
+def get_trainer(name: str) -> Trainer:
+    """The trainer registered as NAME (or named by class path); an unknown name names the `trainer` option."""
+    load_built_ins()
+    try:
+        cls = TRAINERS.get(name)
+    except UnknownBackendError as exc:
+        raise TrainOptionError(str(exc), options=("trainer",)) from None
+    trainer = cls() if isinstance(cls, type) else cls
+    if not getattr(trainer, "name", None):
+        trainer.name = name
+    return trainer
+
+
+def choose_trainer(cfg: TrainConfig) -> tuple[Trainer, str]:
+    """(trainer, why): an explicit choice stands; ``auto`` asks each registered trainer, highest priority first,
+    whether it can run here, and takes the first that can (the reason says why the ones before it could not)."""
+    if cfg.trainer != "auto":
+        trainer = get_trainer(cfg.trainer)
+        return trainer, f"trainer={cfg.trainer} as set"
+    declined: list[str] = []
+    candidates = sorted((get_trainer(n) for n in trainer_names()), key=lambda t: -int(getattr(t, "priority", 0)))
+    for trainer in candidates:
+        ok, why = trainer.can_run_here(cfg)
+        if ok:
+            return trainer, "auto: " + ("; ".join(declined) if declined else why)
+        declined.append(why)
+    raise TrainOptionError(f"no trainer can run here: {'; '.join(declined)}", options=("trainer",))
+
+
+def sampler_config(cfg: TrainConfig, trainer: Trainer | str) -> TrainSamplerConfig:
+    """The run's sampler section with the ADS knobs TRAINER uses: its own defaults for the knobs not set."""
+    t = get_trainer(trainer) if isinstance(trainer, str) else trainer
+    return cfg.sampler.model_copy(update={"ads": ads_knobs(cfg.sampler.ads, t.ads_defaults)})
+
+
+def ads_knobs(ads: ADSSamplerConfig, defaults: dict[str, Any]) -> ADSSamplerConfig:
+    """ADS knobs with a trainer's defaults for those not set explicitly (a set value always wins)."""
+    unset = {k: v for k, v in defaults.items() if k not in ads.model_fields_set}
+    return ads.model_copy(update=unset) if unset else ads

@@ -1,0 +1,49 @@
+"""TRL as a registered trainer (``trainer: trl``): runs anywhere (CPU, or one node with accelerate), in this
+process, with a callback after every optimizer step. Importing this module imports neither torch nor TRL."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ads_core.config.train import TRL_MINI_CLUSTER_SIZE, TrainConfig
+from ads_core.train.trainers import OnLine, OnStep, Score, TrainResult, register_trainer
+
+
+@register_trainer("trl")
+class TRLTrainer:
+    priority: ClassVar[int] = 0  # the fallback: `auto` asks the GPU trainers first
+    streams_steps: ClassVar[bool] = True
+    # The reference's 4 x 32 prompts per step is GPU work: 4 x 2 = 8 on a CPU unless mini_cluster_size is set.
+    ads_defaults: ClassVar[dict[str, Any]] = {"mini_cluster_size": TRL_MINI_CLUSTER_SIZE}
+
+    def can_run_here(self, cfg: TrainConfig) -> tuple[bool, str]:
+        return True, "TRL runs on CPU and on one node"
+
+    def check_machine(self, cfg: TrainConfig, dry_run: bool) -> None:
+        return None  # TRL trains wherever torch runs
+
+    def plan(self, plan: Any, materialize: bool) -> Any:
+        from ads_core.train.trl.plan import plan_trl
+
+        part = plan_trl(plan)
+        if plan.eval_uris:
+            plan.warnings.append(
+                f"the TRL trainer does not evaluate the eval sets ({', '.join(plan.eval_uris)}); they only serve the "
+                "decontamination check (set eval_sets to [] to skip it)"
+            )
+        return part
+
+    def execute(self, plan: Any, on_step: OnStep | None, on_line: OnLine | None, score: Score | None) -> TrainResult:
+        from ads_core.train.trl.run import run_trl
+
+        return run_trl(plan, plan.part, on_step=on_step, score=score)
+
+    def read_checkpoint_state(self, run_dir: str) -> Any:
+        """The sampler checkpoint of the newest complete checkpoint in RUN_DIR, or None."""
+        from pathlib import Path
+
+        from ads_core.train.trl.plan import CHECKPOINTS
+        from ads_core.train.trl.run import complete_checkpoints, read_checkpoint_state
+
+        done = complete_checkpoints(str(Path(run_dir) / CHECKPOINTS))
+        return read_checkpoint_state(done[-1][1], done[-1][0]) if done else None
