@@ -16,14 +16,15 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ads_core.config.base import Section, tuning
 from ads_core.common.names import safe_name
+from ads_core.config.base import Section, tuning
+from ads_core.pipeline.order import STAGE_NAMES
 
 TemplateName = Literal["ads_think", "boxed", "plain"]
-STAGE_NAMES = ("format", "model", "score", "merge", "cluster", "sort", "report")
 # force_from is a plain choice (a dropdown in the Prefect UI; an optional one shows as a str/None switch):
-# "none" recomputes nothing that is reusable, a stage name recomputes that stage and every later one.
-ForceFrom = Literal["none", "format", "model", "score", "merge", "cluster", "sort", "report"]
+# "none" recomputes nothing that is reusable, a stage name recomputes that stage and every later one. The choices
+# come from the one stage list (`ads_core.pipeline.order`).
+ForceFrom = Literal[("none", *STAGE_NAMES)]  # type: ignore[valid-type]
 DEFAULT_CLUSTERS = 16
 
 

@@ -1,10 +1,11 @@
-"""The whole offline build in one process: the declared stages (`ads_core.pipeline.stages.STAGES`), in order.
+"""The whole offline build in one process: the in-process executor of the declared stages (`execute`).
 
-The Prefect flow `ads-build` iterates the same list through a cached task wrapper, so for the same input both
-write the same OUT tree. This path is what tests, benchmarks and library users call:
+The Prefect flow `ads-build` is the other executor of the same list, so for the same input both write the same
+OUT tree. This path is what tests, benchmarks and library users call:
 
     result = build("data.jsonl", "ads-out/mine", BuildConfig())     # resumes from stages that need not run
     result.final_uri                                                 # OUT/final/train.parquet
+    result.manifest("scores").counts                                 # the manifest that wrote an artifact
 
 `on_stage(event)` is called after every stage run (one per shard of a sharded stage), with the stage, shard,
 whether it was reused and its wall and CPU seconds: what a benchmark times, without copying this loop.
@@ -14,15 +15,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ads_core.config.build import BuildConfig
 from ads_core.pipeline import lifecycle
-from ads_core.pipeline import stages as declared
+from ads_core.pipeline.executor import execute
 from ads_core.pipeline.keys import reusable, run_stage, stage_key
 from ads_core.pipeline.resolve import resolve
-from ads_core.pipeline.stages import context, stages_from
-from ads_core.stages.base import ProgressFactory, Stage
+from ads_core.pipeline.stages import context
+from ads_core.stages.base import SHARD_SLOT, ProgressFactory, Stage, StageContext
 from ads_core.storage import manifest as mf
 
 
@@ -42,31 +43,52 @@ class StageEvent:
 class BuildResult:
     out: str
     dataset: str
-    manifests: dict[str, mf.Manifest]  # by stage label (format, score-shard-0, ..., report)
+    manifests: dict[str, mf.Manifest]  # by stage run label (format, score-shard-0, ..., report)
+    by_artifact: dict[str, mf.Manifest] = field(default_factory=dict)  # artifact name -> the manifest that wrote it
+    uris: dict[str, str] = field(default_factory=dict)  # artifact name -> its URI under OUT (unsharded ones)
 
-    @property
-    def formatted(self) -> mf.Manifest:
-        return self.manifests["format"]
-
-    @property
-    def scores(self) -> mf.Manifest:
-        return self.manifests["merge"]
-
-    @property
-    def clusters(self) -> mf.Manifest:
-        return self.manifests["cluster"]
-
-    @property
-    def final(self) -> mf.Manifest:
-        return self.manifests["sort"]
-
-    @property
-    def report(self) -> mf.Manifest:
-        return self.manifests["report"]
+    def manifest(self, artifact: str) -> mf.Manifest:
+        """The manifest of the stage run that wrote ARTIFACT (`formatted`, `scores`, `final`, ...)."""
+        return self.by_artifact[artifact]
 
     @property
     def final_uri(self) -> str:
-        return self.final.output_uri("train")
+        """The build's product: OUT/final/train.parquet."""
+        return self.uris["final"]
+
+
+class InProcess:
+    """The in-process executor: each run in this thread, reusing a run whose manifest in OUT records its stage key
+    (with `reuse`)."""
+
+    def __init__(self, reuse: bool, on_stage: Callable[[StageEvent], None] | None) -> None:
+        self.reuse, self.on_stage = reuse, on_stage
+        self.manifests: dict[str, mf.Manifest] = {}
+        self.by_artifact: dict[str, mf.Manifest] = {}
+
+    def run(self, stage: Stage, ctx: StageContext, force: bool) -> mf.Manifest:
+        found_or_new = None
+        for shard in stage.shards(ctx):
+            t0, c0 = time.perf_counter(), time.process_time()
+            key = stage_key(stage, ctx, shard)
+            found = reusable(stage, ctx, shard, key) if self.reuse and not force else None
+            if found is None:
+                ctx.state = lifecycle.state_for(stage, ctx)
+                with lifecycle.resources(stage):
+                    found_or_new = run_stage(stage, ctx, shard, key)
+                ctx.state = None
+            else:
+                found_or_new = found
+            self.manifests[stage.label(shard)] = found_or_new
+            if self.on_stage is not None:
+                seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+                self.on_stage(StageEvent(stage, shard, found_or_new, found is not None, seconds, cpu))
+        assert found_or_new is not None  # every stage has at least one run
+        self.by_artifact.update(dict.fromkeys(stage.outputs, found_or_new))
+        return found_or_new
+
+    def finished(self, stage: Stage, ctx: StageContext) -> None:
+        return None
 
 
 def build(
@@ -89,25 +111,7 @@ def build(
     ctx = context(target, cfg)
     if progress is not None:
         ctx.progress = progress
-    force = stages_from(ctx.config.run.force_from)
-    manifests: dict[str, mf.Manifest] = {}
-    for stage in declared.STAGES:  # read at call time: a stage added to the list runs with no other edit
-        try:
-            for shard in stage.shards(ctx):
-                t0, c0 = time.perf_counter(), time.process_time()
-                key = stage_key(stage, ctx, shard)
-                found = reusable(stage, ctx, shard, key) if reuse and stage.name not in force else None
-                if found is None:
-                    ctx.state = lifecycle.state_for(stage, ctx)
-                    with lifecycle.resources(stage):
-                        found_or_new = run_stage(stage, ctx, shard, key)
-                    ctx.state = None
-                else:
-                    found_or_new = found
-                manifests[stage.label(shard)] = found_or_new
-                if on_stage is not None:
-                    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-                    on_stage(StageEvent(stage, shard, found_or_new, found is not None, seconds, cpu))
-        finally:
-            lifecycle.teardown(stage)
-    return BuildResult(target.out, target.dataset, manifests)
+    executor = InProcess(reuse, on_stage)
+    execute(executor, ctx)
+    uris = {name: ctx.uri(name) for name, path in ctx.layout.items() if SHARD_SLOT not in path}
+    return BuildResult(target.out, target.dataset, executor.manifests, executor.by_artifact, uris)

@@ -1,33 +1,30 @@
-"""The build's stages, in order: format -> model -> score (one run per shard) -> merge -> cluster -> sort -> report.
+"""The declared `Stage` objects of the build, in the order of the one stage list (`ads_core.pipeline.order`).
 
-Each stage is declared once, in its own module (`ads_core.stages.*.STAGE`); this list is the only place that
-orders them. The in-process `build()` (`ads_core.pipeline.build`) and the Prefect flow `ads-build`
-(`ads_prefect.flows.ads_build`, through the one generic task in `ads_prefect.tasks.stage_task`) both iterate
-it, so a stage added here runs in both with no other edit, and both write the same OUT tree.
+Each stage is declared once, in its own module (`ads_core.stages.*`); the list says which and in what order. Both
+executors (`ads_core.pipeline.executor`: the in-process `build()` and the Prefect flow `ads-build`) read `STAGES`
+at call time, so a stage added to the list runs in both with no other edit, and both write the same OUT tree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from importlib import import_module
 
-from ads_core.config.build import STAGE_NAMES, BuildConfig
+from ads_core.config.build import BuildConfig
+from ads_core.pipeline.order import BUILD_STAGES
 from ads_core.pipeline.resolve import Target
-from ads_core.stages import model, sort
 from ads_core.stages.base import Stage, StageContext
-from ads_core.stages.cluster import stage as cluster
-from ads_core.stages.format import stage as format_stage
-from ads_core.stages.report import stage as report
-from ads_core.stages.score import stage as score
 
-BUILT_IN: tuple[Stage, ...] = (
-    format_stage.STAGE,
-    model.STAGE,
-    score.SCORE,
-    score.MERGE,
-    cluster.STAGE,
-    sort.STAGE,
-    report.STAGE,
-)
+
+def load(name: str, where: str) -> Stage:
+    """The `Stage` declared at WHERE (`module:attribute`), which must carry the NAME the list gives it."""
+    module, _, attribute = where.partition(":")
+    stage = getattr(import_module(module), attribute)
+    if not isinstance(stage, Stage) or stage.name != name:
+        raise TypeError(f"ads_core.pipeline.order lists {name!r} at {where}, which declares no Stage named {name!r}")
+    return stage
+
+
+BUILT_IN: tuple[Stage, ...] = tuple(load(name, where) for name, where in BUILD_STAGES)
 STAGES: tuple[Stage, ...] = BUILT_IN
 
 
@@ -46,6 +43,11 @@ def layout() -> dict[str, str]:
     return found
 
 
+def shard_counts(cfg: BuildConfig) -> dict[str, int]:
+    """Sharded artifact -> how many shards this config gives the stage that writes it (that stage says)."""
+    return {name: stage.shard_count(cfg) for stage in STAGES if stage.shard_count is not None for name in stage.outputs}
+
+
 def stages_from(name: str | None) -> set[str]:
     """`force_from=name`: that stage and every later one (`none`: no stage)."""
     if not name or name == "none":
@@ -54,16 +56,14 @@ def stages_from(name: str | None) -> set[str]:
     return set(names[names.index(name) :])
 
 
-def iter_runs(ctx: StageContext) -> Iterator[tuple[Stage, int | None]]:
-    for stage in STAGES:
-        for shard in stage.shards(ctx):
-            yield stage, shard
+def stage_context(source: str, out: str, dataset: str, cfg: BuildConfig) -> StageContext:
+    """The context a stage runs in (the layout and shard counts from the declared stages)."""
+    return StageContext(
+        source=source, out=out, dataset=dataset, config=cfg, layout=layout(), shard_counts=shard_counts(cfg)
+    )
 
 
 def context(target: Target, cfg: BuildConfig) -> StageContext:
     """The context every stage of one build runs in."""
     cfg = cfg.model_copy(update={"format": cfg.format.replaced(name=target.dataset)})
-    return StageContext(source=target.source, out=target.out, dataset=target.dataset, config=cfg, layout=layout())
-
-
-assert tuple(s.name for s in BUILT_IN) == STAGE_NAMES, "config.STAGE_NAMES must list the built-in stages in order"
+    return stage_context(target.source, target.out, target.dataset, cfg)

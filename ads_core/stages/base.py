@@ -70,11 +70,12 @@ class StageContext:
     layout: dict[str, str]  # artifact name -> path under OUT (from the declared stages)
     progress: ProgressFactory = no_progress
     state: Any = None  # what the stage's setup() returned, for its run()
+    shard_counts: dict[str, int] = field(default_factory=dict)  # sharded artifact -> shards (its stage's count)
 
     def uri(self, artifact: str, shard: int | None = None) -> str:
         rel = self.layout[artifact]
         if SHARD_SLOT in rel:
-            n = self.config.score.num_shards
+            n = self.shard_counts[artifact]
             rel = rel.replace(SHARD_SLOT, f"shard-{shard:05d}-of-{n:05d}")
         return storage.join(self.out, *rel.split("/"))
 
@@ -82,7 +83,7 @@ class StageContext:
         return {name: self.uri(name, shard) for name in artifacts}
 
     def shard_uris(self, artifact: str) -> list[str]:
-        return [self.uri(artifact, i) for i in range(self.config.score.num_shards)]
+        return [self.uri(artifact, i) for i in range(self.shard_counts[artifact])]
 
     def stage_dir(self, artifact: str, shard: int | None = None) -> str:
         """The folder of an artifact: its stage's manifest sits there."""
@@ -118,7 +119,8 @@ class Stage:
     version: str
     run: Callable[[StageContext, int | None], mf.Manifest]
     resources: Resources = field(default_factory=Resources)
-    sharded: bool = False  # one run per score shard
+    # a sharded stage says how many runs (shards) the config asks of it; None: one run
+    shard_count: Callable[[BuildConfig], int] | None = None
     progress: bool = False  # reports rows done while it runs (a progress bar / UI progress artifact)
     setup: Callable[[StageContext], Any] | None = None  # heavy state, made once per process and config
     teardown: Callable[[Any], None] | None = None
@@ -133,8 +135,12 @@ class Stage:
     def main(self) -> str:
         return next(iter(self.outputs))
 
+    @property
+    def sharded(self) -> bool:
+        return self.shard_count is not None
+
     def shards(self, ctx: StageContext) -> list[int | None]:
-        return list(range(ctx.config.score.num_shards)) if self.sharded else [None]
+        return [None] if self.shard_count is None else list(range(self.shard_count(ctx.config)))
 
     def label(self, shard: int | None) -> str:
         return self.name if shard is None else f"{self.name}-shard-{shard}"

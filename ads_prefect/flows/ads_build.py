@@ -1,6 +1,7 @@
-"""The `ads-build` flow: the declared stages (`ads_core.pipeline.stages.STAGES`), each through the one generic
-cached task, each followed by the UI items it declares. No stage is named here: a stage added to the list
-runs in this flow as it does in the in-process `build()`.
+"""The `ads-build` flow: the Prefect executor (`ads_prefect.flows.executor`) of the declared stages
+(`ads_core.pipeline.stages.STAGES`): each through the one generic cached task, each followed by the UI items it
+declares. No stage is named here: a stage added to the list runs in this flow as it does in the in-process
+`build()`.
 
 Every stage is keyed on input content (`ads_core.pipeline.keys.stage_key`), so rerunning a failed or finished
 build resumes from the stages whose inputs did not change. `run.force_from=<stage>` recomputes that stage and
@@ -20,33 +21,28 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import time
-from functools import partial
 from typing import Any
 
 from prefect import flow, get_run_logger
-from prefect.artifacts import create_progress_artifact, update_progress_artifact
-from prefect.futures import as_completed
 
 from ads_core import storage
-from ads_core.config.build import BuildConfig, ClusterConfig, FormatConfig, ReportConfig, RunConfig, ScoreConfig
 from ads_core.common.errors import InputError
-from ads_core.pipeline import lifecycle
+from ads_core.config.build import BuildConfig, ClusterConfig, FormatConfig, ReportConfig, RunConfig, ScoreConfig
 from ads_core.pipeline import stages as declared
-from ads_core.pipeline.keys import outputs_digest, stage_key
+from ads_core.pipeline.executor import execute
+from ads_core.pipeline.keys import outputs_digest
 from ads_core.pipeline.refresh import row_identities, summarize
 from ads_core.pipeline.resolve import resolve, resolve_name, resolve_source
-from ads_core.pipeline.stages import context, stages_from
-from ads_core.stages.base import Stage, StageContext
+from ads_core.pipeline.stages import context
+from ads_core.stages.base import StageContext
 from ads_core.storage import manifest as mf
 from ads_core.storage.errors import StorageError
-from ads_prefect.flows.cluster import api_pinned, check_scheduler, dask_annotations, prepare_workers, shard_runner
 from ads_prefect.flows.env import BUILD_TIMEOUT_ENV, BUILD_TIMEOUT_S, flow_timeout
-from ads_prefect.tasks.base import StageOutput, artifact_key, intact
+from ads_prefect.flows.executor import PrefectExecutor
 from ads_prefect.tasks.handoff import run_url, start_training
 from ads_prefect.tasks.locks import owning
-from ads_prefect.tasks.publish import publish_build, publish_refresh, publish_stage
-from ads_prefect.tasks.stage_task import checked, configured, flow_spelling, params_of
+from ads_prefect.tasks.publish import publish_build, publish_refresh
+from ads_prefect.tasks.stage_task import flow_spelling
 
 BUILD_RUN_NAME = re.compile(r"build-[A-Za-z0-9._-]+-\d{8}-\d{6}")
 
@@ -67,108 +63,13 @@ def build_run_name() -> str:
     return f"build-{name}-{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}"
 
 
-def progress_artifact(stage: Stage, ctx: StageContext) -> str | None:
-    """A progress artifact for a stage that declares progress (its runs update it as rows go by)."""
-    if not stage.progress:
-        return None
-    n = len(stage.shards(ctx))
-    return str(
-        create_progress_artifact(
-            progress=0.0,
-            key=artifact_key(ctx.dataset, f"{stage.name}-progress"),
-            description=f"{stage.name}: {n} run(s) into {ctx.stage_dir(stage.main, 0 if stage.sharded else None)}",
-        )
-    )
-
-
-def run_stage_runs(
-    stage: Stage, ctx: StageContext, refresh: bool, states: dict[str, str], fence: dict[str, Any] | None = None
-) -> StageOutput:
-    """Every run of one stage (one per shard of a sharded stage): in this thread one after another (the set-up
-    state is made once, and Ctrl-C / SIGTERM reach the computing stage), or mapped on Dask. Returns the
-    record of the stage's main output (the last shard's for a sharded stage). Each run publishes only while
-    `fence` (the build's hold on OUT) is still the newest."""
-    logger = get_run_logger()
-    shards = stage.shards(ctx)
-    artifact = progress_artifact(stage, ctx)
-    rs = ctx.config.run.result_storage
-    keys = {shard: stage_key(stage, ctx, shard) for shard in shards}  # once: it hashes the inputs
-    failures: list[tuple[int | None, Any]] = []
-    outputs: dict[int | None, StageOutput] = {}
-    cached = 0
-
-    def params(shard: int | None, fresh: bool) -> dict[str, Any]:
-        return params_of(stage, ctx, shard, keys[shard], reuse=not fresh, progress_artifact=artifact, fence=fence)
-
-    def record(done: int, shard: int | None, state: Any, recompute: Any) -> None:
-        nonlocal cached
-        if state.is_completed():
-            trusted = partial(intact, stage=stage, ctx=ctx, shard=shard, key=keys[shard])
-            outputs[shard], state = checked(state, recompute, stage.label(shard), trusted)
-            cached += state.name == "Cached"
-        else:
-            failures.append((shard, state))
-        states[stage.label(shard)] = str(state.name)
-        if artifact and len(shards) > 1:
-            description = f"{done}/{len(shards)} runs finished ({cached} cached, {len(failures)} failed)"
-            update_progress_artifact(artifact_id=artifact, progress=100.0 * done / len(shards), description=description)
-        elif artifact and state.is_completed():  # a computed run keeps its own last line (rows, rate)
-            description = f"{stage.name}: reused (Cached)" if state.name == "Cached" else None
-            update_progress_artifact(artifact_id=artifact, progress=100.0, description=description)
-
-    if not (stage.sharded and ctx.config.run.dask):
-        for done, shard in enumerate(shards, start=1):
-            state = configured(stage, shard, refresh, rs)(**params(shard, refresh), return_state=True)
-            record(
-                done, shard, state, lambda s=shard: configured(stage, s, True, rs)(**params(s, True), return_state=True)
-            )
-    else:
-        dask = ctx.config.run.dask
-        check_scheduler(dask)  # an unreachable scheduler: one line naming run.dask, not a 30 s hang and a traceback
-        with api_pinned(), shard_runner(dask, ctx.config.run.dask_workers, len(shards)) as runner:
-            prepare_workers(runner, dask)
-
-            def recompute(shard: int | None) -> Any:
-                with dask_annotations(stage, runner):
-                    retry = runner.submit(configured(stage, shard, True, rs), parameters=params(shard, True))
-                retry.wait()
-                return retry.state
-
-            with dask_annotations(stage, runner):
-                futures = {
-                    runner.submit(configured(stage, s, refresh, rs), parameters=params(s, refresh)): s for s in shards
-                }
-            for done, future in enumerate(as_completed(list(futures)), start=1):
-                shard = futures[future]
-                future.wait()  # sets the future's final state
-                record(done, shard, future.state, lambda s=shard: recompute(s))
-    if failures:
-        logger.error("%d of %d runs of %s failed: %s", len(failures), len(shards), stage.name, [s for s, _ in failures])
-        failures[0][1].result()  # raises that run's exception
-    return outputs[shards[-1]]
-
-
-def run_stages(
-    ctx: StageContext, fence: dict[str, Any] | None = None
-) -> tuple[dict[str, str], dict[str, float], dict[str, StageOutput], Any]:
-    """Every declared stage in order, each followed by the UI items it declares; no stage is special here."""
-    force = stages_from(ctx.config.run.force_from)
-    states: dict[str, str] = {}
-    seconds: dict[str, float] = {}
-    outputs: dict[str, StageOutput] = {}
+def run_stages(ctx: StageContext, fence: dict[str, Any] | None = None) -> tuple[PrefectExecutor, Any]:
+    """Every declared stage through the Prefect executor, then the build's UI summary of the final artifact."""
     previous = row_identities(ctx.uri("final"))  # before this build replaces it
-    config = ctx.config.model_dump()
-    for stage in declared.STAGES:  # read at call time: a stage added to the list runs with no other edit
-        t0 = time.perf_counter()
-        try:
-            outputs[stage.name] = run_stage_runs(stage, ctx, stage.name in force, states, fence)
-        finally:
-            lifecycle.teardown(stage)  # the set-up state of runs in this process (the model) is not needed again
-        seconds[stage.name] = time.perf_counter() - t0
-        if stage.ui is not None:
-            publish_stage(stage.name, outputs[stage.name]["uri"], ctx.source, ctx.out, ctx.dataset, config)
-    publish_build(ctx.uri("final"), ctx.dataset, dict(states))
-    return states, seconds, outputs, previous
+    executor = PrefectExecutor(fence)
+    execute(executor, ctx)
+    publish_build(ctx.uri("final"), ctx.dataset, dict(executor.states))
+    return executor, previous
 
 
 def mark_crashed(dead: dict[str, Any]) -> None:
@@ -230,23 +131,17 @@ def ads_build(
     ctx = context(target, cfg)
     name = target.dataset
     storage.check_writable(ctx.out)  # a missing bucket, bad credentials or a file in the way: one line, now
-    logger.info(
-        "ads-build %s: %s -> %s (model %s, %d shard(s), k=%d%s)",
-        name,
-        ctx.source,
-        ctx.out,
-        score.model,
-        score.num_shards,
-        cluster.num_clusters,
-        f", force_from={run.force_from}" if run.force_from != "none" else "",
-    )
+    runs = ", ".join(f"{s.name} x{len(s.shards(ctx))}" if s.sharded else s.name for s in declared.STAGES)
+    forced = f", force_from={run.force_from}" if run.force_from != "none" else ""
+    logger.info("ads-build %s: %s -> %s (%s%s)", name, ctx.source, ctx.out, runs, forced)
     from prefect.runtime import flow_run
 
     with owning(ctx.out, f"flow-run:{flow_run.id}") as held:  # one build at a time per OUT, publishes fenced
         if held.taken_over:
             mark_crashed(held.taken_over)
         try:
-            states, seconds, outputs, previous = run_stages(ctx, held.fence.to_dict())
+            executor, previous = run_stages(ctx, held.fence.to_dict())
+            states, seconds, outputs = executor.states, executor.seconds, executor.outputs
         except InputError as exc:  # name the flow parameter to set (format.question_col=...), in one line
             raise InputError(exc.render(flow_spelling), exc.options, original=exc) from None
         final = {"uri": ctx.uri("final"), "digest": outputs_digest(mf.read(ctx.stage_dir("final")))}

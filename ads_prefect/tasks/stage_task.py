@@ -23,7 +23,7 @@ from prefect.states import Completed, State
 from ads_core.config.build import BuildConfig
 from ads_core.pipeline import lifecycle
 from ads_core.pipeline.keys import cache_key, outputs_digest, reusable, run_stage
-from ads_core.pipeline.stages import layout, stages_by_name
+from ads_core.pipeline.stages import stage_context, stages_by_name
 from ads_core.stages.base import Stage, StageContext
 from ads_prefect.tasks.api_routing import route_services_by_api_url
 from ads_prefect.tasks.base import (
@@ -73,13 +73,8 @@ for _name in ("prefect.task_runs", "prefect.flow_runs"):
 
 
 def context_of(params: dict[str, Any]) -> StageContext:
-    return StageContext(
-        source=params["source"],
-        out=params["out"],
-        dataset=params["dataset"],
-        config=BuildConfig.model_validate(params["config"]),
-        layout=layout(),
-    )
+    config = BuildConfig.model_validate(params["config"])
+    return stage_context(params["source"], params["out"], params["dataset"], config)
 
 
 def prefect_key(_: TaskRunContext, params: dict[str, Any]) -> str:

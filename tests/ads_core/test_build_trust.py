@@ -68,24 +68,25 @@ def test_rows_appended_during_a_build_then_cut_back_are_gone_from_the_rebuild(
 
     before = source_digest(str(source))
     first, _ = run(source, out, tiny_build_config, appending_when("format", source, "\n".join(appended) + "\n"))
-    assert first.final.counts["rows"] == 24  # it read the appended rows ...
-    recorded = first.formatted.inputs["source"]["sha256"]
+    assert first.manifest("final").counts["rows"] == 24  # it read the appended rows ...
+    recorded = first.manifest("formatted").inputs["source"]["sha256"]
     assert recorded == source_digest(str(source)) != before  # ... and is keyed by the bytes it read
     ctx = context(resolve(str(source), str(out)), tiny_build_config)
-    assert first.formatted.extra["stage_key"] == stage_key(format_stage.STAGE, ctx)  # the key of the file as read
-    assert first.formatted.extra["stage_key"] != stage_key(format_stage.STAGE, ctx, source=before)
+    formatted = first.manifest("formatted")
+    assert formatted.extra["stage_key"] == stage_key(format_stage.STAGE, ctx)  # the key of the file as read
+    assert first.manifest("formatted").extra["stage_key"] != stage_key(format_stage.STAGE, ctx, source=before)
 
     source.write_bytes(cut_back)  # the writer's job is rolled back
     second, reused = run(source, out, tiny_build_config)
     assert reused["format"] is False  # not Cached under the key of the file as it was before the append
     reference = format_dataset(str(source), str(tmp_path / "reference")).output_uri("train")
     assert sample_ids(second.final_uri) == sample_ids(reference)  # exactly the cut-back rows
-    assert second.final.counts["rows"] == 16
-    assert second.formatted.inputs["source"]["sha256"] == source_digest(str(source)) == before
+    assert second.manifest("final").counts["rows"] == 16
+    assert second.manifest("formatted").inputs["source"]["sha256"] == source_digest(str(source)) == before
 
     third, reused = run(source, out, tiny_build_config)
     assert all(reused.values()), reused  # an unchanged source stays Cached
-    assert third.final.output_hash("train") == second.final.output_hash("train")
+    assert third.manifest("final").output_hash("train") == second.manifest("final").output_hash("train")
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +118,7 @@ def test_edited_format_counts_are_recomputed_not_reported(built: Path, tiny_buil
     edit_json(out / "formatted" / "manifest.json", lie, redigest)
     assert mf.verify(str(out / "formatted")) is None
     result, reused = run(source, out, tiny_build_config)
-    assert reused["format"] is False and result.formatted.counts == truth
+    assert reused["format"] is False and result.manifest("formatted").counts == truth
     assert reused["score-shard-0"] and reused["sort"]  # the same bytes again: nothing later recomputes
     assert mf.verify(str(out / "formatted")) is not None
 
@@ -158,13 +159,13 @@ def test_an_edited_policy_model_is_never_trained_and_the_build_recomputes_it(
     assert edited not in result.output
 
     rebuilt, reused = run(source, out, tiny_build_config)
-    assert reused["sort"] is False and rebuilt.final.extra["policy_model"] == real
+    assert reused["sort"] is False and rebuilt.manifest("final").extra["policy_model"] == real
     assert planned_model(out) == real and train_dry_run(out, tmp_path).exit_code == 0
 
     # a forger who also recomputes the digest: the build still compares the field with its own config
     edit_json(out / "final" / "manifest.json", lambda d: d["extra"].update(policy_model=edited), redigest=True)
     rebuilt, reused = run(source, out, tiny_build_config)
-    assert reused["sort"] is False and rebuilt.final.extra["policy_model"] == real
+    assert reused["sort"] is False and rebuilt.manifest("final").extra["policy_model"] == real
 
 
 def test_a_final_manifest_that_lists_other_rows_is_refused_by_training(

@@ -89,10 +89,10 @@ def test_build_on_math500_end_to_end(tmp_path: Path, data_dir: Path, tiny_model_
         "difficulty",
     }
     assert expected <= set(final.columns)
-    assert result.final.extra["policy_model"] == str(tiny_model_dir)
+    assert result.manifest("final").extra["policy_model"] == str(tiny_model_dir)
     # the ground truth survives formatting, scoring, clustering and sorting
     answers = dict(zip(final["sample_id"], final["reward_model"].struct.field("ground_truth"), strict=True))
-    formatted = pl.from_arrow(storage.read_parquet(result.formatted.output_uri("train")))
+    formatted = pl.from_arrow(storage.read_parquet(result.manifest("formatted").output_uri("train")))
     assert answers == dict(
         zip(formatted["sample_id"], formatted["reward_model"].struct.field("ground_truth"), strict=True)
     )

@@ -162,7 +162,8 @@ def test_a_full_score_cache_degrades_to_scoring_without_it(
     cfg = tiny_build_config.model_copy(update={"score": score})
     with caplog.at_level(logging.WARNING, logger="ads.score"):
         result = build(str(built / "src.jsonl"), str(tmp_path / "out"), cfg)
-    assert result.scores.counts["rows"] == 24 and result.scores.counts["rows_scored"] == 24  # the build finished
+    scores = result.manifest("scores")
+    assert scores.counts["rows"] == 24 and scores.counts["rows_scored"] == 24  # the build finished
     [warning] = [r.getMessage() for r in caplog.records if "score cache" in r.getMessage()]
     assert str(cache) in warning and "no space left" in warning and "scoring without the cache" in warning
     assert "--out" not in warning

@@ -257,7 +257,7 @@ SCORE = Stage(
     version=VERSION,
     run=run_shard,
     resources=Resources(accelerator="optional"),
-    sharded=True,
+    shard_count=lambda cfg: cfg.score.num_shards,
     progress=True,
     setup=setup,
     teardown=Scorer.close,
