@@ -16,12 +16,13 @@ import numpy as np
 import pyarrow as pa
 
 from ads_core import storage
-from ads_core.config.sampler import ADSSamplerConfig
 from ads_core.common.contract import EXTRA_INFO_FIELDS, FINAL_DIR, REQUIRED_COLUMNS
 from ads_core.common.errors import OptionError
+from ads_core.config.sampler import ADSSamplerConfig
 from ads_core.sampler.ads import ADSSampler
 from ads_core.storage import manifest as mf
 from ads_core.storage.manifest import MANIFEST_NAME
+from ads_core.train.rows_check import RowError, check_rows
 
 
 class ArtifactError(OptionError, ValueError):
@@ -177,13 +178,26 @@ def validate_artifact(uri: str, sampler_cfg: ADSSamplerConfig | None = None) -> 
     if not storage.exists(uri):
         raise ArtifactError(f"{uri}: no such file (build one with `ads build --out OUT`)")
     fs, path = storage.get_fs(uri)
-    with fs.open(path, "rb") as f:
-        pf = pq.ParquetFile(f)
-        check_schema(pf.schema_arrow, uri)
-        cols = pf.read(columns=["sample_id", "cluster_id", "rank_in_cluster", "extra_info"])
+    if fs.isdir(path):
+        raise ArtifactError(
+            f"{uri}: is a folder, not a Parquet file (a Spark-style folder of parts?); pass one .parquet file, "
+            "for example OUT/final/train.parquet from `ads build`"
+        )
+    try:
+        with fs.open(path, "rb") as f:
+            pf = pq.ParquetFile(f)
+            check_schema(pf.schema_arrow, uri)
+            wanted = ["sample_id", "cluster_id", "rank_in_cluster", "extra_info", "prompt", "reward_model"]
+            cols = pf.read(columns=wanted + [c for c in ("cluster_size",) if c in pf.schema_arrow.names])
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ArtifactError(f"{uri}: not a readable Parquet file ({' '.join(str(exc).split())})") from None
     if cols.num_rows == 0:
         raise ArtifactError(f"{uri}: the artifact has no rows")
     _check_ids(uri, cols)
+    try:
+        check_rows(cols)
+    except RowError as exc:
+        raise ArtifactError(f"{uri}: {exc}") from None
     cid = cols.column("cluster_id").to_numpy()
     try:
         sampler = ADSSampler(cid, cols.column("rank_in_cluster").to_numpy(), sampler_cfg or ADSSamplerConfig())
