@@ -25,7 +25,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ads_core.common.answers import ground_truth_answers, strip_math_delimiters
@@ -45,12 +45,13 @@ class Grade:
     extracted: str | None
     reason: str
     detail: str = ""
-    elapsed_s: float = 0.0  # this call's own measured time (waiting for a free verifier included)
+    elapsed_s: float = field(default=0.0, compare=False)  # this call's measured time (queueing included)
 
 
 _settings = GraderConfig()
 _cache: OrderedDict[tuple[str, tuple[str, ...]], tuple[bool, str, str, float]] = OrderedDict()
 _cache_lock = threading.Lock()
+_counts = {"hits": 0, "misses": 0}
 
 
 def configure(config: GraderConfig) -> None:
@@ -64,6 +65,12 @@ def configure(config: GraderConfig) -> None:
 
 def settings() -> GraderConfig:
     return _settings
+
+
+def cache_info() -> dict[str, int]:
+    """Cache hits and misses so far, and the verdicts it holds."""
+    with _cache_lock:
+        return {**_counts, "size": len(_cache)}
 
 
 def pool_size(config: GraderConfig | None = None) -> int:
@@ -146,7 +153,9 @@ def _grade_answer(answer: str | None, ground_truth: Any, timeout_s: float | None
         hit = _cache.get(key)
         if hit is not None and (hit[1] != "timeout" or hit[3] >= limit):
             _cache.move_to_end(key)
+            _counts["hits"] += 1
             return hit[0], hit[1], hit[2]
+        _counts["misses"] += 1
     verdict = _judge(answer, golds, limit)
     if verdict[1] != "error" and _settings.cache_size > 0:
         with _cache_lock:

@@ -1,18 +1,19 @@
-"""The verifier process: math-verify on (prediction, gold) pairs, read as JSON lines on stdin.
+"""The verifier processes: math-verify on (prediction, gold) pairs, read as JSON lines from a socket.
 
-It runs in its own process so that the parent can stop it at the time limit whatever it is doing (sympy's
-big-integer arithmetic ignores signals, and math-verify's own timeouts need the main thread). Started by
-`ads_core.grading.pool`; one request at a time:
+They run in processes of their own so that the pool can stop one at the time limit whatever it is doing
+(sympy's big-integer arithmetic ignores signals, and math-verify's own timeouts need the main thread). The pool
+(`ads_core.grading.pool`) starts one zygote, which forks the workers; one request at a time:
 
     -> {"pairs": [[prediction, gold], ...]}
     <- {"match": true|false}             (true when any pair is equivalent)
     <- {"match": false, "error": "..."}  (math-verify raised on every pair it tried)
 
-Nothing but this protocol is written to the pipe: stdout is redirected to stderr before math-verify loads.
+Nothing but this protocol is written to the socket; stdout goes to stderr.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -54,24 +55,77 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
     return {"match": False}
 
 
-def main() -> None:
-    proto = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)  # stray prints from libraries must not corrupt the protocol
-    sys.stdout = sys.stderr
-    logging.disable(logging.CRITICAL)  # math-verify warns once that its timeouts are off: we know
-    import math_verify  # noqa: F401 - loaded before "ready", so boot time never counts against a request
+WARM_UP = [
+    ("1", "2"),
+    ("\\frac{1}{2}", "0.5"),
+    ("\\sqrt{8}", "2\\sqrt{2}"),
+    ("x^2+1", "(x+1)^2"),
+    ("(2,\\infty)", "[2,\\infty)"),
+    ("3.14", "\\pi"),
+    ("\\begin{pmatrix}1\\\\2\\end{pmatrix}", "(1,2)"),
+    ("x=2, x=-3", "2, -3"),
+    ("\\text{B}", "B"),
+]
 
-    _parse("1")  # warm the LaTeX parser too
-    proto.write(json.dumps(READY).encode() + b"\n")
-    for line in sys.stdin.buffer:
+
+def serve(reader: Any, writer: Any) -> None:
+    """Answer requests, one JSON line each, until the other end closes."""
+    for line in reader:
         if not line.strip():
             continue
         try:
             reply = answer(json.loads(line))
         except (ValueError, KeyError, TypeError) as exc:
             reply = {"match": False, "error": f"bad request: {exc}"[:200]}
-        proto.write(json.dumps(reply).encode() + b"\n")
+        writer.write(json.dumps(reply).encode() + b"\n")
+        writer.flush()
+
+
+def _die_with(parent: int) -> None:
+    """Ask the kernel for SIGKILL when the process that forked us ends (the zygote)."""
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def zygote(fd: int) -> None:
+    """Load and warm math-verify once, then fork a ready worker for every byte received on socket FD.
+
+    Each worker gets one end of a new socket pair; the other end goes back to the pool with the worker's pid
+    (SCM_RIGHTS). Forking a warm process takes milliseconds where starting Python and sympy takes a second or
+    more, and its first verdicts are as fast as later ones, so a worker killed at the time limit costs little.
+    """
+    import signal
+    import socket
+
+    os.dup2(2, 1)  # stray prints from libraries must not reach anyone
+    sys.stdout = sys.stderr
+    logging.disable(logging.CRITICAL)  # math-verify warns once that its timeouts are off: we know
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # killed workers are reaped by the kernel
+    control = socket.socket(fileno=fd)
+    for prediction, gold in WARM_UP:
+        with contextlib.suppress(Exception):
+            equivalent(prediction, gold)
+    control.sendall(json.dumps(READY).encode() + b"\n")
+    me = os.getpid()
+    while control.recv(1):
+        ours, theirs = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            control.close()
+            ours.close()
+            _die_with(me)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            serve(theirs.makefile("rb"), theirs.makefile("wb"))
+            os._exit(0)
+        theirs.close()
+        socket.send_fds(control, [f"{pid}\n".encode()], [ours.fileno()])
+        ours.close()
 
 
 if __name__ == "__main__":
-    main()
+    zygote(int(sys.argv[1]))
