@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ads_core.config.train import TrainConfig
 from ads_core.train import plan as tplan
+from ads_core.train.applicable import refuse_foreign_options
 from ads_core.train.plan import TrainPlan
 from ads_core.train.trainers import OnLine, OnStep, Score, Trainer, TrainResult, choose_trainer, get_trainer
 
@@ -28,8 +29,10 @@ __all__ = ["TrainResult", "check_machine", "execute", "prepare", "train", "train
 
 def check_machine(cfg: TrainConfig, dry_run: bool = False) -> str:
     """The trainer this config runs with here; raises LaunchError at once when this machine can't run it
-    (verl without CUDA GPUs or its rollout engine), before any artifact or config work."""
-    trainer, _ = choose_trainer(cfg)
+    (verl without CUDA GPUs or its rollout engine), and TrainOptionError when an option of another trainer is set
+    (`ads_core.train.applicable`), before any artifact or config work."""
+    trainer, reason = choose_trainer(cfg)
+    refuse_foreign_options(cfg, trainer.name, reason)  # another trainer's option would be silently ignored
     trainer.check_machine(cfg, dry_run)
     return trainer.name
 
