@@ -154,6 +154,12 @@ def plan_training(artifact_uri: str, cfg: TrainConfig, materialize: bool = True)
     model = resolve_model(cfg.model, info, artifact_uri)
     experiment = _slug(cfg.name or f"{info.dataset or 'dataset'}-ads")
     run_dir = Path(cfg.run_dir or os.path.join("ads-runs", experiment)).expanduser().resolve()
+    blocker = next((p for p in (run_dir, *run_dir.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ArtifactError(
+            f"run folder {run_dir}: {blocker} is a file, not a folder; pass run_dir (a folder) or another name",
+            options=("run_dir", "name"),
+        )
     warnings = size_warnings(info, sampler)
     evals = resolve_eval_sets(cfg.eval_sets, info)
     train_uri, decon = artifact_uri, None

@@ -132,3 +132,16 @@ def test_an_artifact_that_is_a_folder_or_not_parquet_gets_one_line(tmp_path: Pat
         code, output = dry_run(artifact, tmp_path)
         lines = [line for line in output.splitlines() if line.strip()]
         assert code == 2 and len(lines) == 1 and str(artifact) in lines[0] and expected in lines[0], output
+
+
+def test_a_run_folder_that_is_a_file_gets_one_line(tmp_path: Path):
+    artifact = write(tmp_path, rows())
+    blocker = tmp_path / "taken"
+    blocker.write_text("")
+    for run_dir in (blocker, blocker / "sub"):
+        result = CliRunner().invoke(
+            app, ["train", str(artifact), "--dry-run", "--model", str(tmp_path), "--run-dir", str(run_dir)]
+        )
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert result.exit_code == 2 and len(lines) == 1, result.output
+        assert f"{blocker} is a file, not a folder; pass --run-dir" in lines[0]
