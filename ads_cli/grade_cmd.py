@@ -1,0 +1,74 @@
+"""`ads grade`: regrade a file of saved completions with the project's one grader. Registered by ``ads_cli.main``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ads_cli.common import console, fail, progress_bar
+from ads_cli.options import common_parameters, config_parameters, resolve_config, with_signature
+from ads_core.config.eval import GraderConfig
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``grade`` command to an ``ads`` Typer app."""
+    app.command("grade")(grade_cmd)
+
+
+def grade_cmd(
+    file: Annotated[Path, typer.Argument(help="A .parquet or .jsonl file of saved completions.", show_default=False)],
+    completion_col: Annotated[
+        str, typer.Option("--completion-col", help="Column holding each completion (text or chat messages).")
+    ] = "completion",
+    answer_col: Annotated[
+        str, typer.Option("--answer-col", help="Column holding the ground truth (a string or a list of answers).")
+    ] = "answer",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Where to write the graded rows (.parquet or .jsonl; default FILE.graded.parquet)."
+        ),
+    ] = None,
+    **options: Any,
+) -> None:
+    """Grade saved completions: each row's last complete \\boxed{} answer against its ground truth.
+
+    Writes the rows in the same order, with `correct`, `extracted` and `reason` added.
+
+    Reasons: correct, wrong, no_answer, timeout, too_complex, error (e.g. no ground truth).
+
+    Training rewards and `ads eval` use the same grader (docs/evaluation.md, "Grading").
+    """
+    from ads_core.common.errors import InputError
+    from ads_core.grading import configure, settings
+    from ads_core.grading.files import check_columns, grade_table, read_rows
+
+    config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
+    cfg = resolve_config(GraderConfig, options, config_file, assignments)
+    before = settings()
+    configure(cfg)  # verifier processes and cache size; the limit is passed on explicitly
+    try:
+        table = read_rows(file)
+        check_columns(table, file, completion_col, answer_col, out)
+        with progress_bar("grade", total=table.num_rows, unit="rows") as advance:
+            result = grade_table(
+                table, file, completion_col, answer_col, out, timeout_s=cfg.timeout_s, progress=advance
+            )
+    except InputError as exc:
+        raise fail(exc.render(lambda name: "--" + name.replace("_", "-"))) from None
+    finally:
+        configure(before)
+    share = result.correct / result.rows if result.rows else 0.0
+    reasons = ", ".join(f"{name} {count}" for name, count in sorted(result.reasons.items()))
+    console.print(
+        f"graded {result.rows} rows: {result.correct} correct ({share:.1%}); {reasons or 'no rows'}", highlight=False
+    )
+    console.print(f"wrote {result.out}", highlight=False)
+
+
+with_signature(
+    grade_cmd,
+    config_parameters(GraderConfig, ("",)) + common_parameters(GraderConfig, "--set workers=4"),
+)

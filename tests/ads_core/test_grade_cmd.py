@@ -1,0 +1,109 @@
+"""`ads grade FILE`: the rows come back in order with `correct`, `extracted` and `reason` added; bad input is one
+`error:` line and exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from ads_cli.main import app
+
+SLOW = "((x+1)^{30}+1)^{30}"  # passes the pre-check, sympy needs minutes: cut at the limit
+# (id, completion, answer) -> (correct, extracted, reason)
+ROWS: list[tuple[dict[str, Any], tuple[bool, str | None, str]]] = [
+    ({"id": 0, "completion": "so \\boxed{5}", "answer": "5"}, (True, "5", "correct")),
+    ({"id": 1, "completion": "so \\boxed{6}", "answer": "5"}, (False, "6", "wrong")),
+    ({"id": 2, "completion": "\\boxed{50\\%}", "answer": "0.5"}, (True, "50\\%", "correct")),
+    ({"id": 3, "completion": "\\boxed{５}", "answer": "5"}, (True, "５", "correct")),
+    ({"id": 4, "completion": "\\boxed{7} and then \\boxed{", "answer": "7"}, (True, "7", "correct")),
+    ({"id": 5, "completion": "I give up", "answer": "7"}, (False, None, "no_answer")),
+    ({"id": 6, "completion": "\\boxed{None}", "answer": None}, (False, "None", "error")),
+    ({"id": 7, "completion": "\\boxed{-3}", "answer": '["2", "-3"]'}, (True, "-3", "correct")),
+    ({"id": 8, "completion": "\\boxed{\\sqrt{8}}", "answer": "2\\sqrt{2}"}, (True, "\\sqrt{8}", "correct")),
+    ({"id": 9, "completion": "\\boxed{9^{9^{9^{9}}}}", "answer": "5"}, (False, "9^{9^{9^{9}}}", "too_complex")),
+    (
+        {"id": 10, "completion": "\\boxed{2^{1000000000}}", "answer": '["1", "2"]'},
+        (False, "2^{1000000000}", "too_complex"),
+    ),
+    ({"id": 11, "completion": "\\boxed{((5!)!)!}", "answer": "120"}, (False, "((5!)!)!", "too_complex")),
+    ({"id": 12, "completion": "\\boxed{10^{-10^{10}}}", "answer": "0"}, (False, "10^{-10^{10}}", "too_complex")),
+    ({"id": 13, "completion": f"\\boxed{{{SLOW}}}", "answer": "1"}, (False, SLOW, "timeout")),
+]
+
+
+def ads(*args: str) -> Any:
+    result = CliRunner().invoke(app, ["grade", *args])
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_a_jsonl_file_is_graded_in_order_with_three_columns_added(tmp_path: Path):
+    src = write_jsonl(tmp_path / "gen.jsonl", [row for row, _ in ROWS])
+    result = ads(str(src), "--completion-col", "completion", "--answer-col", "answer", "--timeout-s", "0.5")
+    assert result.exit_code == 0, result.output
+    assert "graded 14 rows: 6 correct" in result.stderr
+    table = pq.read_table(tmp_path / "gen.graded.parquet")  # the default: beside the input
+    assert table.column_names == ["id", "completion", "answer", "correct", "extracted", "reason"]
+    got = table.to_pylist()
+    assert [r["id"] for r in got] == list(range(14))
+    assert [(r["correct"], r["extracted"], r["reason"]) for r in got] == [want for _, want in ROWS]
+    assert [r["completion"] for r in got] == [row["completion"] for row, _ in ROWS]  # rows kept as they were
+
+
+def test_parquet_in_jsonl_out_chat_messages_and_regrading(tmp_path: Path):
+    table = pa.table(
+        {
+            "messages": [[{"role": "assistant", "content": "It is \\boxed{\\frac{1}{2}}"}], [{"content": "no"}]],
+            "gt": [["0.5", "1/2"], ["3"]],  # list-valued ground truths: alternatives
+        }
+    )
+    pq.write_table(table, tmp_path / "gen.parquet")
+    out = tmp_path / "graded.jsonl"
+    result = ads(str(tmp_path / "gen.parquet"), "--completion-col", "messages", "--answer-col", "gt", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["correct"], r["extracted"], r["reason"]) for r in rows] == [
+        (True, "\\frac{1}{2}", "correct"),
+        (False, None, "no_answer"),
+    ]
+    again = ads(str(out), "--completion-col", "messages", "--answer-col", "gt", "--out", str(tmp_path / "2.parquet"))
+    assert again.exit_code == 0, again.output
+    regraded = pq.read_table(tmp_path / "2.parquet")
+    assert regraded.column_names == ["messages", "gt", "correct", "extracted", "reason"]  # replaced, not doubled
+
+
+@pytest.mark.parametrize(
+    ("make", "args", "message"),
+    [
+        (None, [], "missing.jsonl: no such file"),
+        (lambda p: p.with_suffix(".csv").write_text("a,b\n"), [], "not a .parquet or .jsonl file"),
+        (lambda p: p.write_text('{"completion": "x"}\n{"completion":\n'), [], "line 2: not JSON"),
+        (lambda p: p.write_text('{"completion": "x", "answer": "1"}\n'), ["--answer-col", "gt"], "no column 'gt'"),
+        (lambda p: p.write_text('{"completion": "x", "answer": "1"}\n'), ["--timeout-s", "0"], "--timeout-s"),
+        (lambda p: p.write_text('{"completion": "x", "answer": "1"}\n'), ["--out", "x.csv"], "must end in .parquet"),
+    ],
+)
+def test_bad_input_is_one_error_line(tmp_path: Path, make, args: list[str], message: str):
+    path = tmp_path / "missing.jsonl"
+    if make is not None:
+        make(path)
+        if not path.exists():  # the csv case wrote beside it
+            path = path.with_suffix(".csv")
+    result = ads(str(path), *args)
+    assert result.exit_code == 2, result.output
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert message in line
+    if "--answer-col" in args:
+        assert line.endswith("name one with --answer-col")
