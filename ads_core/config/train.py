@@ -110,6 +110,36 @@ class TRLConfig(Section):
     )
 
 
+class ValidationConfig(Section):
+    """Validation during training: the policy measured on the eval sets (`eval_sets`) as it trains, k samples per
+    problem graded as `ads eval` grades them (TRL: `ads eval`'s code; verl: its validation with val_kwargs.n = k),
+    one record per step and set in RUN_DIR/eval.jsonl. The defaults are sized for where it runs."""
+
+    steps: int = Field(
+        25,
+        ge=0,
+        description="Validate every N optimizer steps and after the last (0: only after the last); verl's "
+        "trainer.test_freq.",
+        json_schema_extra={"flag": "--eval-steps"},
+    )
+    limit: int | None = Field(
+        None,
+        ge=0,
+        description="Problems per eval set (the first N; 0: all). Default 8 on a CPU, all on a GPU.",
+        json_schema_extra={"flag": "--eval-limit"},
+    )
+    k: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="Samples per problem (mean@k). Default 2 on a CPU, the paper's 16 on a GPU (verl's val_kwargs.n).",
+        json_schema_extra={"flag": "--eval-k"},
+    )
+    before_train: bool = tuning(
+        default=True, description="Validate the initial policy too, as step 0 (verl's trainer.val_before_train)."
+    )
+
+
 class TrainConfig(Section):
     """Everything one training run needs besides the artifact."""
 
@@ -127,8 +157,8 @@ class TrainConfig(Section):
     name: str | None = Field(None, description="Experiment name (default DATASET-ads); the same name resumes.")
     eval_sets: list[str] | None = Field(
         None,
-        description="Validation sets: names under OUT/eval or .parquet paths; default every set in OUT/eval; "
-        "[] for none.",
+        description="Validation sets: names under OUT/eval, packaged names (math500, aime24, amc23) or .parquet "
+        "paths; default every set in OUT/eval; [] for none (ads train --no-eval).",
         json_schema_extra={"cli": False},
     )
     decontaminate: DecontaminateMode = Field(
@@ -137,6 +167,7 @@ class TrainConfig(Section):
     sampler: TrainSamplerConfig = Field(default_factory=TrainSamplerConfig)
     verl: VerlConfig = Field(default_factory=VerlConfig)
     trl: TRLConfig = Field(default_factory=TRLConfig)
+    validation: ValidationConfig = Field(default_factory=ValidationConfig)
 
     @classmethod
     def sections(cls) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from ads_core.config.train import TrainConfig
 from ads_core.train.errors import TrainOptionError
 
-SHARED_SECTIONS = ("sampler",)  # sections every trainer reads
+SHARED_SECTIONS = ("sampler", "validation")  # sections every trainer reads
 
 
 def _shown(value: Any) -> list[str]:

@@ -82,8 +82,28 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "run"
 
 
-def resolve_eval_sets(eval_sets: list[str] | None, info: ArtifactInfo) -> dict[str, str]:
-    """name -> URI of the validation sets: every set in OUT/eval by default, or the names / .parquet paths given."""
+def packaged_eval_set(name: str, info: ArtifactInfo, folder: str | None) -> str:
+    """FOLDER/eval/NAME.parquet: a packaged set (math500, aime24, amc23) written with the training set's template,
+    once per run folder; a dry run (FOLDER None) writes it to a temporary folder removed at exit."""
+    if folder is None:
+        import atexit
+        import shutil
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="ads-eval-sets-")
+        atexit.register(shutil.rmtree, folder, True)
+    uri = ev.eval_uri(folder, name)
+    if not storage.exists(uri):
+        template = ev.training_template(info.out_root) if info.out_root else None
+        ev.write_eval_sets(folder, names=[name], template=template)
+    return uri
+
+
+def resolve_eval_sets(
+    eval_sets: list[str] | None, info: ArtifactInfo, packaged_to: str | None = None
+) -> dict[str, str]:
+    """name -> URI of the validation sets: every set in OUT/eval by default, or the names / .parquet paths given;
+    a packaged set's name that OUT/eval lacks is written to PACKAGED_TO/eval (the run folder's data)."""
     if eval_sets is None:
         return ev.existing_eval_sets(info.out_root) if info.out_root else {}
     out: dict[str, str] = {}
@@ -94,6 +114,8 @@ def resolve_eval_sets(eval_sets: list[str] | None, info: ArtifactInfo) -> dict[s
             out[_slug(item.rstrip("/").rsplit("/", 1)[-1][: -len(".parquet")])] = item
             continue
         uri = ev.eval_uri(info.out_root, item) if info.out_root else None
+        if (uri is None or not storage.exists(uri)) and item in ev.EVAL_SETS:
+            uri = packaged_eval_set(item, info, packaged_to)
         if uri is None or not storage.exists(uri):
             raise ArtifactError(
                 f"eval set {item!r} not found{f' at {uri}' if uri else ''}; write it with "
@@ -150,7 +172,7 @@ def plan_training(artifact_uri: str, cfg: TrainConfig, materialize: bool = True)
     """
     trainer, reason = choose_trainer(cfg)
     sampler = sampler_config(cfg, trainer)
-    info = validate_artifact(artifact_uri, sampler.ads)
+    info = validate_artifact(artifact_uri, sampler)
     model = resolve_model(cfg.model, info, artifact_uri)
     experiment = _slug(cfg.name or f"{info.dataset or 'dataset'}-ads")
     run_dir = Path(cfg.run_dir or os.path.join("ads-runs", experiment)).expanduser().resolve()
@@ -161,7 +183,7 @@ def plan_training(artifact_uri: str, cfg: TrainConfig, materialize: bool = True)
             options=("run_dir", "name"),
         )
     warnings = size_warnings(info, sampler)
-    evals = resolve_eval_sets(cfg.eval_sets, info)
+    evals = resolve_eval_sets(cfg.eval_sets, info, str(run_dir / "data") if materialize else None)
     train_uri, decon = artifact_uri, None
     if evals and cfg.decontaminate != "off":
         drop_to = str(run_dir / "data" / "train.decontaminated.parquet") if cfg.decontaminate == "drop" else None

@@ -25,13 +25,7 @@ class TRLTrainer:
     def plan(self, plan: Any, materialize: bool) -> Any:
         from ads_core.train.trl.plan import plan_trl
 
-        part = plan_trl(plan)
-        if plan.eval_uris:
-            plan.warnings.append(
-                f"the TRL trainer does not evaluate the eval sets ({', '.join(plan.eval_uris)}); they only serve the "
-                "decontamination check (set eval_sets to [] to skip it)"
-            )
-        return part
+        return plan_trl(plan)  # the eval sets are validated during training (ads_core.train.validate)
 
     def execute(self, plan: Any, on_step: OnStep | None, on_line: OnLine | None, score: Score | None) -> TrainResult:
         from ads_core.train.trl.run import run_trl

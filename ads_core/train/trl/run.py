@@ -28,6 +28,7 @@ from ads_core.train.trl.data import TrainRows, load_rows
 from ads_core.train.trl.feed import FeedbackSampler
 from ads_core.train.trl.plan import TRLPlan
 from ads_core.train.trl.steps import StepWriter, keep_steps_up_to, read_steps
+from ads_core.train.validate import start_validation
 
 log = logging.getLogger("ads.train")
 
@@ -208,8 +209,12 @@ def run_trl(
         if resumed[0] >= plan.config.steps:
             notes.append(f"already trained {resumed[0]} steps >= steps {plan.config.steps}: nothing to do")
             return _result(plan, part, resumed, started, notes)
+    validator = start_validation(plan, part.device, resumed[0] if resumed else 0, read_steps(part.steps_file))
     funcs, weights = reward_functions(score or math_score, plan.config.trl.format_reward)
     model, tokenizer = load_policy(plan.model, part.device)
+    if validator is not None:  # eval.jsonl: step 0 now, then every validation.steps steps and the last
+        validator.before_train(model, tokenizer)
+        on_step = validator.chain(on_step)
 
     class FinalCheckpoint(TrainerCallback):
         """Always checkpoint the last step, whatever save_steps says."""
