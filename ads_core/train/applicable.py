@@ -1,9 +1,10 @@
 """Options that don't apply to the run's trainer are refused, never silently ignored.
 
-Each trainer reads its own section of `TrainConfig` (the section named after it: `verl`, `trl`); the `sampler`
-section and the top-level fields are shared. A run that trains with one trainer but sets an option of another
-trainer's section (a verl Hydra override such as ``actor_rollout_ref.model.lora_rank=32`` with trainer trl, or
-``trl.lora_rank=8`` with trainer verl) would train without it, so the run stops first, in one line naming it.
+Each trainer reads its own section of `TrainConfig` (the section named after a registered trainer: `verl`,
+`trl`); every other section (`sampler`, `validation`) and the top-level fields are shared. A run that trains
+with one trainer but sets an option of another trainer's section (a verl Hydra override such as
+``actor_rollout_ref.model.lora_rank=32`` with trainer trl, or ``trl.lora_rank=8`` with trainer verl) would train
+without it, so the run stops first, in one line naming it.
 An option counts as set when its value differs from the default: a config that spells out a default (a flow
 run's parameters, a YAML from `--dry-run`) is fine.
 """
@@ -17,8 +18,6 @@ from pydantic import BaseModel
 from ads_core.config.train import TrainConfig
 from ads_core.train.errors import TrainOptionError
 
-SHARED_SECTIONS = ("sampler", "validation")  # sections every trainer reads
-
 
 def _shown(value: Any) -> list[str]:
     """An option's value as the user wrote it: each item of a list of key=value strings on its own."""
@@ -30,10 +29,13 @@ def _shown(value: Any) -> list[str]:
 def foreign_options(cfg: TrainConfig, trainer: str) -> list[tuple[str, str, str]]:
     """(section, dotted field, shown value) of every option of another trainer's section that differs from its
     default, in declaration order."""
+    from ads_core.train.trainers import trainer_names
+
     found = []
+    others = set(trainer_names()) - {trainer}  # the other trainers' sections; the rest are shared
     for section, field in TrainConfig.model_fields.items():
         model = field.annotation
-        if section in SHARED_SECTIONS or section == trainer:
+        if section not in others:
             continue
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             continue
