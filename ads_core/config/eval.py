@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Any, Literal
 
-from ads_core.config.base import FrozenSection, tuning
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from ads_core.config.base import FrozenSection, Section, tuning
 
 
 class GraderConfig(FrozenSection):
@@ -17,3 +19,54 @@ class GraderConfig(FrozenSection):
         default=0, ge=0, le=256, description="Verifier processes at most (0: one per CPU core, at most 8)."
     )
     cache_size: int = tuning(default=65_536, ge=0, description="(answer, ground truth) verdicts kept in memory.")
+
+
+EvalBackend = Literal["auto", "transformers", "vllm"]
+PAPER_SETS = ["math500", "aime24", "amc23"]
+
+
+class EvalConfig(Section):
+    """`ads eval` and validation during training: k samples per problem, graded, mean@k (see docs/evaluation.md)."""
+
+    greedy: bool = Field(False, description="Greedy decoding, one deterministic sample per problem (k 1).")
+    k: int = Field(
+        16, ge=1, le=1024, description="Samples per problem (the paper's mean@16).", json_schema_extra={"flag": "-k"}
+    )
+    temperature: float = Field(0.6, gt=0, le=10, description="Sampling temperature.")
+    top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling: the smallest token set with this mass.")
+    max_tokens: int = Field(
+        2048, ge=1, description="Tokens generated per completion at most (cut to the model's context)."
+    )
+    seed: int = Field(0, ge=0, description="Sampling seed; each (problem, sample) draws from its own seeded stream.")
+    backend: EvalBackend = Field(
+        "auto", description="Generation backend: auto is vllm with CUDA and vllm installed, else transformers."
+    )
+    batch_size: int = Field(64, ge=1, description="Completions generated together (problems per chunk: this / k).")
+    limit: int | None = Field(None, ge=1, description="Only the first N problems of each set (a quick look).")
+    sets: list[str] = tuning(
+        default_factory=lambda: list(PAPER_SETS),
+        description="Eval sets: packaged names (math500, aime24, amc23) or files (a formatted .parquet or raw data).",
+    )
+    template: str = tuning(
+        default="ads_think",
+        description="Prompt template for sets given by name or as raw files: ads_think, boxed, plain, or a text "
+        "with {question}; a formatted .parquet keeps its prompts.",
+    )
+    device: str = Field("auto", description="transformers backend device: auto, cpu, cuda, cuda:N.")
+    dtype: str = tuning(default="auto", description="transformers backend dtype: auto, float32, bfloat16, float16.")
+    grader: GraderConfig = Field(default_factory=GraderConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _greedy_default_k(cls, data: Any) -> Any:
+        """Greedy decoding gives one sample per problem: k defaults to 1 then."""
+        if isinstance(data, dict) and data.get("greedy") and data.get("k") is None:
+            data = {**data, "k": 1}
+        return data
+
+    @field_validator("k")
+    @classmethod
+    def _greedy_is_one_sample(cls, k: int, info: ValidationInfo) -> int:
+        if info.data.get("greedy") and k != 1:
+            raise ValueError("greedy decoding gives one sample per problem; use k 1 or drop greedy")
+        return k

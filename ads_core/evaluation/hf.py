@@ -1,0 +1,158 @@
+"""The transformers backend: batched ``generate`` on CPU or GPU with left padding and the KV cache.
+
+A batch holds up to ``cfg.batch_size`` sequences: each problem's prompt repeated k times, problems in the order
+given (the runner sorts them by prompt length, so a batch pads little). Sampling (temperature, top-p) happens in
+``SeededSampler``, a logits processor that draws each row's token by inverse CDF from that row's own seeded
+uniform (``backends.uniforms``) and hands ``generate`` a one-hot score, so ``generate`` runs greedy over it: a
+row's sample does not depend on the other rows in its batch. ``cfg.greedy`` decodes greedily (k = 1).
+
+The prompt is the eval row's chat messages rendered with the policy's chat template and
+``add_generation_prompt=True``, as TRL renders training prompts; a tokenizer without a chat template gets the
+messages' contents joined by blank lines.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ads_core.evaluation.backends import Problem, Sample, problem_key, row_seeds, uniforms
+
+
+class SeededSampler:
+    """Temperature and top-p sampling with one seeded uniform per row and step (see the module docstring)."""
+
+    def __init__(self, seeds: np.ndarray, prompt_width: int, temperature: float, top_p: float) -> None:
+        self.seeds = seeds
+        self.prompt_width = prompt_width
+        self.temperature = temperature
+        self.top_p = top_p
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        step = int(input_ids.shape[1]) - self.prompt_width
+        u = torch.from_numpy(uniforms(self.seeds, step)).to(scores.device, torch.float64)
+        probs = torch.softmax(scores.float() / self.temperature, dim=-1).double()
+        if self.top_p < 1.0:
+            probs, order = probs.sort(dim=-1, descending=True)
+            keep = (probs.cumsum(dim=-1) - probs) < self.top_p  # the smallest prefix reaching top_p, at least one
+            probs = probs * keep
+        else:
+            order = None
+        cdf = probs.cumsum(dim=-1)
+        target = (u * cdf[:, -1]).unsqueeze(-1)
+        pick = (cdf <= target).sum(dim=-1, keepdim=True).clamp_(max=probs.shape[-1] - 1)
+        # never a token of probability 0 (rounding at the top of the cdf): step back to the last kept one
+        pick = torch.where(probs.gather(-1, pick) > 0, pick, (probs > 0).sum(-1, keepdim=True) - 1)
+        token = order.gather(-1, pick) if order is not None else pick
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter_(-1, token, 0.0)
+
+
+def render(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    """Token ids of the prompt, rendered the way TRL renders training prompts."""
+    if getattr(tokenizer, "chat_template", None):
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)
+        return list(ids["input_ids"])
+    text = "\n\n".join(str(m.get("content", "")) for m in messages)
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def eos_ids(model: Any, tokenizer: Any) -> list[int]:
+    found: list[int] = []
+    for value in (getattr(model.generation_config, "eos_token_id", None), tokenizer.eos_token_id):
+        for token in value if isinstance(value, list | tuple) else [value]:
+            if token is not None and int(token) not in found:
+                found.append(int(token))
+    return found
+
+
+class TransformersBackend:
+    """Batched transformers generation from an already loaded model and tokenizer."""
+
+    name = "transformers"
+
+    def __init__(self, model: Any, tokenizer: Any) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self._rendered: dict[tuple[str, int], list[int]] = {}
+
+    @classmethod
+    def from_pretrained(cls, path: str, cfg: Any) -> TransformersBackend:
+        from ads_core.models import load_causal_lm
+
+        loaded = load_causal_lm(path, device=cfg.device, dtype=cfg.dtype)
+        return cls(loaded.model, loaded.tokenizer)
+
+    def prompt_ids(self, problem: Problem) -> list[int]:
+        key = (problem.set, problem.problem_id)
+        if key not in self._rendered:
+            self._rendered[key] = render(self.tokenizer, problem.messages)
+        return self._rendered[key]
+
+    def generate(self, problems: Sequence[Problem], cfg: Any) -> list[list[Sample]]:
+        rows = [(i, s) for i in range(len(problems)) for s in range(cfg.k)]
+        out: list[list[Sample]] = [[] for _ in problems]
+        for start in range(0, len(rows), cfg.batch_size):
+            batch = rows[start : start + cfg.batch_size]
+            for (i, _), sample in zip(batch, self._generate_rows(problems, batch, cfg), strict=True):
+                out[i].append(sample)
+        return out
+
+    def _generate_rows(self, problems: Sequence[Problem], rows: list[tuple[int, int]], cfg: Any) -> list[Sample]:
+        import torch
+        from transformers import GenerationConfig, LogitsProcessorList
+
+        tok, model = self.tokenizer, self.model
+        prompts = [self.prompt_ids(problems[i]) for i, _ in rows]
+        width = max(len(p) for p in prompts)
+        pad = tok.pad_token_id if tok.pad_token_id is not None else eos_ids(model, tok)[0]
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, p in enumerate(prompts):
+            ids[r, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            mask[r, width - len(p) :] = 1
+        device = next(model.parameters()).device
+        max_new = max_new_tokens(model, width, cfg.max_tokens)
+        eos = eos_ids(model, tok)
+        gen = GenerationConfig(
+            do_sample=False, num_beams=1, max_new_tokens=max_new, pad_token_id=pad, eos_token_id=eos, use_cache=True
+        )
+        processors = LogitsProcessorList()
+        if not cfg.greedy:
+            keys = [problem_key(problems[i]) for i, _ in rows]
+            seeds = row_seeds(cfg.seed, keys, [s for _, s in rows])
+            processors.append(SeededSampler(seeds, width, cfg.temperature, cfg.top_p))
+        was_training = model.training
+        model.eval()
+        started = time.perf_counter()
+        try:
+            with torch.inference_mode():
+                result = model.generate(
+                    input_ids=ids.to(device),
+                    attention_mask=mask.to(device),
+                    generation_config=gen,
+                    logits_processor=processors,
+                )
+        finally:
+            model.train(was_training)
+        seconds = (time.perf_counter() - started) / len(rows)
+        completions = result[:, width:].cpu().tolist()
+        samples = []
+        for completion in completions:
+            n = next((j + 1 for j, t in enumerate(completion) if t in eos), len(completion))
+            text = tok.decode(completion[:n], skip_special_tokens=True)
+            samples.append(Sample(text=text, tokens=n, seconds=seconds))
+        return samples
+
+
+def max_new_tokens(model: Any, prompt_width: int, wanted: int) -> int:
+    """``wanted``, cut to what the model's context leaves after the prompt (at least 1)."""
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if not limit:
+        return wanted
+    return max(1, min(wanted, int(limit) - prompt_width))

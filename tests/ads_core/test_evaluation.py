@@ -1,0 +1,237 @@
+"""`ads_core.evaluation` and `ads eval`: the estimators' literal values, the summary recomputed from the
+completions file, a resumed evaluation equal to an uninterrupted one (tiny model, real transformers backend),
+and the CLI's one-line errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from ads_core.common.errors import InputError
+from ads_core.config.eval import EvalConfig
+from ads_core.evaluation import metrics
+from ads_core.evaluation.backends import Problem, Sample, mix, uniforms
+from ads_core.evaluation.runner import evaluate
+
+
+def test_pass_at_k_literal_values():
+    assert metrics.pass_at_k(10, 3, 1) == pytest.approx(0.3)
+    assert metrics.pass_at_k(10, 3, 5) == pytest.approx(1 - 21 / 252)  # C(7,5) / C(10,5)
+    assert metrics.pass_at_k(16, 1, 4) == pytest.approx(0.25)  # 1 - C(15,4)/C(16,4) = 4/16
+    assert metrics.pass_at_k(5, 0, 3) == 0.0
+    assert metrics.pass_at_k(5, 3, 3) == 1.0  # n - c < k: some draw of 3 always holds a correct one
+    assert metrics.pass_at_k(2, 1, 2) == 1.0
+    with pytest.raises(ValueError):
+        metrics.pass_at_k(4, 5, 2)
+    with pytest.raises(ValueError):
+        metrics.pass_at_k(4, 1, 5)
+
+
+def test_majority_vote_and_set_summary():
+    # ties go to the answer seen first; spacing does not split a vote; no answer never wins
+    assert metrics.majority_answer(["2", "3", "3 ", "2"]) == 0
+    assert metrics.majority_answer([None, "7", None, " 7"]) == 1
+    assert metrics.majority_answer([None, None]) is None
+    problems = [
+        ([True, False, False, False], ["1", "2", "2", None]),  # mean .25, pass@4 1, maj wrong (2)
+        ([False, True, True, False], ["5", "4", "4", "5"]),  # tie 5 vs 4: 5 seen first -> wrong
+        ([False, False, False, False], [None, None, None, None]),
+        ([True, True, True, False], ["9", "9", "9", "8"]),
+    ]
+    s = metrics.summarize_problems(problems, 4)
+    assert s["mean_at_k"] == pytest.approx((0.25 + 0.5 + 0 + 0.75) / 4)
+    assert s["pass_at_k"] == pytest.approx(3 / 4)
+    assert s["maj_at_k"] == pytest.approx(1 / 4)
+    assert (s["n"], s["k"]) == (4, 4)
+    assert 0 <= s["ci_low"] <= s["mean_at_k"] <= s["ci_high"] <= 1
+    assert metrics.summarize_problems(problems, 4) == s  # the bootstrap is seeded
+    avg = metrics.overall({"a": s, "b": {**s, "mean_at_k": 1.0}})
+    assert avg["mean_at_k"] == pytest.approx((s["mean_at_k"] + 1.0) / 2) and avg["n"] == 8
+
+
+def test_uniforms_depend_only_on_their_own_stream():
+    seeds = [mix(0, 11, 0), mix(0, 11, 1), mix(0, 12, 0)]
+    import numpy as np
+
+    together = uniforms(np.array(seeds, dtype=np.uint64), 5)
+    alone = uniforms(np.array(seeds[1:2], dtype=np.uint64), 5)
+    assert together[1] == alone[0] and len(set(together.tolist())) == 3
+    assert ((together >= 0) & (together < 1)).all()
+
+
+class ScriptedBackend:
+    """Deterministic answers per (problem, sample): a mix of right, wrong and missing answers."""
+
+    name = "scripted"
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.calls = 0
+        self.fail_after = fail_after
+
+    def generate(self, problems: Sequence[Problem], cfg: EvalConfig) -> list[list[Sample]]:
+        if self.fail_after is not None and self.calls >= self.fail_after:
+            raise KeyboardInterrupt  # as a killed run
+        self.calls += 1
+        out = []
+        for p in problems:
+            samples = []
+            for s in range(cfg.k):
+                pick = mix(p.problem_id, s) % 3
+                text = [f"the answer is \\boxed{{{p.ground_truth}}}", "\\boxed{12345}", "no idea"][pick]
+                samples.append(Sample(text=text, tokens=len(text), seconds=0.01))
+            out.append(samples)
+        return out
+
+
+def _problems(name: str, n: int) -> list[Problem]:
+    return [Problem(name, 1000 + i, [{"role": "user", "content": f"q{i}"}], str(i + 2)) for i in range(n)]
+
+
+def test_summary_equals_what_the_completions_recompute(tmp_path: Path):
+    cfg = EvalConfig(k=3, batch_size=6)
+    sets = {"alpha": _problems("alpha", 7), "beta": _problems("beta", 4)}
+    evaluate(ScriptedBackend(), sets, cfg, out=str(tmp_path), policy="p")
+    table = pq.read_table(tmp_path / "completions.parquet")
+    assert table.num_rows == (7 + 4) * 3
+    assert set(table.column("reason").to_pylist()) == {"correct", "wrong", "no_answer"}
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    recomputed = metrics.summarize_table(table, 3)
+    assert summary["sets"] == json.loads(json.dumps(recomputed))
+    assert 0 < summary["sets"]["alpha"]["mean_at_k"] < summary["sets"]["alpha"]["pass_at_k"] <= 1
+    # by hand, from the correct flags alone
+    rows = table.to_pylist()
+    for name, n in (("alpha", 7), ("beta", 4)):
+        flags = [r["correct"] for r in rows if r["set"] == name]
+        assert summary["sets"][name]["mean_at_k"] == pytest.approx(sum(flags) / len(flags))
+        assert summary["sets"][name]["n"] == n
+    assert summary["overall"]["mean_at_k"] == pytest.approx(
+        (summary["sets"]["alpha"]["mean_at_k"] + summary["sets"]["beta"]["mean_at_k"]) / 2
+    )
+    assert "| p |" in (tmp_path / "table.md").read_text()
+    assert not (tmp_path / "parts").exists()
+
+
+def test_a_folder_of_another_evaluation_is_refused(tmp_path: Path):
+    evaluate(ScriptedBackend(), {"alpha": _problems("alpha", 2)}, EvalConfig(k=2), out=str(tmp_path))
+    with pytest.raises(InputError, match="k differ"):
+        evaluate(ScriptedBackend(), {"alpha": _problems("alpha", 2)}, EvalConfig(k=3), out=str(tmp_path))
+
+
+@pytest.fixture(scope="module")
+def tiny_policy(tiny_model_dir: Path):
+    from ads_core.evaluation.hf import TransformersBackend
+    from ads_core.models import load_causal_lm
+
+    loaded = load_causal_lm(str(tiny_model_dir), device="cpu", dtype="float32")
+    return TransformersBackend(loaded.model, loaded.tokenizer)
+
+
+def _eval_set() -> dict[str, list[Problem]]:
+    from ads_core.evaluation.problems import load_problems, resolve_sets
+
+    return load_problems(resolve_sets(["amc23"]), limit=5)
+
+
+def test_a_resumed_evaluation_equals_an_uninterrupted_one(tmp_path: Path, tiny_policy):
+    cfg = EvalConfig(k=2, batch_size=4, max_tokens=12, temperature=1.0, top_p=0.9)  # 2 problems per chunk
+    problems = _eval_set()
+    order = {"order": lambda p: len(tiny_policy.prompt_ids(p))}
+    whole = evaluate(tiny_policy, problems, cfg, out=str(tmp_path / "whole"), **order)
+
+    class Killed(Exception):
+        pass
+
+    calls = {"n": 0}
+    real = tiny_policy.generate
+
+    def dies_after_first_chunk(ps, c):
+        if calls["n"] == 1:
+            raise Killed
+        calls["n"] += 1
+        return real(ps, c)
+
+    tiny_policy.generate = dies_after_first_chunk
+    try:
+        with pytest.raises(Killed):
+            evaluate(tiny_policy, problems, cfg, out=str(tmp_path / "again"), **order)
+    finally:
+        del tiny_policy.generate
+    parts = sorted((tmp_path / "again" / "parts").iterdir())
+    assert len(parts) == 1 and pq.read_table(parts[0]).num_rows == 2 * 2
+    resumed = evaluate(tiny_policy, problems, cfg, out=str(tmp_path / "again"), **order)
+    assert resumed.generated == 3 and whole.generated == 5
+    a = pq.read_table(tmp_path / "whole" / "completions.parquet").drop(["seconds"])
+    b = pq.read_table(tmp_path / "again" / "completions.parquet").drop(["seconds"])
+    assert a.equals(b)
+    assert len(set(a.column("text").to_pylist())) > 5  # samples really differ
+    sa, sb = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("whole", "again"))
+    assert sa == sb
+    # nothing left to generate: the same summary again
+    assert evaluate(tiny_policy, problems, cfg, out=str(tmp_path / "again"), **order).generated == 0
+
+
+def test_evaluate_policy_on_a_loaded_model(tiny_policy):
+    from ads_core.evaluation import evaluate_policy
+
+    model = tiny_policy.model
+    model.train()
+    seen = []
+    per_set = evaluate_policy(
+        model,
+        tiny_policy.tokenizer,
+        {"amc23": "amc23"},
+        EvalConfig(k=1, greedy=True, max_tokens=4),
+        limit=3,
+        progress=seen.append,
+    )
+    assert set(per_set) == {"amc23"} and per_set["amc23"]["n"] == 3 and per_set["amc23"]["k"] == 1
+    assert set(per_set["amc23"]) >= {"mean_at_k", "pass_at_k", "maj_at_k", "ci_low", "ci_high"}
+    assert sum(seen) == 3 and model.training  # the train/eval mode is restored
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nosuch-model"], "'nosuch-model': not a model folder"),
+        (["tiny", "--set", "nosuch"], "eval set 'nosuch': not a packaged set"),
+        (["tiny", "-k", "0"], "-k: Input should be greater than or equal to 1"),
+        (["tiny", "--greedy", "-k", "4"], "-k: Value error, greedy decoding gives one sample per problem"),
+        (["tiny", "--backend", "vllm"], "backend vllm needs the vllm package and a CUDA GPU"),
+    ],
+)
+def test_cli_bad_input_is_one_error_line(args: list[str], message: str, monkeypatch, tmp_path: Path):
+    from ads_cli.main import app
+
+    monkeypatch.setattr("ads_core.evaluation.backends.vllm_usable", lambda: False)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["eval", *args])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.output
+
+
+def test_cli_evaluates_a_run_folder(tmp_path: Path, tiny_model_dir: Path, monkeypatch):
+    import shutil
+
+    from ads_cli.main import app
+
+    run = tmp_path / "ads-runs" / "r1"
+    shutil.copytree(tiny_model_dir, run / "checkpoints" / "checkpoint-3")
+    (run / "steps.jsonl").write_text("")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(
+        app, ["eval", "r1", "--set", "amc23", "--limit", "2", "-k", "2", "--max-tokens", "4", "--seed", "3"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "mean@2" in result.output and "pass@2" in result.output and "amc23" in result.output
+    out = tmp_path / "ads-eval" / "r1@3"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["sets"]["amc23"]["n"] == 2 and summary["config"]["seed"] == 3
+    table = pq.read_table(out / "completions.parquet")
+    assert table.num_rows == 4 and pa.types.is_boolean(table.schema.field("correct").type)
