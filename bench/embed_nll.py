@@ -1,11 +1,13 @@
 """Fused embed+NLL scorer vs the reference's two separate passes, on the same model and the same real rows.
 
-    .venv/bin/python bench/embed_nll.py [--model DIR] [--rows 64] [--threads 2] [--token-budget N]
+    .venv/bin/python bench/embed_nll.py [--model DIR] [--rows 64] [--threads 2] [--token-budget N] [--smoke]
 
-Rows: the first `--rows` problems of each of MATH-500 and GSM8K (test) from ../shared/data, formatted with
-`ads_core.format.format_dataset` into a temp dir and tokenised once with `ads_core.scorer.tokenize_row`, so
-both paths see exactly the same token ids. Model: the locally built "bench" preset (~47M params, Qwen2
-style, cached under the ADS cache dir; nothing is downloaded) unless `--model` is given. fp32, CPU.
+Rows: the first `--rows` problems of each of MATH-500 and GSM8K (test) from ../shared/data (without that folder:
+the packaged MATH-500 and the bundled GSM8K sample), formatted with `ads_core.stages.format.stage.format_dataset`
+into a temp dir and tokenised once with `ads_core.stages.score.scorer.tokenize_row`, so both paths see exactly the
+same token ids. Model: the locally built "bench" preset (~47M params, Qwen2 style, cached under the ADS cache dir;
+nothing is downloaded) unless `--model` is given. fp32, CPU. `--smoke` (what the test suite runs): the tiny model,
+2 rows per set, seconds.
 
 (a) fused: `TransformersScorer.score` (one forward per row: mean-pooled embedding + solution-token NLL,
     LM head at solution positions only, length-sorted token-budget batches).
@@ -68,17 +70,29 @@ class CpuMeter:
         self.other_cores = max(0.0, busy - own) / self.seconds if self.seconds > 0 else 0.0
 
 
+def source_file(name: str) -> Path:
+    """The real test set in ../shared/data, else the copy that ships with the package (MATH-500) or the bundled
+    GSM8K sample, so the bench runs on a clean checkout with no folder beside it."""
+    if (DATA / name / "test.jsonl").is_file():
+        return DATA / name / "test.jsonl"
+    from ads_core.common import defaults
+    from ads_core.evals.sets import packaged_data_dir
+
+    return Path(defaults.sample_path()) if name == "gsm8k" else packaged_data_dir() / name / "test.jsonl"
+
+
 def load_rows(rows_per_set: int, workdir: Path) -> list[dict]:
+    from ads_core import storage
     from ads_core.config.build import FormatConfig
-    from ads_core.stages.format.stage import format_dataset, read_formatted
+    from ads_core.stages.format.stage import format_dataset
 
     out: list[dict] = []
     for name in DATASETS:
         src = workdir / f"{name}.jsonl"
-        with open(DATA / name / "test.jsonl", encoding="utf-8") as fh, open(src, "w", encoding="utf-8") as dst:
+        with open(source_file(name), encoding="utf-8") as fh, open(src, "w", encoding="utf-8") as dst:
             dst.writelines(itertools.islice(fh, rows_per_set))
-        format_dataset(str(src), str(workdir / name), FormatConfig(name=name))
-        out.extend(read_formatted(str(workdir / name)).column("extra_info").to_pylist())
+        manifest = format_dataset(str(src), str(workdir / name), FormatConfig(name=name))
+        out.extend(storage.read_parquet(manifest.output_uri("train"), ["extra_info"]).column(0).to_pylist())
     return out
 
 
@@ -213,7 +227,10 @@ def main() -> int:
     ap.add_argument("--max-length", type=int, default=2048)
     ap.add_argument("--token-budget", type=int, default=None, help="override ScoreConfig.token_budget")
     ap.add_argument("--no-dtype", action="store_true", help="skip the auto-dtype and packing comparisons")
+    ap.add_argument("--smoke", action="store_true", help="seconds: the tiny model, 2 rows per set (checks it runs)")
     args = ap.parse_args()
+    if args.smoke:  # the test suite runs this, so a refactor that breaks the bench fails CI
+        args.model, args.rows, args.max_length = args.model or "default", 2, 256
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
@@ -270,7 +287,7 @@ def main() -> int:
         with CpuMeter() as m_nll:
             ref_nll = reference_nll(ref_lm, rows)
     with CpuMeter() as m_mm:
-        peak, peak_n = matmul_flops(args.threads)
+        peak, peak_n = matmul_flops(args.threads, (256,) if args.smoke else (2048, 3072, 4096))
 
     real = int(lengths.sum())
     t_fused, t_ref = m_fused.seconds, m_emb.seconds + m_nll.seconds

@@ -1,6 +1,6 @@
 """Scale benchmark for the format stage: a generated 1M-row GSM8K-like JSONL, formatted in this process.
 
-    .venv/bin/python bench/format_scale.py [--rows 1000000] [--keep DIR]
+    .venv/bin/python bench/format_scale.py [--rows 1000000] [--keep DIR] [--smoke]
 
 Prints the input size, rows/s and peak RSS (ru_maxrss of this process, which also covers generating
 the input; that part streams to disk and stays small). The last line is peak RSS / the 2 GB target
@@ -85,9 +85,12 @@ def peak_rss_bytes() -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--batch-rows", type=int, default=FormatConfig.batch_rows)
+    parser.add_argument("--batch-rows", type=int, default=FormatConfig.model_fields["batch_rows"].default)
     parser.add_argument("--keep", help="generate into this directory and keep it (default: a temp dir, removed)")
+    parser.add_argument("--smoke", action="store_true", help="seconds: 3000 rows in batches of 500 (checks it runs)")
     args = parser.parse_args()
+    if args.smoke:  # the test suite runs this, so a refactor that breaks the bench fails CI
+        args.rows, args.batch_rows = 3000, 500
 
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="ads-format-scale-"))
     workdir.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,7 @@
 
     python bench/gpu_checks.py fused --model DIR [--rows 500]   # fused scorer bf16 tokens/s, padded vs packed
     python bench/gpu_checks.py kmeans [--n 100000]              # cuML vs scikit-learn K-Means agreement
+    python bench/gpu_checks.py --smoke                           # CPU only: arguments, imports, data (CI)
 
 fused: the transformers scorer in bf16 on cuda over MATH-500 + GSM8K rows, once with padded batches and once
 packed (flash-attention varlen when flash-attn is installed, which `TransformersScorer.load` then selects; else
@@ -62,7 +63,8 @@ def kmeans(n: int, k: int = 32, dim: int = 512) -> bool:
     from kmeans import make_blobs, partition_inertia
     from sklearn.metrics import adjusted_rand_score
 
-    from ads_core.stages.cluster.stage import ClusterConfig, cluster_embeddings
+    from ads_core.config.build import ClusterConfig
+    from ads_core.stages.cluster.fit import cluster_embeddings
 
     x, truth = make_blobs(n, dim, k, seed=0)
     out = {}
@@ -82,13 +84,40 @@ def kmeans(n: int, k: int = 32, dim: int = 512) -> bool:
     return ok
 
 
+def smoke() -> int:
+    """What the checks need besides a GPU: every name they import, the rows `fused` reads, the blobs `kmeans` makes
+    and the sklearn side of its comparison, at tiny sizes; so a refactor that breaks them fails CI, not the GPU run."""
+    from embed_nll import agreement, load_rows  # noqa: F401
+    from kmeans import make_blobs, partition_inertia
+
+    from ads_core.config.build import ClusterConfig, ScoreConfig  # noqa: F401
+    from ads_core.stages.cluster.fit import cluster_embeddings
+    from ads_core.stages.score.hf import TransformersScorer  # noqa: F401
+    from ads_core.stages.score.scorer import tokenize_row  # noqa: F401
+
+    with tempfile.TemporaryDirectory(prefix="ads-gpu-smoke-") as tmp:
+        rows = load_rows(1, Path(tmp))
+    x, _ = make_blobs(400, 16, 4, seed=0)
+    res = cluster_embeddings(x, ClusterConfig(num_clusters=4, backend="sklearn"))
+    print(
+        f"smoke: {len(rows)} rows read, sklearn K-Means on 400 x 16: inertia {partition_inertia(x, res.labels, 4):.1f}"
+    )
+    print("smoke: skipped the GPU part (fused needs cuda, kmeans needs cuML): run on a GPU node without --smoke")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("check", choices=["fused", "kmeans"])
+    ap.add_argument("check", nargs="?", choices=["fused", "kmeans"])
     ap.add_argument("--model", default=None)
     ap.add_argument("--rows", type=int, default=500, help="fused: rows from each of MATH-500 and GSM8K")
     ap.add_argument("--n", type=int, default=100_000, help="kmeans: rows")
+    ap.add_argument("--smoke", action="store_true", help="CPU only: imports, data and the sklearn side (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        return smoke()
+    if args.check is None:
+        ap.error("name a check: fused or kmeans (or --smoke)")
     if args.check == "fused":
         if not args.model:
             ap.error("fused needs --model")

