@@ -9,23 +9,27 @@ form a third of the time, min mostly right, max sometimes, sum rarely. The train
 pipeline (``ads_core.pipeline.build.build``: format, score = embeddings + NLL under the warmed-up policy,
 K-Means, sort), so clusters and difficulties come from the real stages. Then, per seed and sampler,
 ``ads_core.train.run.train`` trains GRPO with TRL exactly as ``ads train --trainer trl`` does (the project's
-``ADSGRPOTrainer``, its sampler feedback, the math reward), and a callback measures held-out accuracy every
-``--eval-every`` steps: the mean correctness of 2 completions per problem sampled at temperature 1 (what GRPO
-maximises; greedy accuracy is recorded too). Samplers: ``uniform``; ``ads`` (the reference window);
+``ADSGRPOTrainer``, its sampler feedback, the math reward) and validates on the held-out set as ``ads train
+--eval-set PATH --eval-steps N --eval-k 2 --eval-limit 0`` does: ``ads eval``'s code (``evaluate_policy``, the
+project's grader, ``ads eval``'s temperature and top-p), 2 completions per problem, mean@2, at step 0 and every
+``--eval-every`` steps, into each run's ``eval.jsonl``. Samplers: ``uniform``; ``ads`` (the reference window);
 ``ads-frontier`` (``window="frontier"``); ``dots`` (DOTS-style); ``dynamic`` (DAPO-style dynamic sampling: groups
 whose rewards all agree are dropped and more generation batches are rolled out in the same step, so its
 rollouts are counted too). Every sampler keeps its default knobs; a seed sets the samplers' and TRL's seeds.
 
-Reported (printed, and written to OUT/grpo_curriculum.json with the plot OUT/grpo_curriculum.png):
-held-out accuracy mean +- sd over seeds at checkpoints; per sampler the final accuracy and the steps to reach
-uniform's final accuracy of the same seed, as a share of uniform's own steps to it (``ads simulate``'s rule: the
-first evaluation at or above the target; a seed that never gets there counts as the whole run, shown as ">=";
-"not reached" when no seed does), and the same in prompts rolled out. The last line is ads-frontier's ratio.
+Reported with ``ads compare``'s code (``ads_core.evaluation.compare``; printed, and written to OUT/compare.md,
+OUT/compare.json and the plot OUT/compare.png, plus OUT/grpo_curriculum.json): held-out accuracy mean +- sd over
+seeds at the evaluations; per sampler the final accuracy and the steps to reach uniform's final accuracy of the
+same seed, as a share of uniform's own steps to it (``ads simulate``'s rule: the first evaluation at or above the
+target; a seed that never gets there counts as the whole run, shown as ">="; "not reached" when no seed does),
+and the same in prompts rolled out. The last line is ads-frontier's ratio. Each run is also a folder that
+``ads compare OUT/runs/uniform-seed0 OUT/runs/ads-frontier-seed0`` reads.
 
 Run: ``.venv/bin/python bench/grpo_curriculum.py [--seeds 0,1,2] [--steps 60] [--samplers ...] [--out DIR]
-[--jobs 2]``; ``--quick`` is a smoke run (tiny sizes, 1 seed, 4 steps). Runs go ``--jobs`` at a time, each in a
-process with one thread. A rerun reuses the policy, the artifact and every finished run in OUT; an unfinished run
-starts again.
+[--jobs 2]``; ``--smoke`` (or ``--quick``) is a smoke run (tiny sizes, 1 seed, 4 steps). Runs go ``--jobs`` at a
+time, each in a process with one thread. A rerun reuses the policy, the artifact and every finished run in OUT
+(a finished run has nothing left to train); an unfinished run starts again from the start (it checkpoints its
+last step only).
 """
 
 from __future__ import annotations
@@ -33,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -43,18 +46,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from grpo_report import BASELINE, HEADLINE, format_report, ratio_text, save_plot, summarize  # noqa: E402
-from grpo_task import (  # noqa: E402
-    PolicySpec,
-    Problem,
-    TaskSpec,
-    build_policy,
-    evaluate,
-    make_task,
-    math_correct,
-    write_source,
-)
+from grpo_task import PolicySpec, Problem, TaskSpec, build_policy, make_task, write_source  # noqa: E402
 
+BASELINE = "uniform"
+HEADLINE = "ads-frontier"
+HELDOUT = "heldout"  # the held-out set's name in each run's eval.jsonl
 SAMPLERS: dict[str, dict[str, Any]] = {  # name -> TrainConfig.sampler, before the seed is set
     "uniform": {"kind": "uniform"},
     "ads": {"kind": "ads"},
@@ -76,7 +72,7 @@ class BenchConfig:
     max_completion_length: int = 12
     learning_rate: float = 3e-4
     jobs: int = 2  # runs at a time, each in its own process with one thread
-    eval_samples: int = 2  # completions per held-out problem at temperature 1
+    eval_samples: int = 2  # completions per held-out problem (validation.k)
     task: TaskSpec = field(default_factory=TaskSpec)
     policy: PolicySpec = field(default_factory=PolicySpec)
 
@@ -101,8 +97,18 @@ def sampler_section(name: str, seed: int) -> dict[str, Any]:
     return section
 
 
-def prepare(cfg: BenchConfig, log: Any = print) -> tuple[list[Problem], Path, Path]:
-    """Task, warmed-up policy and the built artifact (each reused from OUT when it is already there)."""
+def write_heldout(problems: list[Problem], out: Path) -> Path:
+    """The held-out problems as an eval set (``ads eval-sets``' format stage, the training set's plain template)."""
+    from ads_core.evals.sets import write_eval_sets
+    from ads_core.stages.format.schema import TEMPLATES
+
+    source = write_source(problems, out / "task" / f"{HELDOUT}.jsonl")
+    written = write_eval_sets(str(out / HELDOUT), sources={HELDOUT: str(source)}, names=[], template=TEMPLATES["plain"])
+    return Path(written[HELDOUT].uri)
+
+
+def prepare(cfg: BenchConfig, log: Any = print) -> tuple[Path, Path, Path]:
+    """Held-out eval set, warmed-up policy and the built artifact (each reused from OUT when it is already there)."""
     from ads_core.config.build import BuildConfig
     from ads_core.pipeline.build import build
 
@@ -121,40 +127,24 @@ def prepare(cfg: BenchConfig, log: Any = print) -> tuple[list[Problem], Path, Pa
     t0 = time.perf_counter()
     result = build(str(source), str(cfg.out / "build"), build_cfg)
     log(f"artifact: {result.final_uri} ({time.perf_counter() - t0:.0f} s)")
-    return task.test, policy, Path(result.final_uri)
+    return write_heldout(task.test, cfg.out), policy, Path(result.final_uri)
 
 
-def run_one(
-    cfg: BenchConfig, name: str, seed: int, artifact: Path, policy: Path, test: list[Problem]
-) -> dict[str, Any]:
-    """One GRPO run through ``ads_core.train.run.train``; returns (and saves) its held-out curve."""
+def run_one(cfg: BenchConfig, name: str, seed: int, artifact: Path, policy: Path, heldout: Path) -> str:
+    """One GRPO run through ``ads_core.train.run.train`` with validation on the held-out set (step 0, every
+    ``eval_every`` steps, the last); returns its run folder. A finished run is reused (nothing to train), an
+    unfinished one starts again from its last checkpoint (the last step: so from the start)."""
     from ads_core.config.train import TrainConfig
     from ads_core.train.run import train
 
     run_dir = cfg.out / "runs" / f"{name}-seed{seed}"
-    done = run_dir / "curve.json"
-    if done.is_file():
-        return json.loads(done.read_text())
-    shutil.rmtree(run_dir, ignore_errors=True)  # an unfinished run starts again: its evaluations are gone
-    curve: list[dict[str, Any]] = []
-    spent = {"prompts": 0, "informative": 0}
-
-    def on_step(record: dict[str, Any], trainer: Any) -> None:
-        spent["prompts"] += record["rollout_prompts"]
-        spent["informative"] += record["informative_groups"]
-        if record["step"] % cfg.eval_every == 0 or record["step"] == cfg.steps:
-            last = record["step"] == cfg.steps  # greedy decoding only at the end (a third of an evaluation's cost)
-            ev = evaluate(
-                trainer.model, trainer.processing_class, test, cfg.max_completion_length, cfg.eval_samples, greedy=last
-            )
-            curve.append({"step": record["step"], **ev, "rollout_prompts": spent["prompts"]})
-
     train_cfg = TrainConfig(
         trainer="trl",
         model=str(policy),
         steps=cfg.steps,
         run_dir=str(run_dir),
-        eval_sets=[],
+        eval_sets=[str(heldout)],
+        validation={"steps": cfg.eval_every, "limit": 0, "k": cfg.eval_samples},
         decontaminate="off",
         sampler=sampler_section(name, seed),
         trl={
@@ -166,22 +156,20 @@ def run_one(
             "keep_checkpoints": 1,
         },
     )
-    started = time.perf_counter()
-    result = train(str(artifact), train_cfg, on_step=on_step, score=math_correct)
-    run = {
-        "sampler": name,
+    train(str(artifact), train_cfg)
+    return str(run_dir)
+
+
+def run_summary(run: Any, seed: int, num_generations: int) -> dict[str, Any]:
+    """What grpo_curriculum.json keeps of a run: its held-out curve and what it rolled out."""
+    return {
         "seed": seed,
-        "curve": curve,
-        "seconds": time.perf_counter() - started,
-        "prompts_per_step": result.steps[0]["completions"] // cfg.num_generations,
-        "rollout_prompts": spent["prompts"],
-        "informative_groups": spent["informative"],
-        "success_mean": [s["success_mean"] for s in result.steps],
+        "curve": [{"step": p.step, "accuracy": p.accuracy, "rollout_prompts": p.prompts} for p in run.curve(HELDOUT)],
+        "prompts_per_step": run.steps[0]["completions"] // num_generations,
+        "rollout_prompts": run.total_prompts,
+        "informative_groups": sum(int(s.get("informative_groups", 0)) for s in run.steps),
+        "seconds": sum(float(s.get("seconds", 0.0)) for s in run.steps),
     }
-    tmp = done.with_name("curve.json.tmp")
-    tmp.write_text(json.dumps(run))
-    os.replace(tmp, done)
-    return run
 
 
 def _worker_init() -> None:
@@ -197,21 +185,24 @@ def _worker_init() -> None:
 
 
 def run_all(
-    cfg: BenchConfig, jobs: list[tuple[str, int]], artifact: Path, policy: Path, test: list[Problem]
-) -> Iterator[dict[str, Any]]:
-    """Every (sampler, seed) run, ``cfg.jobs`` at a time in worker processes (in this one with 1), as they finish."""
+    cfg: BenchConfig, jobs: list[tuple[str, int]], artifact: Path, policy: Path, heldout: Path
+) -> Iterator[tuple[str, int, str]]:
+    """(sampler, seed, run folder) of every run, ``cfg.jobs`` at a time in worker processes (in this one with 1),
+    as they finish."""
     if cfg.jobs <= 1:
         for name, seed in jobs:
-            yield run_one(cfg, name, seed, artifact, policy, test)
+            yield name, seed, run_one(cfg, name, seed, artifact, policy, heldout)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(cfg.jobs, mp_context=context, initializer=_worker_init) as pool:
-        futures = [pool.submit(run_one, cfg, name, seed, artifact, policy, test) for name, seed in jobs]
+        futures = {
+            pool.submit(run_one, cfg, name, seed, artifact, policy, heldout): (name, seed) for name, seed in jobs
+        }
         for future in as_completed(futures):
-            yield future.result()
+            yield (*futures[future], future.result())
 
 
 def parse_args(argv: list[str] | None = None) -> BenchConfig:
@@ -228,7 +219,9 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     parser.add_argument(
         "--jobs", type=int, default=BenchConfig.jobs, help="runs at a time, one process each (%(default)s)"
     )
-    parser.add_argument("--quick", action="store_true", help="smoke run: tiny sizes, first seed, 4 steps")
+    parser.add_argument(
+        "--smoke", "--quick", dest="smoke", action="store_true", help="smoke run: tiny sizes, first seed, 4 steps"
+    )
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.samplers.split(",") if n.strip()]
     unknown = [n for n in names if n not in SAMPLERS]
@@ -237,7 +230,7 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     samplers = tuple(dict.fromkeys([BASELINE, *names]))
     seeds = tuple(int(s) for s in args.seeds.split(","))
     cfg = BenchConfig(out=args.out, seeds=seeds, samplers=samplers, jobs=max(1, args.jobs))
-    if args.quick:
+    if args.smoke:
         cfg = cfg.quick()
     if args.steps is not None:
         cfg = replace(cfg, steps=args.steps)
@@ -260,46 +253,50 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def bench(cfg: BenchConfig) -> dict[str, Any]:
-    """Prepare, run every (sampler, seed), report; returns what it writes to OUT/grpo_curriculum.json."""
+    """Prepare, run every (sampler, seed), report with ``ads compare``'s code; returns what it writes to
+    OUT/grpo_curriculum.json (the comparison itself goes to OUT/compare.json, .md and .png)."""
+    from ads_core.evaluation.compare import load_run, ratio_text, summarize
+    from ads_core.evaluation.compare_report import write_comparison
+
     started = time.perf_counter()
     cfg.out.mkdir(parents=True, exist_ok=True)
-    test, policy, artifact = prepare(cfg)
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    model, tokenizer = AutoModelForCausalLM.from_pretrained(policy), AutoTokenizer.from_pretrained(policy)
-    start = evaluate(model, tokenizer, test, cfg.max_completion_length, cfg.eval_samples)
-    print(f"held-out accuracy of the warmed-up policy: {start['accuracy']:.3f} {start['per_family']}", flush=True)
+    heldout, policy, artifact = prepare(cfg)
     jobs = [(name, seed) for seed in cfg.seeds for name in cfg.samplers]
-    done: dict[tuple[str, int], dict[str, Any]] = {}
-    for run in run_all(cfg, jobs, artifact, policy, test):
-        run["curve"] = [{"step": 0, **start, "rollout_prompts": 0}, *run["curve"]]
-        done[run["sampler"], run["seed"]] = run
-        last = run["curve"][-1]
+    done: dict[tuple[str, int], Any] = {}
+    for name, seed, folder in run_all(cfg, jobs, artifact, policy, heldout):
+        run = done[name, seed] = load_run(folder, name=f"{name}-seed{seed}")
+        first, last = run.curve(HELDOUT)[0], run.curve(HELDOUT)[-1]
         print(
-            f"{run['sampler']} seed {run['seed']}: accuracy {last['accuracy']:.3f} after {cfg.steps} steps, "
-            f"{last['rollout_prompts']} prompts rolled out ({run['seconds']:.0f} s)",
+            f"{name} seed {seed}: held-out accuracy {first.accuracy:.3f} -> {last.accuracy:.3f} after {last.step} "
+            f"steps, {run.total_prompts} prompts rolled out",
             flush=True,
         )
-    runs = {name: [done[name, seed] for seed in cfg.seeds] for name in cfg.samplers}
-    rows = summarize(cfg, runs)
+    groups = {name: [done[name, seed] for seed in cfg.seeds] for name in cfg.samplers}
+    comparison = write_comparison(groups, cfg.out)
+    rows = summarize(groups, HELDOUT)
     print()
-    print(format_report(cfg, runs, rows, len(test)))
+    print(comparison["markdown"])
     wall = time.perf_counter() - started
     results = {
         "config": json.loads(json.dumps(asdict(cfg), default=str)),
-        "start": start,
-        "runs": runs,
+        "runs": {
+            name: [run_summary(r, seed, cfg.num_generations) for r, seed in zip(runs, cfg.seeds, strict=True)]
+            for name, runs in groups.items()
+        },
         "summary": rows,
         "wall_seconds": wall,
     }
     (cfg.out / "grpo_curriculum.json").write_text(json.dumps(results, indent=1))
-    save_plot(runs, cfg.out / "grpo_curriculum.png")
-    print(f"wall {wall:.0f} s; results {cfg.out / 'grpo_curriculum.json'}, plot {cfg.out / 'grpo_curriculum.png'}")
-    head = next((r for r in rows if r["sampler"] == HEADLINE), None)
+    paths = comparison["paths"]
+    print(
+        f"wall {wall:.0f} s; results {cfg.out / 'grpo_curriculum.json'}, table {paths['markdown']}, "
+        f"plot {paths['plot']}"
+    )
+    head = next((r for r in rows if r["name"] == HEADLINE), None)
     if head is not None:
         print(
             f"{HEADLINE} vs {BASELINE}: steps to {BASELINE}'s final held-out accuracy = "
-            f"{ratio_text(head, 'step_ratio')} of {BASELINE}'s ({head['reached']}/{head['seeds']} seeds reached it)"
+            f"{ratio_text(head, 'step_ratio')} of {BASELINE}'s ({head['reached']}/{head['runs']} seeds reached it)"
         )
     return results
 

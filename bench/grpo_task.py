@@ -24,7 +24,6 @@ score stage measures (the NLL of the reference solution) is the policy's.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -234,80 +233,3 @@ def warm_up(model: Any, tokenizer: Any, problems: list[Problem], spec: PolicySpe
         opt.zero_grad(set_to_none=True)
     model.eval()
     return float(loss.detach())
-
-
-# -- reward and held-out evaluation --------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=1 << 18)
-def math_correct(text: str, ground_truth: str) -> float:
-    """The project's math reward (``compute_score``'s ``acc``: the last ``\\boxed{}``, math-verify), memoised: a
-    wrong answer costs math-verify milliseconds, and a small policy repeats its answers a lot."""
-    from ads_core.train.reward import compute_score
-
-    return float(compute_score(None, text, ground_truth)["acc"])
-
-
-def evaluate(
-    model: Any,
-    tokenizer: Any,
-    problems: list[Problem],
-    max_new_tokens: int,
-    samples: int = 2,
-    greedy: bool = True,
-    seed: int = 0,
-) -> dict[str, Any]:
-    """Held-out accuracy under the project's math reward: ``accuracy`` is the mean correctness of ``samples``
-    completions per problem sampled at temperature 1, the training temperature (what GRPO maximises; the same
-    seed at every evaluation), overall and ``per_family``; with ``greedy``, also greedy decoding's (``greedy``,
-    ``greedy_per_family``). Leaves the model's training mode and the RNG state as they were."""
-    import torch
-
-    was_training = model.training
-    model.eval()
-    side = tokenizer.padding_side
-    tokenizer.padding_side = "left"
-    rng_state = torch.get_rng_state()
-    try:
-        enc = tokenizer([chat_prompt(tokenizer, p.question) for p in problems], return_tensors="pt", padding=True)
-        enc = {k: v.to(model.device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
-        width, pad = enc["input_ids"].shape[1], tokenizer.pad_token_id
-        with torch.no_grad():
-            texts: list[str] = []
-            if greedy:
-                out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad)
-                texts = tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
-            torch.manual_seed(seed)
-            many = {k: v.repeat_interleave(samples, dim=0) for k, v in enc.items()}
-            out = model.generate(
-                **many,
-                max_new_tokens=max_new_tokens,
-                do_sample=True,
-                temperature=1.0,
-                top_k=0,
-                top_p=1.0,
-                pad_token_id=pad,
-            )
-            sampled = tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
-    finally:
-        torch.set_rng_state(rng_state)
-        tokenizer.padding_side = side
-        model.train(was_training)
-    hits = [math_correct(t, str(problems[i // samples].answer)) for i, t in enumerate(sampled)]
-    families = sorted({p.family for p in problems}, key=FAMILIES.index)
-    result: dict[str, Any] = {
-        "accuracy": _mean(hits),
-        "per_family": {f: _mean(h for i, h in enumerate(hits) if problems[i // samples].family == f) for f in families},
-    }
-    if greedy:
-        greedy_hits = [math_correct(t, str(p.answer)) for t, p in zip(texts, problems, strict=True)]
-        result["greedy"] = _mean(greedy_hits)
-        result["greedy_per_family"] = {
-            f: _mean(h for h, p in zip(greedy_hits, problems, strict=True) if p.family == f) for f in families
-        }
-    return result
-
-
-def _mean(values: Any) -> float:
-    values = list(values)
-    return sum(values) / len(values) if values else 0.0

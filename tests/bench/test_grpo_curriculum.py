@@ -1,10 +1,12 @@
-"""`bench/grpo_curriculum.py`: its task generator (fast), and a smoke run of the whole benchmark at `--quick` sizes
-(the real pipeline builds the artifact, then 4 GRPO steps per sampler through TRL; no figure is checked, only that
-everything runs and the report has its parts)."""
+"""`bench/grpo_curriculum.py`: its task generator (fast), and a smoke run of the whole benchmark at `--smoke` sizes
+(the real pipeline builds the artifact, then 4 GRPO steps per sampler through TRL, validated on the held-out set
+with `ads eval`'s code and reported with `ads compare`'s; no figure is checked, only that everything runs and the
+report has its parts)."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -55,14 +57,14 @@ def test_too_many_problems_for_a_level_is_an_error():
         task.make_task(task.TaskSpec(train_per_cell=80, test_per_cell=30))  # 110 > the 100 two-operand questions
 
 
-@pytest.mark.slow  # the real build (tokenizer, warm-up, score, K-Means, report) and 3 x 4 TRL steps: ~1 min on 2 cores
+@pytest.mark.slow  # the real build (tokenizer, warm-up, score, K-Means, report), 3 x 4 TRL steps: ~1 min on 2 cores
 def test_a_quick_run_builds_trains_every_sampler_and_reports(tmp_path: Path, monkeypatch, capsys):
     pytest.importorskip("trl")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("ADS_CACHE_DIR", str(tmp_path / "cache"))
     bench = _load("grpo_curriculum")
     out = tmp_path / "out"
-    results = bench.main(["--quick", "--out", str(out), "--samplers", "ads-frontier,dynamic", "--jobs", "1"])
+    results = bench.main(["--smoke", "--out", str(out), "--samplers", "ads-frontier,dynamic", "--jobs", "1"])
     assert set(results["runs"]) == {"uniform", "ads-frontier", "dynamic"}  # uniform, the baseline, is always run
     for name, runs in results["runs"].items():
         (run,) = runs
@@ -71,9 +73,17 @@ def test_a_quick_run_builds_trains_every_sampler_and_reports(tmp_path: Path, mon
         rolled = run["rollout_prompts"]
         assert rolled == 4 * 8 if name != "dynamic" else 4 * 8 <= rolled <= 4 * 8 * 10
     assert (out / "build" / "final" / "train.parquet").is_file()  # built by the real pipeline
-    assert (out / "grpo_curriculum.json").is_file() and (out / "grpo_curriculum.png").stat().st_size > 1000
+    assert (out / "grpo_curriculum.json").is_file() and (out / "compare.png").stat().st_size > 1000
+    for name in results["runs"]:  # each run is a run folder `ads compare` reads, validated at 0, 2 and 4
+        records = [
+            json.loads(line) for line in (out / "runs" / f"{name}-seed0" / "eval.jsonl").read_text().splitlines()
+        ]
+        assert [(r["step"], r["set"], r["k"]) for r in records] == [(s, "heldout", 2) for s in (0, 2, 4)]
     printed = capsys.readouterr().out.strip().splitlines()
-    assert any(line.startswith("Steps to reach uniform's final held-out accuracy") for line in printed)
+    assert any(
+        line.startswith("Steps and prompts rolled out to reach uniform's final accuracy on heldout") for line in printed
+    )
+    assert json.loads((out / "compare.json").read_text())["baseline"] == "uniform"
     assert printed[-1].startswith("ads-frontier vs uniform: steps to uniform's final held-out accuracy = ")
-    again = bench.main(["--quick", "--out", str(out), "--samplers", "ads-frontier,dynamic", "--jobs", "1"])  # reused
+    again = bench.main(["--smoke", "--out", str(out), "--samplers", "ads-frontier,dynamic", "--jobs", "1"])  # reused
     assert again["runs"] == results["runs"]
