@@ -84,3 +84,32 @@ def test_copying_twice_keeps_one_record_per_step_and_set(tmp_path: Path):
         (2, "aime24"),
     ]
     assert read_evals(eval_file)[2]["mean_at_k"] == pytest.approx(0.1875)
+
+
+def test_verl_validates_the_same_sets_with_k_and_ads_evals_sampling(final_artifact: Path, tmp_path: Path):
+    """The plan's overrides: val_kwargs.n = k (16 by default: verl runs on GPUs), ads eval's temperature and
+    top-p, test_freq and val_before_train from the validation section; --eval-limit N validates on a copy of
+    each set's first N rows."""
+    import pyarrow.parquet as pq
+
+    from ads_core.config.train import TrainConfig
+    from ads_core.train.plan import plan_training
+    from ads_core.train.verl.plan import plan_verl
+
+    def overrides(validation: dict, materialize: bool = False) -> tuple[list[str], list[str]]:
+        cfg = TrainConfig(
+            trainer="verl", steps=10, run_dir=str(tmp_path / "run"), eval_sets=["aime24"], validation=validation
+        )
+        plan = plan_training(str(final_artifact), cfg, materialize=materialize)
+        part = plan_verl(plan, materialize=materialize, resolve_config=False)
+        return part.overrides, part.val_files
+
+    plain, val_files = overrides({})
+    assert "actor_rollout_ref.rollout.val_kwargs.n=16" in plain and "trainer.test_freq=25" in plain
+    assert "actor_rollout_ref.rollout.val_kwargs.temperature=0.6" in plain
+    assert "actor_rollout_ref.rollout.val_kwargs.top_p=0.95" in plain and "trainer.val_before_train=true" in plain
+    assert val_files[0].endswith("aime24.parquet") and "first" not in val_files[0]
+    quick, val_files = overrides({"steps": 0, "k": 4, "limit": 3, "before_train": False}, materialize=True)
+    assert "actor_rollout_ref.rollout.val_kwargs.n=4" in quick and "trainer.test_freq=10" in quick  # the last only
+    assert "trainer.val_before_train=false" in quick
+    assert pq.read_table(val_files[0]).num_rows == 3 and Path(val_files[0]).parent.name == "first3"

@@ -56,6 +56,7 @@ class VerlTrainer:
     def execute(self, plan: Any, on_step: OnStep | None, on_line: OnLine | None, score: Score | None) -> TrainResult:
         """Run the launch command (``on_line`` gets its output; without it the output is inherited)."""
         from ads_core.train.verl import launch
+        from ads_core.train.verl.valmetrics import copy_validation
 
         part = plan.part
         console_steps: collections.deque[str] = collections.deque(maxlen=1)
@@ -66,7 +67,9 @@ class VerlTrainer:
             assert on_line is not None
             on_line(line)
 
+        copy_validation(plan)  # what a run resumed here validated before (verl truncates its metrics file)
         code = launch.launch(part, on_line=each_line if on_line is not None else None)
+        copy_validation(plan)  # verl's validation metrics into RUN_DIR/eval.jsonl, as TRL writes them
         if code != 0:
             raise LaunchError(f"verl exited with status {code}; see its log above (run dir {plan.run_dir})")
         metrics = launch.final_metrics(part, list(console_steps))

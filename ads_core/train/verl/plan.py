@@ -24,6 +24,7 @@ from ads_core.config.train import VerlConfig
 from ads_core.train.errors import TrainOptionError
 from ads_core.train.plan import TrainPlan
 from ads_core.train.verl.config import ENTRY_MODULE, INTEGRATION_KEYS
+from ads_core.train.verl.valmetrics import first_rows, validation_overrides
 
 _PLAIN = re.compile(r"[A-Za-z0-9_./~@+-]+")
 _NOT_A_STRING = re.compile(r"(?i)(true|false|null|none|nan|[-+]?inf|[-+]?[0-9._]+(e[-+]?[0-9]+)?)")
@@ -135,7 +136,11 @@ def plan_verl(plan: TrainPlan, materialize: bool = True, resolve_config: bool = 
     train_file = local(plan.artifact_uri, "train.parquet")
     if plan.train_uri != plan.artifact_uri:
         train_file = plan.train_uri  # the decontaminated copy in the run folder
-    val_files = [local(uri, f"{name}.parquet") for name, uri in plan.eval_uris.items()]
+    first = cfg.validation.limit  # validation.limit: the first N problems of each set (verl: a copy of them)
+    val_files = [
+        first_rows(local(uri, f"{name}.parquet"), first, run_dir / "data", materialize)
+        for name, uri in plan.eval_uris.items()
+    ]
     if not val_files:
         warnings.append("no eval sets: validation is off (write them with `ads eval-sets --out OUT`)")
 
@@ -153,6 +158,7 @@ def plan_verl(plan: TrainPlan, materialize: bool = True, resolve_config: bool = 
     ]
     if val_files:
         overrides.append(f"data.val_files={hydra_quote(val_files)}")
+        overrides += validation_overrides(cfg)  # k, sampling, test_freq, val_before_train
     else:
         overrides += ["trainer.val_before_train=false", "trainer.test_freq=-1"]
     overrides += sampler_overrides(plan.sampler.ads, verl)

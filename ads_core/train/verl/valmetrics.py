@@ -71,6 +71,15 @@ def read_metric_lines(path: str | Path) -> list[dict[str, Any]]:
     return lines
 
 
+def copy_validation(plan: Any) -> int:
+    """Copy a verl run's validation metrics (``plan.part.metrics_file``) into RUN_DIR/eval.jsonl; called before
+    verl starts (verl truncates its metrics file when a run resumes) and after it ends."""
+    from ads_core.evaluation.evallog import EVAL_FILE
+
+    sizes = set_sizes(plan.eval_uris, plan.config.validation.limit)
+    return copy_val_metrics(plan.part.metrics_file, Path(plan.run_dir) / EVAL_FILE, plan.prompts_per_step, sizes)
+
+
 def copy_val_metrics(
     metrics_file: str | Path, eval_file: str | Path, prompts_per_step: int, sizes: Mapping[str, int] | None = None
 ) -> int:
@@ -79,3 +88,52 @@ def copy_val_metrics(
     records = val_records(read_metric_lines(metrics_file), prompts_per_step, sizes)
     append_evals(eval_file, records)
     return len(records)
+
+
+def validation_overrides(cfg: Any) -> list[str]:
+    """verl's validation for TrainConfig CFG's ``validation`` section: val_kwargs.n = k (the paper's 16 unless
+    set: verl runs on GPUs), ``ads eval``'s temperature and top-p, test_freq = validation.steps (0: the last step
+    only) and val_before_train."""
+    from ads_core.config.eval import EvalConfig
+
+    v, sampling = cfg.validation, EvalConfig()
+    every = int(v.steps) if v.steps > 0 else int(cfg.steps)  # verl validates on test_freq steps and the last
+    return [
+        f"actor_rollout_ref.rollout.val_kwargs.n={int(v.k or sampling.k)}",
+        f"actor_rollout_ref.rollout.val_kwargs.temperature={sampling.temperature}",
+        f"actor_rollout_ref.rollout.val_kwargs.top_p={sampling.top_p}",
+        "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
+        f"trainer.test_freq={every}",
+        f"trainer.val_before_train={'true' if v.before_train else 'false'}",
+    ]
+
+
+def first_rows(path: str, limit: int | None, folder: Path, materialize: bool) -> str:
+    """PATH itself, or (``validation.limit``) a copy of its first LIMIT rows in FOLDER, as ``ads eval --limit``
+    takes them; a dry run only names the copy."""
+    if not limit:
+        return path
+    import pyarrow.parquet as pq
+
+    out = folder / f"first{int(limit)}" / Path(path).name
+    if materialize:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        table = pq.read_table(path)
+        tmp = out.with_name(out.name + ".tmp")
+        pq.write_table(table.slice(0, int(limit)), tmp)
+        tmp.replace(out)
+    return str(out)
+
+
+def set_sizes(eval_uris: Mapping[str, str], limit: int | None) -> dict[str, int]:
+    """Problems per validation set (its rows, at most LIMIT), for the records' ``n``; 0 where unreadable."""
+    from ads_core import storage
+
+    sizes = {}
+    for name, uri in eval_uris.items():
+        try:
+            rows = storage.parquet_num_rows(uri)
+        except (OSError, ValueError):
+            rows = 0
+        sizes[name] = min(rows, int(limit)) if limit else rows
+    return sizes
