@@ -49,18 +49,12 @@ def compare_cmd(
 
     Runs record their validation in RUN_DIR/eval.jsonl (train with --eval-set and --eval-steps).
     """
-    from ads_core.evaluation.compare import load_run
+    from ads_core.evaluation.compare import load_runs
     from ads_core.evaluation.compare_report import write_comparison
 
     try:
-        loaded = [load_run(ref) for ref in runs]
-        names: list[str] = []
-        for run in loaded:  # two runs with one folder name (a/run, b/run) keep apart
-            base, i = run.name, 2
-            while run.name in names:
-                run.name, i = f"{base}-{i}", i + 1
-            names.append(run.name)
-        folder = out or default_out(names)
+        loaded = load_runs(runs)
+        folder = out or default_out([run.name for run in loaded])
         result = write_comparison({run.name: [run] for run in loaded}, folder)
     except InputError as exc:
         raise fail(str(exc)) from None
@@ -73,5 +67,8 @@ def compare_cmd(
     if publish:
         from ads_prefect.flows.ads_compare import publish_comparison
 
-        url = publish_comparison([str(Path(r.folder).resolve()) for r in loaded], str(Path(folder).resolve()))
-        console.print(f"published: {escape(url or 'Prefect artifacts of flow ads-compare')}", highlight=False)
+        try:
+            url = publish_comparison([str(Path(r.folder).resolve()) for r in loaded], str(Path(folder).resolve()))
+        except InputError as exc:
+            raise fail(str(exc)) from None
+        console.print(f"published: {escape(url)}", highlight=False)

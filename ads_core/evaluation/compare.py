@@ -103,6 +103,18 @@ def load_run(ref: str, name: str | None = None, runs_root: str = RUNS_ROOT) -> R
     return RunData(name or folder.resolve().name, str(folder), read_steps(folder / STEPS_FILE), evals)
 
 
+def load_runs(refs: Sequence[str], runs_root: str = RUNS_ROOT) -> list[RunData]:
+    """Each run in REFS; two with one folder name (a/run, b/run) are told apart as run and run-2."""
+    runs: list[RunData] = []
+    for ref in refs:
+        run = load_run(ref, runs_root=runs_root)
+        base, i = run.name, 2
+        while run.name in {r.name for r in runs}:
+            run.name, i = f"{base}-{i}", i + 1
+        runs.append(run)
+    return runs
+
+
 def first_reach(curve: Sequence[Point], target: float) -> Point | None:
     return next((p for p in curve if p.accuracy >= target - 1e-12), None)
 

@@ -103,8 +103,10 @@ def markdown(groups: dict[str, list[RunData]], result: dict[str, Any]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def plot(groups: dict[str, list[RunData]], path: str | os.PathLike[str], key: str = AVERAGE) -> None:
+def plot_png(groups: dict[str, list[RunData]], key: str = AVERAGE) -> bytes:
     """PNG: accuracy against optimizer steps and against prompts rolled out, mean +- sd over a group's runs."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -128,9 +130,37 @@ def plot(groups: dict[str, list[RunData]], path: str | os.PathLike[str], key: st
     axes[0].set(xlabel="optimizer step", ylabel=f"accuracy on {key} (mean@k)", title="accuracy against steps")
     axes[1].set(xlabel="prompts rolled out", title="accuracy against rollouts")
     axes[0].legend(fontsize=8)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80)
     plt.close(fig)
+    return buf.getvalue()
+
+
+def validation_report(run_dir: str | os.PathLike[str]) -> tuple[str, bytes] | None:
+    """One run's validation as Markdown (mean@k [interval] per evaluated step and set) and its curve (PNG), for
+    the ads-train flow's UI; None when the run recorded none."""
+    from ads_core.evaluation.evallog import EVAL_FILE, read_evals
+
+    records = read_evals(Path(run_dir) / EVAL_FILE)
+    if not records:
+        return None
+    sets = list(dict.fromkeys(r["set"] for r in records))
+    by_step: dict[int, dict[str, dict[str, Any]]] = {}
+    for r in records:
+        by_step.setdefault(r["step"], {})[r["set"]] = r
+    ks = sorted({int(r["k"]) for r in records})
+    lines = [
+        f"Validation: mean@{'/'.join(map(str, ks))} with its 95% interval, per step and set (`{EVAL_FILE}`)",
+        "",
+        "| step | prompts rolled out | " + " | ".join(sets) + " |",
+        "|" + "---|" * (len(sets) + 2),
+    ]
+    for step, row in sorted(by_step.items()):
+        prompts = next(iter(row.values())).get("prompts_rolled_out", "-")
+        lines.append(f"| {step} | {prompts} | " + " | ".join(_cell(row.get(s)) for s in sets) + " |")
+    run = RunData(Path(run_dir).name, str(run_dir), [], records)
+    key = AVERAGE if len(sets) > 1 else sets[0]
+    return "\n".join(lines) + "\n", plot_png({run.name: [run]}, key)
 
 
 def write_comparison(groups: dict[str, list[RunData]], out: str | os.PathLike[str]) -> dict[str, Any]:
@@ -145,6 +175,6 @@ def write_comparison(groups: dict[str, list[RunData]], out: str | os.PathLike[st
         tmp.write_text(content, encoding="utf-8")
         os.replace(tmp, paths[key])
     tmp_png = folder / "compare.tmp.png"
-    plot(groups, tmp_png, result["headline"])
+    tmp_png.write_bytes(plot_png(groups, result["headline"]))
     os.replace(tmp_png, paths["plot"])
     return {**result, "markdown": text, "paths": {k: str(v) for k, v in paths.items()}}

@@ -31,7 +31,14 @@ from prefect.states import Failed, State
 from pydantic import ValidationError
 
 from ads_core.config.base import error_line
-from ads_core.config.train import DecontaminateMode, TrainConfig, TrainSamplerConfig, TRLConfig, VerlConfig
+from ads_core.config.train import (
+    DecontaminateMode,
+    TrainConfig,
+    TrainSamplerConfig,
+    TRLConfig,
+    ValidationConfig,
+    VerlConfig,
+)
 from ads_core.train import run as trun
 from ads_prefect.flows.env import TRAIN_TIMEOUT_ENV, TRAIN_TIMEOUT_S, flow_timeout
 from ads_prefect.tasks import train as tt
@@ -69,6 +76,7 @@ def ads_train(
     sampler: TrainSamplerConfig = TrainSamplerConfig(),
     verl: VerlConfig = VerlConfig(),
     trl: TRLConfig = TRLConfig(),
+    validation: ValidationConfig = ValidationConfig(),
 ) -> dict[str, Any] | State:
     """Train GRPO with the ADS sampler (or a baseline) on the final artifact of an `ads-build` run.
 
@@ -86,6 +94,9 @@ def ads_train(
         sampler: which sampler (kind: ads, uniform, dots) and its knobs; e.g. {"ads": {"alpha": 0.5}}.
         verl: GPUs per node, nodes, Ray address, extra Hydra overrides (verl only).
         trl: generations per prompt, completion length, learning rate, checkpoints (TRL only; CPU-sized).
+        validation: validate on the eval sets every `steps` steps and after the last, `k` samples per problem of
+            the first `limit` problems (default: 8 problems and k 2 on a CPU, all and k 16 on a GPU), into
+            RUN_DIR/eval.jsonl; e.g. {"steps": 50, "k": 16}.
     """
     logger = get_run_logger()
     try:
@@ -100,6 +111,7 @@ def ads_train(
             sampler=sampler,
             verl=verl,
             trl=trl,
+            validation=validation,
         )
         return _train(artifact_uri, cfg, dry_run)
     except ValidationError as exc:

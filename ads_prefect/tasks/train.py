@@ -10,6 +10,7 @@ traceback.
 from __future__ import annotations
 
 import logging
+import os
 from datetime import datetime
 from typing import Any
 
@@ -153,6 +154,8 @@ def run_training(plan: TrainPlan) -> trun.TrainResult:
 def _run_training(plan: TrainPlan) -> trun.TrainResult:
     """Train: a progress artifact per step (trainers that report steps) or the trainer's output streamed into
     this run's log (trainers that run as a subprocess); then the training plot and the last step's numbers."""
+    from ads_core.evaluation.compare_report import validation_report
+    from ads_core.evaluation.evallog import EVAL_FILE, read_evals
     from ads_core.train.trl.steps import plot_steps
 
     logger = get_run_logger()
@@ -186,12 +189,21 @@ def _run_training(plan: TrainPlan) -> trun.TrainResult:
     for note in result.notes:
         logger.info(note)
     if result.steps:
-        png = plot_steps(result.steps, title=f"{plan.experiment}: {plan.sampler.kind} sampler")
+        evals = read_evals(os.path.join(plan.run_dir, EVAL_FILE))  # validation accuracy on the reward panel
+        png = plot_steps(result.steps, title=f"{plan.experiment}: {plan.sampler.kind} sampler", evals=evals)
         create_markdown_artifact(
             key=artifact_key(plan.experiment, "training"),
             markdown=f"# {plan.experiment}: training\n\n{image_markdown(png, 'reward and clusters per step')}\n\n"
             f"Steps: `{result.steps_file}`; checkpoint: `{result.last_checkpoint}`",
             description="reward per step; each cluster's success and window position",
+        )
+    validation = validation_report(plan.run_dir)  # TRL's validation, or verl's copied into eval.jsonl
+    if validation is not None:
+        text, curve = validation
+        create_markdown_artifact(
+            key=artifact_key(plan.experiment, "validation"),
+            markdown=f"# {plan.experiment}: validation\n\n{text}\n{image_markdown(curve, 'validation accuracy')}",
+            description="validation accuracy (mean@k) per step and eval set, from RUN_DIR/eval.jsonl",
         )
     table = [{"metric": k, "value": v} for k, v in result.headline.items()]
     if table:

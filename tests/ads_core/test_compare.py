@@ -133,3 +133,16 @@ def test_runs_without_validation_records_or_shared_sets_are_refused(tmp_path: Pa
     b = write_run(tmp_path / "b", [8], {"aime24": {1: 0.1}})
     with pytest.raises(InputError, match="share no eval set"):
         write_comparison({"a": [load_run(str(a))], "b": [load_run(str(b))]}, tmp_path / "out")
+
+
+def test_the_train_flow_shows_a_runs_validation_table_and_curve(runs):
+    from ads_core.evaluation.compare_report import validation_report
+    from ads_core.train.trl.steps import plot_steps, read_steps
+
+    text, png = validation_report(runs["ads"])
+    assert "| step | prompts rolled out | math500 | aime24 |" in text
+    assert "| 2 | 16 | 0.500 [0.400, 0.600] | 0.300 [0.200, 0.400] |" in text and png.startswith(b"\x89PNG")
+    assert validation_report(runs["ads"].parent) is None  # no eval.jsonl there
+    steps = [s | {"reward_mean": 0.5, "success_mean": 0.5} for s in read_steps(runs["ads"] / "steps.jsonl")]
+    with_eval = plot_steps(steps, evals=read_evals(runs["ads"] / "eval.jsonl"))
+    assert with_eval.startswith(b"\x89PNG") and with_eval != plot_steps(steps)  # the validation lines are drawn

@@ -100,8 +100,11 @@ def _per_cluster(records: Iterable[dict[str, Any]]) -> tuple[dict[int, list[tupl
     return success, window
 
 
-def plot_steps(records: list[dict[str, Any]], title: str = "training") -> bytes:
-    """PNG: mean reward and success per step; each cluster's success when drawn; each cluster's window position."""
+def plot_steps(
+    records: list[dict[str, Any]], title: str = "training", evals: list[dict[str, Any]] | None = None
+) -> bytes:
+    """PNG: mean reward and success per step, with the validation accuracy (mean@k per set, from eval.jsonl) when
+    there is one; each cluster's success when drawn; each cluster's window position."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -114,7 +117,16 @@ def plot_steps(records: list[dict[str, Any]], title: str = "training") -> bytes:
     ax = axes[0]
     ax.plot(steps, [r.get("reward_mean", 0.0) for r in records], marker="o", ms=3, label="mean reward")
     ax.plot(steps, [r.get("success_mean", 0.0) for r in records], marker="s", ms=3, ls="--", label="mean success")
-    ax.set(title="reward per step", xlabel="step", ylim=(-0.05, max(1.05, ax.get_ylim()[1])))
+    for name in dict.fromkeys(e["set"] for e in evals or []):
+        points = [(e["step"], e["mean_at_k"]) for e in evals or [] if e["set"] == name and e["mean_at_k"] is not None]
+        k = next(e["k"] for e in evals or [] if e["set"] == name)
+        if points:
+            ax.plot(*zip(*points, strict=True), marker="D", ms=4, lw=1.5, label=f"validation {name} mean@{k}")
+    ax.set(
+        title="reward per step" + (", validation accuracy" if evals else ""),
+        xlabel="step",
+        ylim=(-0.05, max(1.05, ax.get_ylim()[1])),
+    )
     ax.legend(fontsize=8)
     cmap = plt.get_cmap("tab20")
     ax = axes[1]
