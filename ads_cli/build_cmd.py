@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import os
-import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,9 +12,8 @@ from rich.table import Table
 
 from ads_cli.common import console, fail, progress_bar
 from ads_cli.options import common_parameters, config_parameters, resolve_config, spell_field, with_signature
-from ads_core.config.build import BuildConfig
-from ads_core.common import defaults
 from ads_core.common.errors import InputError, OptionError
+from ads_core.config.build import BuildConfig
 
 
 def register(app: typer.Typer) -> None:
@@ -171,110 +167,21 @@ def build_cmd(
     ephemeral mode starts a temporary local server (~10-20 s) with PREFECT_HOME under the ADS cache dir.
     Every option below is a field of the config tree (ads_core/config/build.py); --set reaches the rest.
     """
-    from ads_core.models import ModelLoadError
-
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
     cfg = resolve_config(BuildConfig, options, config_file, assignments)
     if show_config:
-        import sys
-
         import yaml
 
         sys.stdout.write(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
         return
-    from ads_core.storage.errors import StorageError, refuse_credentials
-
-    for what, uri in (("SOURCE", source), ("OUT", out)):
-        refuse_credentials(uri or "", what)  # before the flow run records them as parameters
-    if source and _looks_like_path(source) and not _exists(source):  # fail before Prefect's start-up cost
-        raise fail(f"{source}: no such file or directory")
-    from ads_core.storage.fencing import LockLost
-    from ads_prefect.tasks.lockstore import LockSettingsError, lock_settings
+    from ads_prefect.flows.launch import run_build
+    from ads_prefect.runtime.runner import BuildFailed
 
     try:
-        lock_settings()  # ADS_LOCK_LEASE_S=0 or =abc: one line now, not after the start-up
-    except LockSettingsError as exc:
-        raise fail(str(exc)) from None
-
-    if out:
-        from ads_core import storage
-
-        try:
-            storage.check_writable(out)
-        except StorageError as exc:
-            raise fail(str(exc)) from None
-    if cfg.run.dask:  # a scheduler nobody answers at: one line now, not a 30 s hang after the start-up
-        from ads_prefect.flows.cluster import check_scheduler
-
-        try:
-            check_scheduler(cfg.run.dask)
-        except InputError as exc:
-            raise fail(str(exc)) from None
-    from ads_prefect.flows.env import local_prefect_env, start_temporary_server, stop_temporary_server
-    from ads_prefect.tasks.locks import LockWaitTimeout
-
-    def hide_run_errors(record: logging.LogRecord) -> bool:  # printed once, as the `error:` line
-        return not (
-            record.name.startswith(("prefect.flow_runs", "prefect.task_runs")) and record.levelno >= logging.ERROR
-        )
-
-    # Prefect's INFO logs still reach its API/UI; the terminal shows warnings (all of it with -v).
-    quiet = [] if logging.getLogger().level <= logging.DEBUG else list(logging.getLogger().handlers)
-    levels = [h.level for h in quiet]
-    for handler in quiet:
-        handler.setLevel(max(handler.level, logging.WARNING))
-        handler.addFilter(hide_run_errors)
-    with local_prefect_env(defaults.cache_dir()) as api_url:
-        if api_url is None:
-            console.print(
-                "[dim]no Prefect server configured: starting a temporary local one (ephemeral mode, "
-                "~10-20 s); run `ads server` and set PREFECT_API_URL to skip this and watch in the UI[/]"
-            )
-        from prefect.exceptions import ParameterTypeError, TerminationSignal
-
-        from ads_prefect.flows.ads_build import ads_build
-        from ads_prefect.tasks.base import set_progress_factory
-        from ads_prefect.tasks.handoff import run_url as page_of
-
-        set_progress_factory(progress_bar)
-        previous_term = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the build like Ctrl-C
-        error: str | None = None
-        try:
-            if api_url is None:
-                start_temporary_server()  # stopped with this process, kill -9 included
-            result = ads_build(
-                source=source or None,
-                dataset=name,
-                out=out,
-                format=cfg.format,
-                score=cfg.score,
-                cluster=cfg.cluster,
-                report=cfg.report,
-                run=cfg.run,
-            )
-            run_url = page_of(result["flow_run"]["id"]) if api_url else None  # while the server's settings apply
-        except (
-            InputError,
-            ModelLoadError,
-            ValueError,
-            ParameterTypeError,
-            StorageError,
-            LockWaitTimeout,
-            LockLost,
-        ) as exc:  # one `error:` line; LockLost: another build took OUT over and this one published nothing more
-            error = for_cli(exc)
-        except (KeyboardInterrupt, TerminationSignal):  # Ctrl-C, or SIGTERM (Prefect's handler while the flow runs)
-            stop_now()
-        finally:
-            signal.signal(signal.SIGTERM, previous_term)
-            set_progress_factory(None)
-            for handler, level in zip(quiet, levels, strict=True):
-                handler.setLevel(level)
-                handler.removeFilter(hide_run_errors)
-            if api_url is None:
-                stop_temporary_server()  # its goodbye line would otherwise follow the summary or the error
-    if error is not None:
-        raise fail(error)
+        run = run_build(source or None, out, name, cfg, progress=progress_bar, say=say)
+    except BuildFailed as exc:
+        raise fail(for_cli(exc.cause)) from None
+    result = run.result
     from ads_core.storage import manifest as mf
 
     print_format_summary(mf.read(mf.stage_dir_of(result["outputs"]["format"])))
@@ -283,71 +190,21 @@ def build_cmd(
         console.print(escape(line), highlight=False)
     states = result["stages"]
     console.print("stages: " + ", ".join(f"{k} [bold]{v}[/]" for k, v in states.items()), highlight=False)
-    where = f": {run_url}" if run_url else " (ephemeral mode: `ads server` keeps the runs and shows them)"
+    where = f": {run.run_url}" if run.run_url else " (ephemeral mode: `ads server` keeps the runs and shows them)"
     console.print(f"run {escape(result['flow_run']['name'])}{where}", highlight=False, soft_wrap=True)
+
+
+def say(text: str) -> None:
+    """A line of the build runner's: the interruption in red, its notes dimmed."""
+    style = "bold red" if text.startswith("interrupted:") else "dim"
+    console.print(f"[{style}]{escape(text)}[/]", highlight=False)
 
 
 with_signature(
     build_cmd,
-    config_parameters(BuildConfig, ("format", "score", "cluster", "report", "run"))
+    config_parameters(BuildConfig, tuple(BuildConfig.model_fields))
     + common_parameters(BuildConfig, SET_EXAMPLE, "ads build --show-config"),
 )
-
-
-GRACE_S = 5.0  # after SIGTERM / Ctrl-C, how long the flow may take to unwind before we exit regardless
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    """Unwind like Ctrl-C; if a stage computing in a worker thread keeps the flow from unwinding, a timer marks
-    the run Crashed, releases our locks and exits after GRACE_S."""
-    import threading
-
-    try:
-        from prefect.context import FlowRunContext
-
-        run = FlowRunContext.get()
-        run_id = str(run.flow_run.id) if run and run.flow_run else None
-    except Exception:  # noqa: BLE001 - no flow running yet
-        run_id = None
-    timer = threading.Timer(GRACE_S, stop_now, kwargs={"crashed_run": run_id})
-    timer.daemon = True
-    timer.start()
-    raise KeyboardInterrupt
-
-
-def stop_now(crashed_run: str | None = None) -> None:
-    """After Ctrl-C / SIGTERM: release our locks, ship pending run logs, and exit at once with 130.
-
-    The flow run is already marked Crashed by Prefect; a stage still computing in a worker thread (a score
-    shard) would otherwise keep the process alive until it finished.
-    """
-    from ads_prefect.tasks.locks import release_everything
-
-    release_everything()
-    if crashed_run:
-        try:
-            from prefect.client.orchestration import get_client
-            from prefect.states import Crashed
-
-            with get_client(sync_client=True) as client:
-                state = client.read_flow_run(crashed_run).state
-                if not state or not state.is_final():
-                    client.set_flow_run_state(crashed_run, Crashed(message="stopped by SIGTERM / Ctrl-C"), force=True)
-        except Exception:  # noqa: BLE001 - the server may be gone too; the next build marks it instead
-            pass
-    console.print(
-        "[bold red]interrupted:[/] the build stopped and released its locks; rerun the same command "
-        "to resume from the finished stages",
-        highlight=False,
-    )
-    try:
-        from prefect.logging.handlers import APILogWorker
-
-        APILogWorker.drain_all(timeout=3)
-    except Exception:  # noqa: BLE001 - best effort: the run's state is already recorded
-        pass
-    sys.stderr.flush()
-    os._exit(130)
 
 
 def for_cli(exc: Exception) -> str:
@@ -355,23 +212,6 @@ def for_cli(exc: Exception) -> str:
     if isinstance(exc, OptionError):
         return exc.render(spell_field(BuildConfig))
     return str(exc)
-
-
-def _looks_like_path(source: str) -> bool:
-    """A URI, an absolute/relative path or a data file name; `owner/name` alone may be a hub id."""
-    from ads_core.stages.format.readers import looks_like_hub_id
-    from ads_core.stages.format.records import SUPPORTED_SUFFIXES
-
-    return not looks_like_hub_id(source) or source.lower().endswith(SUPPORTED_SUFFIXES)
-
-
-def _exists(uri: str) -> bool:
-    from ads_core import storage
-
-    try:
-        return storage.exists(uri)
-    except Exception:  # noqa: BLE001 - unreachable storage is reported by the flow with its own message
-        return True
 
 
 def print_build_summary(final_uri: str) -> None:

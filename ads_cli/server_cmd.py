@@ -34,7 +34,7 @@ def server_cmd(
     import os
     import sys
 
-    from ads_prefect.flows.env import server_env
+    from ads_prefect.runtime.prefect_env import server_env
 
     setup = server_env(host, port, defaults.cache_dir())
     try:

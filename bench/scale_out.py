@@ -11,7 +11,7 @@ server, with its own empty row score cache on S3 (`score.cache_uri`), so every r
   docs/prefect.md recommends for workers that score).
 What is timed: the flow call only. The Prefect server (a temporary local one, or PREFECT_API_URL), moto, the
 model (the locally built 47M `bench` preset by default), the cluster and its workers' imports
-(`--preload ads_prefect.flows.dask_worker`) are ready before. Data: ROWS rows of ../shared/data/gsm8k/train.jsonl
+(`--preload ads_prefect.runtime.dask_worker`) are ready before. Data: ROWS rows of ../shared/data/gsm8k/train.jsonl
 (the bundled sample without that checkout), repeated with a " (variant N)" suffix until ROWS unique questions.
 
 Printed per mode: wall seconds, rows/s of the whole build and of the score stage, each stage's seconds (format,
@@ -148,7 +148,7 @@ def start_cluster(workers: int, work: Path, procs: list[subprocess.Popen[bytes]]
     wait_port(port, procs[-1])
     address = f"tcp://127.0.0.1:{port}"
     args = [str(BIN / "dask"), "worker", address, "--nworkers", str(workers), "--nthreads", "1", "--no-dashboard"]
-    procs.append(start([*args, "--preload", "ads_prefect.flows.dask_worker"], work / f"workers-{workers}.log", env))
+    procs.append(start([*args, "--preload", "ads_prefect.runtime.dask_worker"], work / f"workers-{workers}.log", env))
     with Client(address, timeout=60) as client:
         client.wait_for_workers(workers, timeout=600)
         threads = client.run(lambda: __import__("torch").get_num_threads())
@@ -267,7 +267,7 @@ def main() -> None:
 
         from ads_core.models import resolve_model
         from ads_core.models.fingerprint import model_fingerprint
-        from ads_prefect.flows.env import start_temporary_server
+        from ads_prefect.runtime.server import start_temporary_server
 
         model = resolve_model(args.model)  # built now if needed, outside every timing
         model_fingerprint(model)

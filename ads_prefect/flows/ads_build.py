@@ -8,7 +8,7 @@ build resumes from the stages whose inputs did not change. `run.force_from=<stag
 everything after it. A cached stage whose artifact has vanished or was overwritten is recomputed
 (`ads_prefect.tasks.stage_task.checked`). A sharded stage runs in-process by default, or on Dask
 (`dask="local"`, `"local-cuda"` for one worker per GPU, or a scheduler address), with its declared resources
-as Dask worker resources. Builds into one OUT run one at a time (`ads_prefect.tasks.locks.owning`), and a build
+as Dask worker resources. Builds into one OUT run one at a time (`ads_prefect.locks.manager.owning`), and a build
 that lost its lock on OUT (paused past its lease, then taken over) publishes nothing more.
 
 With `run.trigger_training=on_change` (or `always`), the finished build starts the `ads-train` deployment with
@@ -37,10 +37,11 @@ from ads_core.pipeline.stages import context
 from ads_core.stages.base import StageContext
 from ads_core.storage import manifest as mf
 from ads_core.storage.errors import StorageError
-from ads_prefect.flows.env import BUILD_TIMEOUT_ENV, BUILD_TIMEOUT_S, flow_timeout
 from ads_prefect.flows.executor import PrefectExecutor
-from ads_prefect.tasks.handoff import run_url, start_training
-from ads_prefect.tasks.locks import owning
+from ads_prefect.locks.manager import owning
+from ads_prefect.runtime.prefect_env import BUILD_TIMEOUT_ENV, BUILD_TIMEOUT_S, flow_timeout
+from ads_prefect.runtime.runs import mark_crashed, run_url
+from ads_prefect.tasks.handoff import start_training
 from ads_prefect.tasks.publish import publish_build, publish_refresh
 from ads_prefect.tasks.stage_task import flow_spelling
 
@@ -72,27 +73,21 @@ def run_stages(ctx: StageContext, fence: dict[str, Any] | None = None) -> tuple[
     return executor, previous
 
 
-def mark_crashed(dead: dict[str, Any]) -> None:
+def mark_taken_over(dead: dict[str, Any]) -> None:
     """A build killed (or paused past its lease) while it held this OUT left its flow run Running: mark it
     Crashed. A paused one that wakes up publishes nothing (its fence is stale) and ends Failed with its own line."""
     holder = str(dead.get("holder", ""))
     if not holder.startswith("flow-run:"):
         return
-    from prefect.client.orchestration import get_client
-    from prefect.states import Crashed
-
     run_id = holder.removeprefix("flow-run:")
+    why = str(dead.get("stale_reason") or "its process died")
     try:
-        with get_client(sync_client=True) as client:
-            run = client.read_flow_run(run_id)
-            if not run.state or not run.state.is_final():
-                why = str(dead.get("stale_reason") or "its process died")
-                message = f"a later build took over its output folder: {why}"
-                client.set_flow_run_state(run_id, Crashed(message=message), force=True)
-                logger = get_run_logger()
-                logger.warning("flow run %s (%s) was left Running (%s): marked Crashed", run.name, run_id, why)
+        name = mark_crashed(run_id, f"a later build took over its output folder: {why}")
     except Exception as exc:  # noqa: BLE001 - another server, or the run is gone: nothing to mark
         get_run_logger().info("could not mark the earlier flow run %s Crashed: %s", run_id, exc)
+        return
+    if name is not None:
+        get_run_logger().warning("flow run %s (%s) was left Running (%s): marked Crashed", name, run_id, why)
 
 
 @flow(
@@ -138,7 +133,7 @@ def ads_build(
 
     with owning(ctx.out, f"flow-run:{flow_run.id}") as held:  # one build at a time per OUT, publishes fenced
         if held.taken_over:
-            mark_crashed(held.taken_over)
+            mark_taken_over(held.taken_over)
         try:
             executor, previous = run_stages(ctx, held.fence.to_dict())
             states, seconds, outputs = executor.states, executor.seconds, executor.outputs

@@ -40,7 +40,7 @@ from ads_core.config.train import (
     VerlConfig,
 )
 from ads_core.train import run as trun
-from ads_prefect.flows.env import TRAIN_TIMEOUT_ENV, TRAIN_TIMEOUT_S, flow_timeout
+from ads_prefect.runtime.prefect_env import TRAIN_TIMEOUT_ENV, TRAIN_TIMEOUT_S, flow_timeout
 from ads_prefect.tasks import train as tt
 from ads_prefect.tasks.handoff import RUN_NAME
 

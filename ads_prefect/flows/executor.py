@@ -15,8 +15,9 @@ from prefect.futures import as_completed
 
 from ads_core.pipeline.keys import stage_key
 from ads_core.stages.base import Stage, StageContext
-from ads_prefect.flows.cluster import api_pinned, check_scheduler, dask_annotations, prepare_workers, shard_runner
-from ads_prefect.tasks.base import StageOutput, artifact_key, intact
+from ads_prefect.runtime.dask import api_pinned, check_scheduler, dask_annotations, prepare_workers, shard_runner
+from ads_prefect.tasks.keys import artifact_key
+from ads_prefect.tasks.output import StageOutput, intact
 from ads_prefect.tasks.publish import publish_stage
 from ads_prefect.tasks.stage_task import checked, configured, params_of
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from prefect import get_run_logger
 
-from ads_prefect.tasks.base import report_task
+from ads_prefect.tasks.retries import report_task
 
 ACTIVE = ("SCHEDULED", "PENDING", "RUNNING", "PAUSED", "CANCELLING")
 RETRIED = ("FAILED", "CRASHED")
@@ -46,18 +46,6 @@ def run_name(dataset: str, now: dt.datetime) -> str:
     """`train-<dataset>-<UTC time>`, the name of an ads-train run (given when it is created, kept when it runs)."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", dataset).strip("-") or "dataset"
     return f"train-{slug}-{now.astimezone(dt.UTC).strftime('%Y%m%dT%H%M%SZ')}"
-
-
-def run_url(flow_run_id: str | None) -> str | None:
-    """A flow run's page in the Prefect UI (PREFECT_UI_URL, else derived from PREFECT_API_URL); None without one."""
-    if not flow_run_id:
-        return None
-    from prefect.utilities.urls import url_for
-
-    try:
-        return url_for("flow-run", obj_id=flow_run_id)
-    except Exception:  # noqa: BLE001 - a link we cannot make is not worth failing a build
-        return None
 
 
 def attempt_key(base: str, attempt: int) -> str:

@@ -25,24 +25,16 @@ from ads_core.pipeline import lifecycle
 from ads_core.pipeline.keys import cache_key, outputs_digest, reusable, run_stage
 from ads_core.pipeline.stages import stage_context, stages_by_name
 from ads_core.stages.base import Stage, StageContext
-from ads_prefect.tasks.api_routing import route_services_by_api_url
-from ads_prefect.tasks.base import (
-    StageOutput,
-    default_retries,
-    expected_errors,
-    fault_point,
-    intact,
-    pause_point,
-    pausing_at_progress,
-    progress,
-    retry_delays,
-    retry_if_transient,
-)
-from ads_prefect.tasks.fence import fenced, stopping_when_lost
+from ads_prefect.locks.fence import fenced, stopping_when_lost
+from ads_prefect.runtime.api_routing import route_services_by_api_url
+from ads_prefect.runtime.progress import progress
+from ads_prefect.tasks.faults import fault_point, pause_point, pausing_at_progress
+from ads_prefect.tasks.output import StageOutput, intact
+from ads_prefect.tasks.retries import default_retries, expected_errors, retry_delays, retry_if_transient
 
 log = logging.getLogger("ads.tasks")
 # Every process that runs or submits stage tasks (the flow, a Dask worker unpickling one) imports this module:
-# from here on its task runs talk to the API of the build they belong to (tasks/api_routing.py).
+# from here on its task runs talk to the API of the build they belong to (runtime/api_routing.py).
 route_services_by_api_url()
 
 

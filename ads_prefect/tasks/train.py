@@ -30,6 +30,7 @@ from ads_core.train import run as trun
 from ads_core.train.errors import LaunchError, error_text
 from ads_core.train.plan import TrainPlan
 from ads_prefect.tasks.handoff import run_name
+from ads_prefect.tasks.keys import train_artifact_key as artifact_key
 from ads_prefect.tasks.publish import image_markdown
 
 EXPECTED_ERRORS: tuple[type[Exception], ...] = (ta.ArtifactError, LaunchError, ValueError, InputError)
@@ -112,14 +113,6 @@ def train_run_name(artifact_uri: str, now: datetime) -> str:
     except Exception:  # noqa: BLE001 - a run name must never fail the run (unreachable storage, odd URI)
         manifest = None
     return run_name(ta.dataset_of(artifact_uri, manifest), now)
-
-
-def artifact_key(experiment: str, what: str) -> str:
-    """Prefect artifact keys: lowercase letters, digits and dashes."""
-    slug = "".join(c if c.isascii() and c.isalnum() else "-" for c in f"ads-train-{experiment}-{what}".lower())
-    while "--" in slug:
-        slug = slug.replace("--", "-")
-    return slug.strip("-")
 
 
 def config_markdown(plan: TrainPlan, dry_run: bool) -> str:

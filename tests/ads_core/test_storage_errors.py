@@ -184,10 +184,10 @@ def transient_errors() -> list[Exception]:
 
 
 def test_transient_errors_keep_their_types():
-    """Resets, 5xx and throttling are not converted, so the stage retries (tasks.base.is_transient) see them."""
+    """Resets, 5xx and throttling are not converted, so the stage retries (tasks.retries.is_transient) see them."""
     from botocore.exceptions import EndpointConnectionError
 
-    from ads_prefect.tasks.base import is_transient
+    from ads_prefect.tasks.retries import is_transient
 
     for exc in transient_errors():
         assert storage_errors.as_storage_error(exc, "s3://b/k") is None, exc
@@ -200,7 +200,7 @@ def test_transient_errors_keep_their_types():
 
 def test_is_transient_retries_every_transient_error():
     """botocore's connection errors carry response=None; is_transient must still retry them, not crash."""
-    from ads_prefect.tasks.base import is_transient
+    from ads_prefect.tasks.retries import is_transient
 
     assert any(getattr(exc, "response", 0) is None for exc in transient_errors())  # the case that used to break
 

@@ -131,7 +131,7 @@ STAGE_DIRS = {
 def test_a_full_disk_in_any_stage_is_one_line_and_keeps_the_previous_artifact(
     built: Path, tiny_build_config: Any, monkeypatch: pytest.MonkeyPatch, stage: str
 ):
-    from ads_prefect.tasks.base import is_transient
+    from ads_prefect.tasks.retries import is_transient
 
     out = built / "out"
     folder = out / STAGE_DIRS[stage]

@@ -149,7 +149,7 @@ def cluster(h: Any, s3: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
             home.mkdir()
             args = [dask, "worker", address, "--name", name, "--nthreads", "1", "--no-nanny", "--no-dashboard"]
             args += ["--local-directory", str(home / "dask"), "--death-timeout", "60"]
-            args += ["--preload", "ads_prefect.flows.dask_worker"]  # imports at start, as the docs recommend
+            args += ["--preload", "ads_prefect.runtime.dask_worker"]  # imports at start, as the docs recommend
             procs[name] = h.start_process(args, root / f"{name}.log", worker_env(home, **extra), cwd=home)
         deadline = time.monotonic() + 120
         while True:  # the scheduler listens within seconds, the workers take longer
@@ -235,9 +235,9 @@ def test_builds_on_a_long_lived_dask_cluster_of_separate_processes(
     from prefect.logging.handlers import APILogWorker
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from ads_prefect.tasks.lockplace import store_for
-    from ads_prefect.tasks.locks import out_lock_key
-    from ads_prefect.tasks.lockstore import free_because
+    from ads_prefect.locks.manager import out_lock_key
+    from ads_prefect.locks.place import store_for
+    from ads_prefect.locks.store import free_because
 
     monkeypatch.delenv("ADS_LOCK_DIR")  # OUT's lock lives in its bucket: the workers share no folder with us
     options = dict(
@@ -319,7 +319,7 @@ def test_an_unreachable_scheduler_is_one_line_naming_run_dask(h: Any, tmp_path: 
 
 def test_workers_on_other_machines_need_an_api_they_can_reach():
     from ads_core.common.errors import InputError
-    from ads_prefect.flows.cluster import check_api_reachable
+    from ads_prefect.runtime.dask import check_api_reachable
 
     check_api_reachable("http://127.0.0.1:4200/api", {"127.0.0.1"})  # all workers here: fine
     check_api_reachable("http://198.51.100.5:4200/api", {"192.0.2.9"})  # a server on the network: fine

@@ -23,7 +23,7 @@ import pytest
 from ads_core import storage
 from ads_core.stages.format.sources import source_digest
 from ads_core.storage import manifest as mf
-from ads_prefect.tasks.locks import held_locks
+from ads_prefect.locks.manager import held_locks
 
 EDIT = "Read the problem twice. "  # prefixed to every solution of build B
 ROWS = 16
@@ -139,9 +139,9 @@ def test_a_lost_fence_refuses_s3_puts(moto_s3: Any, tmp_path: Path, monkeypatch:
     import boto3
 
     from ads_core.storage.fencing import LockLost, guarded
-    from ads_prefect.tasks.fence import Fence
-    from ads_prefect.tasks.locks import BuildLockManager, out_lock_key
-    from ads_prefect.tasks.lockstore import LOCK_DIR_ENV, DirLockStore
+    from ads_prefect.locks.fence import Fence
+    from ads_prefect.locks.manager import BuildLockManager, out_lock_key
+    from ads_prefect.locks.store import LOCK_DIR_ENV, DirLockStore
 
     monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path / "locks"))
     client = boto3.client("s3", endpoint_url=moto_s3.endpoint, region_name="us-east-1")
@@ -235,6 +235,14 @@ def answers(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def watched_server(started: dict[int, str]) -> int | None:
+    """The pid of the temporary server among STARTED once its watchdog (`procs.reap_with_me`: `python -I -S -c
+    SCRIPT PID START GRACE`) watches it, else None."""
+    server = next((p for p, cmd in started.items() if "prefect.server.api.server:create_app" in cmd), None)
+    watchdogs = [cmd.split() for cmd in started.values() if " -I -S -c " in f" {cmd} "]
+    return server if server is not None and any(len(w) > 3 and w[-3] == str(server) for w in watchdogs) else None
+
+
 def test_kill_9_while_the_temporary_prefect_server_starts_takes_it_along(
     h: Any, sample_source: Path, tiny_model: str, tmp_path: Path
 ):
@@ -245,14 +253,12 @@ def test_kill_9_while_the_temporary_prefect_server_starts_takes_it_along(
     args = ["build", str(sample_source), "--out", str(tmp_path / "out"), "--max-length", "256"]
     proc, started = h.start_process([ads_cli(), *args], tmp_path / "build.log", env), {}
     try:
-        deadline = time.monotonic() + 120
-        while not any("prefect.server.api.server:create_app" in cmd for cmd in started.values()):
+        deadline = time.monotonic() + 120  # a bound, not a timing claim
+        while not watched_server(started):  # the event: the server was spawned and its watchdog attached to it
             assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "build.log").read_text()[-3000:]
             time.sleep(0.05)
             started = descendants(proc.pid)
-        time.sleep(0.3)  # a bound, not a timing claim: importing Prefect's server alone takes longer
-        started.update(descendants(proc.pid))
-        server_cmd = next(cmd for cmd in started.values() if "create_app" in cmd).split()
+        server_cmd = started[watched_server(started)].split()
         assert not answers(int(server_cmd[server_cmd.index("--port") + 1])), "the server was already up"
         kill_9_and_assert_all_gone(proc, started)
     finally:

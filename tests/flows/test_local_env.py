@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ads_prefect.flows.env import local_prefect_env, profile_api_url
+from ads_prefect.runtime.prefect_env import local_prefect_env, profile_api_url
 
 
 @pytest.fixture()
@@ -65,7 +65,7 @@ def test_default_output_is_absolute_and_follows_ads_out_dir(monkeypatch: pytest.
 
 
 def test_server_on_a_fresh_machine_uses_the_build_home_and_its_own_api_for_the_ui(clean_env: Path):
-    from ads_prefect.flows.env import server_env
+    from ads_prefect.runtime.prefect_env import server_env
 
     setup = server_env("127.0.0.1", 4398, clean_env / "cache")
     assert setup.home == clean_env / "cache" / "prefect" and setup.env["PREFECT_HOME"] == str(setup.home)
@@ -78,7 +78,7 @@ def test_server_applies_the_users_profile_and_still_gives_the_ui_its_own_port(cl
     import subprocess
     import sys
 
-    from ads_prefect.flows.env import server_env
+    from ads_prefect.runtime.prefect_env import server_env
 
     profiles = clean_env / "home" / ".prefect" / "profiles.toml"
     profiles.parent.mkdir(parents=True)
@@ -104,7 +104,7 @@ def test_server_applies_the_users_profile_and_still_gives_the_ui_its_own_port(cl
 
 
 def test_server_respects_an_explicit_home_and_ui_api_url(clean_env: Path, monkeypatch: pytest.MonkeyPatch):
-    from ads_prefect.flows.env import server_env
+    from ads_prefect.runtime.prefect_env import server_env
 
     monkeypatch.setenv("PREFECT_HOME", str(clean_env / "mine"))
     monkeypatch.setenv("PREFECT_UI_API_URL", "https://proxy.example/prefect/api")
@@ -117,7 +117,7 @@ def test_server_respects_an_explicit_home_and_ui_api_url(clean_env: Path, monkey
 def test_server_urls_for_ipv6_and_wildcard_hosts(clean_env: Path):
     import socket
 
-    from ads_prefect.flows.env import server_env
+    from ads_prefect.runtime.prefect_env import server_env
 
     assert server_env("::1", 4398, clean_env / "cache").ui_api_url == "http://[::1]:4398/api"
     wildcard = server_env("0.0.0.0", 4398, clean_env / "cache")
@@ -126,13 +126,15 @@ def test_server_urls_for_ipv6_and_wildcard_hosts(clean_env: Path):
 
 
 def test_flow_timeouts_come_from_the_environment():
-    from ads_prefect.flows.env import BUILD_TIMEOUT_S, flow_timeout
+    from ads_prefect.runtime.prefect_env import BUILD_TIMEOUT_S, flow_timeout
 
     assert flow_timeout("ADS_BUILD_TIMEOUT_S", BUILD_TIMEOUT_S, {}) == 24 * 3600
     assert flow_timeout("ADS_BUILD_TIMEOUT_S", BUILD_TIMEOUT_S, {"ADS_BUILD_TIMEOUT_S": "90"}) == 90
     assert flow_timeout("ADS_BUILD_TIMEOUT_S", BUILD_TIMEOUT_S, {"ADS_BUILD_TIMEOUT_S": "0"}) is None  # no timeout
-    with pytest.raises(ValueError, match="ADS_BUILD_TIMEOUT_S='soon': expected a number of seconds"):
+    with pytest.raises(ValueError, match="ADS_BUILD_TIMEOUT_S='soon' is not a number of seconds"):
         flow_timeout("ADS_BUILD_TIMEOUT_S", BUILD_TIMEOUT_S, {"ADS_BUILD_TIMEOUT_S": "soon"})
+    with pytest.raises(ValueError, match=r"ADS_BUILD_TIMEOUT_S=-1 is out of bounds: use at least 0 seconds \(0: no"):
+        flow_timeout("ADS_BUILD_TIMEOUT_S", BUILD_TIMEOUT_S, {"ADS_BUILD_TIMEOUT_S": "-1"})
     from ads_prefect.flows.ads_build import ads_build
     from ads_prefect.flows.ads_train import ads_train
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ads_core.storage import manifest as mf
-from ads_prefect.tasks.locks import held_locks
+from ads_prefect.locks.manager import held_locks
 
 BUILD_SCRIPT = (
     "import json, sys\n"

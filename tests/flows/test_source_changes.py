@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from ads_core.stages.format.stage import format_dataset
-from ads_prefect.tasks.base import set_progress_factory
+from ads_prefect.runtime.progress import set_progress_factory
 
 
 def sample_ids(uri: str) -> list[int]:

@@ -11,7 +11,7 @@ from typing import Any
 from prefect._internal.concurrency.services import QueueService
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
-from ads_prefect.tasks.api_routing import route_services_by_api_url
+from ads_prefect.runtime.api_routing import route_services_by_api_url
 
 
 class Recorder(QueueService[str]):

@@ -11,7 +11,7 @@ import pytest
 
 from ads_core import storage
 from ads_core.storage import manifest as mf
-from ads_prefect.tasks import base
+from ads_prefect.tasks import faults, keys, output, retries
 
 
 def ctx(name: str) -> SimpleNamespace:
@@ -41,12 +41,12 @@ def test_artifact_hash_reads_the_manifest_and_falls_back_to_hashing(tmp_path: Pa
 
 def test_intact_detects_vanished_and_replaced_outputs(tmp_path: Path):
     uri = write_stage(tmp_path / "s", 3)
-    record = base.stage_output(mf.read(str(tmp_path / "s")), "data")
-    assert record["uri"] == uri and base.intact(record)
+    record = output.stage_output(mf.read(str(tmp_path / "s")), "data")
+    assert record["uri"] == uri and output.intact(record)
     write_stage(tmp_path / "s", 4)  # another build overwrote the stage, consistently
-    assert not base.intact(record)
+    assert not output.intact(record)
     Path(uri).unlink()
-    assert not base.intact(base.stage_output(mf.read(str(tmp_path / "s")), "data"))
+    assert not output.intact(output.stage_output(mf.read(str(tmp_path / "s")), "data"))
 
 
 def test_transient_errors_are_retried_and_bad_input_is_not():
@@ -56,12 +56,12 @@ def test_transient_errors_are_retried_and_bad_input_is_not():
     from ads_core.models import ModelLoadError
     from ads_core.stages.sort import InvariantError
 
-    assert base.is_transient(ConnectionResetError("reset"))
-    assert base.is_transient(TimeoutError())
-    assert base.is_transient(OSError("I/O error"))
-    assert base.is_transient(EndpointConnectionError(endpoint_url="http://x"))
-    assert base.is_transient(ClientError({"Error": {"Code": "SlowDown"}}, "PutObject"))
-    assert not base.is_transient(ClientError({"Error": {"Code": "AccessDenied"}}, "PutObject"))
+    assert retries.is_transient(ConnectionResetError("reset"))
+    assert retries.is_transient(TimeoutError())
+    assert retries.is_transient(OSError("I/O error"))
+    assert retries.is_transient(EndpointConnectionError(endpoint_url="http://x"))
+    assert retries.is_transient(ClientError({"Error": {"Code": "SlowDown"}}, "PutObject"))
+    assert not retries.is_transient(ClientError({"Error": {"Code": "AccessDenied"}}, "PutObject"))
     for exc in (
         InputError("bad"),
         ModelLoadError("no model"),
@@ -69,36 +69,36 @@ def test_transient_errors_are_retried_and_bad_input_is_not():
         PermissionError("x"),
         ValueError("x"),
         InvariantError("x"),
-        base.InjectedFault("x"),
+        faults.InjectedFault("x"),
         RuntimeError("x"),
         None,
     ):
-        assert not base.is_transient(exc), exc
+        assert not retries.is_transient(exc), exc
 
 
 def test_retry_condition_reads_the_failed_state():
     from prefect.states import Failed
 
-    assert base.retry_if_transient(ctx("t").task, None, Failed(data=ConnectionResetError("reset")))
-    assert not base.retry_if_transient(ctx("t").task, None, Failed(data=ValueError("bad input")))
+    assert retries.retry_if_transient(ctx("t").task, None, Failed(data=ConnectionResetError("reset")))
+    assert not retries.retry_if_transient(ctx("t").task, None, Failed(data=ValueError("bad input")))
 
 
 def test_retry_delays_back_off_exponentially(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv(base.RETRY_DELAY_ENV, "0.5")
-    assert base.retry_delays(3) == [0.5, 1.0, 2.0]
+    monkeypatch.setenv(retries.RETRY_DELAY_ENV, "0.5")
+    assert retries.retry_delays(3) == [0.5, 1.0, 2.0]
 
 
 def test_fault_hook_only_fires_for_listed_stages(monkeypatch: pytest.MonkeyPatch):
-    base.fault_point("sort")
-    monkeypatch.setenv(base.FAULT_ENV, "cluster, sort")
-    with pytest.raises(base.InjectedFault):
-        base.fault_point("sort")
-    base.fault_point("format")
+    faults.fault_point("sort")
+    monkeypatch.setenv(faults.FAULT_ENV, "cluster, sort")
+    with pytest.raises(faults.InjectedFault):
+        faults.fault_point("sort")
+    faults.fault_point("format")
 
 
 def test_artifact_keys_are_valid_prefect_keys():
-    assert base.artifact_key("GSM8K_sample", "cluster sizes") == "ads-gsm8k-sample-cluster-sizes"
-    assert base.artifact_key("Ünï/côde", "x") == "ads-n-c-de-x"
+    assert keys.artifact_key("GSM8K_sample", "cluster sizes") == "ads-gsm8k-sample-cluster-sizes"
+    assert keys.artifact_key("Ünï/côde", "x") == "ads-n-c-de-x"
 
 
 def test_progress_shows_an_eta_only_from_a_measured_rate(monkeypatch: pytest.MonkeyPatch):

@@ -21,9 +21,9 @@ import pytest
 from ads_core import storage
 from ads_core.storage import manifest as mf
 from ads_core.storage.fencing import LockLost, canonical_location, guarded
-from ads_prefect.tasks.fence import Fence
-from ads_prefect.tasks.locks import BuildLockManager, LockWaitTimeout, out_lock_key, owning
-from ads_prefect.tasks.lockstore import (
+from ads_prefect.locks.fence import Fence
+from ads_prefect.locks.manager import BuildLockManager, LockWaitTimeout, out_lock_key, owning
+from ads_prefect.locks.store import (
     HEARTBEAT_ENV,
     LEASE_ENV,
     LOCK_DIR_ENV,
@@ -103,8 +103,12 @@ def test_the_heartbeat_renews_the_lease_and_waiting_gives_up_with_one_line(
     holder = BuildLockManager()
     assert holder.acquire_lock("k", "me")
     first = store.newest("k").record["lease_until"]
-    time.sleep(2.2)  # two lease lengths: without renewal the lock would have expired
-    assert store.newest("k").record["lease_until"] > first
+    deadline = time.monotonic() + 30  # a bound, not a timing claim
+    while not time.time() > first:  # poll until the first lease has run out: without renewal the lock is free
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert store.newest("k").record["lease_until"] > time.time()  # renewed: it holds past its first lease
+    assert holder.is_locked("k")
     with pytest.raises(LockWaitTimeout, match=f"held by .*:{os.getpid()}") as info:
         BuildLockManager().acquire_lock("k", "you")
     assert "\n" not in str(info.value) and WAIT_ENV in str(info.value)
@@ -163,7 +167,7 @@ import json, sys, time
 from pathlib import Path
 from ads_core import storage
 from ads_core.storage.fencing import LockLost
-from ads_prefect.tasks.locks import fenced
+from ads_prefect.locks.manager import fenced
 
 fence, out, go = json.loads(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 with fenced(fence):

@@ -13,7 +13,7 @@ Every task brings its build's settings to the worker (Prefect serialises them wi
 a task's events, slots and logs go to its own build's API whatever the process ran before; the instance starts
 in the caller's context, so its client is opened with that URL. It is installed when the stage task module is
 imported (the flow process, before any build) and on every Dask worker by a worker plugin
-(`ads_prefect.flows.cluster.RouteServicesByApiUrl`) before it runs any task.
+(`ads_prefect.runtime.dask.RouteServicesByApiUrl`) before it runs any task.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ release), so a late renewal by a paused holder can never overwrite its successor
 
 `LockStore` is the interface (`newest`, `create`, `rewrite`, `prune`); `DirLockStore` keeps one folder per
 lock with a JSON file per generation (`<lock dir>/<key>/<N>.json`), created with `link()`, which is atomic and
-exclusive on local and NFS file systems alike. `objectlocks.ObjectLockStore` implements the same four calls in
-an object store with conditional writes (`If-None-Match: *` on `<key>/<N>.json`); `lockplace` says which
+exclusive on local and NFS file systems alike. `objectstore.ObjectLockStore` implements the same four calls in
+an object store with conditional writes (`If-None-Match: *` on `<key>/<N>.json`); `place` says which
 store holds the lock of an OUT.
 
 A record names its holder (host, pid, process start time, a nonce) and its lease; `free_because` says whether a
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import re
 import socket
@@ -29,6 +28,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from ads_core.common.envvars import seconds_from_env
 
 LOCK_DIR_ENV = "ADS_LOCK_DIR"
 LEASE_ENV = "ADS_LOCK_LEASE_S"
@@ -53,30 +54,19 @@ class LockSettings:
     wait_s: float
 
 
-def _number(name: str, default: float, low: float, high: float, why: str = "") -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise LockSettingsError(f"{name}={raw!r} is not a number of seconds") from None
-    if not math.isfinite(value) or not low <= value <= high:
-        raise LockSettingsError(f"{name}={raw} is out of bounds: use {low:g} to {high:g} seconds{why}")
-    return value
-
-
 def lock_settings() -> LockSettings:
     """ADS_LOCK_LEASE_S (60 s), ADS_LOCK_HEARTBEAT_S (a quarter of the lease) and ADS_LOCK_WAIT_S (6 h),
     validated: a lease of 0 would let two builds take each other's live locks."""
-    lease = _number(LEASE_ENV, DEFAULT_LEASE_S, *LEASE_BOUNDS)
+    lease = seconds_from_env(LEASE_ENV, DEFAULT_LEASE_S, *LEASE_BOUNDS, error=LockSettingsError)
     why = f" (the lease, {LEASE_ENV}={lease:g}, must last {LEASE_PER_HEARTBEAT} heartbeats)"
-    heartbeat = _number(HEARTBEAT_ENV, lease / 4, HEARTBEAT_MIN_S, lease / LEASE_PER_HEARTBEAT, why)
-    return LockSettings(lease_s=lease, heartbeat_s=heartbeat, wait_s=_number(WAIT_ENV, DEFAULT_WAIT_S, *WAIT_BOUNDS))
+    low, high = HEARTBEAT_MIN_S, lease / LEASE_PER_HEARTBEAT
+    heartbeat = seconds_from_env(HEARTBEAT_ENV, lease / 4, low, high, why, error=LockSettingsError)
+    wait = seconds_from_env(WAIT_ENV, DEFAULT_WAIT_S, *WAIT_BOUNDS, error=LockSettingsError)
+    return LockSettings(lease_s=lease, heartbeat_s=heartbeat, wait_s=wait)
 
 
 def lock_dir() -> Path:
-    """ADS_LOCK_DIR (a folder; `lockplace.store_at` also takes an s3:// prefix) or $PREFECT_HOME/ads-locks."""
+    """ADS_LOCK_DIR (a folder; `place.store_at` also takes an s3:// prefix) or $PREFECT_HOME/ads-locks."""
     explicit = os.environ.get(LOCK_DIR_ENV)
     if explicit:
         return Path(explicit).expanduser().resolve()

@@ -1,9 +1,9 @@
 """What runs inside Dask workers: the plugin each build registers, and an optional preload.
 
 `RouteServicesByApiUrl` (registered by `cluster.prepare_workers` at the start of every Dask build) makes the
-worker's Prefect services follow each task's own API (`ads_prefect.tasks.api_routing`).
+worker's Prefect services follow each task's own API (`ads_prefect.runtime.api_routing`).
 
-The preload, `dask worker tcp://SCHEDULER:8786 --preload ads_prefect.flows.dask_worker`, is optional: without it
+The preload, `dask worker tcp://SCHEDULER:8786 --preload ads_prefect.runtime.dask_worker`, is optional: without it
 a worker imports the same modules when its first stage task arrives. With it the worker pays for the heavy imports
 (Prefect's task engine, torch, transformers: tens of seconds on a busy node) when it starts, not inside the first
 build's score stage.
@@ -17,7 +17,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 
 class RouteServicesByApiUrl(WorkerPlugin):
-    """Worker plugin: each task run talks to its own build's Prefect API (`tasks.api_routing`).
+    """Worker plugin: each task run talks to its own build's Prefect API (`runtime.api_routing`).
 
     The scheduler keeps registered plugins and gives them to workers that join later (one that replaces a
     dead worker), so registering it at the start of each build covers the whole cluster."""
@@ -26,7 +26,7 @@ class RouteServicesByApiUrl(WorkerPlugin):
     idempotent = True
 
     def setup(self, worker: Any) -> None:
-        from ads_prefect.tasks.api_routing import route_services_by_api_url
+        from ads_prefect.runtime.api_routing import route_services_by_api_url
 
         route_services_by_api_url()
 
@@ -38,7 +38,9 @@ def dask_setup(worker: Any) -> None:
 
     transformers.AutoModelForCausalLM  # noqa: B018 - transformers imports its models lazily: load them now
 
-    from ads_prefect.tasks import stage_task  # noqa: F401 - the stage task module; routes Prefect's services
-    from ads_prefect.tasks.api_routing import route_services_by_api_url
+    import prefect.task_engine  # noqa: F401 - what runs each stage task
+
+    from ads_core.pipeline import stages  # noqa: F401 - the declared stages and their modules
+    from ads_prefect.runtime.api_routing import route_services_by_api_url
 
     route_services_by_api_url()

@@ -3,7 +3,7 @@ and the checks that turn a misconfigured cluster into one line naming `run.dask`
 
 A long-lived cluster serves many builds, each with its own Prefect API (a temporary server per `ads build`,
 or a fixed server). Every task carries its build's settings to the worker; the worker plugin registered here
-makes the worker's Prefect services (events, concurrency slots, logs) follow them (`tasks.api_routing`), so each
+makes the worker's Prefect services (events, concurrency slots, logs) follow them (`runtime.api_routing`), so each
 build's task runs report to that build's API whatever the worker ran before.
 """
 
@@ -95,7 +95,7 @@ def api_pinned() -> Any:
 def prepare_workers(runner: Any, dask: str) -> None:
     """What a build needs from the cluster before it submits: the routing plugin on every worker, and, for a
     scheduler address, workers that can reach this build's Prefect API."""
-    from ads_prefect.flows.dask_worker import RouteServicesByApiUrl
+    from ads_prefect.runtime.dask_worker import RouteServicesByApiUrl
 
     runner.client.register_plugin(RouteServicesByApiUrl())
     if dask not in LOCAL_KINDS:

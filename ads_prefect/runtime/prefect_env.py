@@ -1,8 +1,8 @@
-"""Prefect flows of the ADS pipeline: `ads-build` (flows/ads_build.py) and `ads-train` (flows/ads_train.py).
+"""The environment Prefect runs in, decided without importing Prefect.
 
-Flows only compose the tasks in `tasks/`. This `__init__` must not import Prefect: `prepare_prefect_env`
-sets the environment that Prefect reads when it is first imported (the `ads build` command calls it), and
-`server_env` the one `ads server` starts `prefect server start` with.
+This module must not import Prefect: `prepare_prefect_env` sets the environment that Prefect reads when it is
+first imported (the build runner calls it), `server_env` the one `ads server` starts `prefect server start` with,
+and `flow_timeout` a flow's time limit from the environment.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from ads_core.common.envvars import seconds_from_env
 
 
 @dataclass(frozen=True)
@@ -86,64 +87,6 @@ def local_prefect_env(cache_dir: Path) -> Iterator[str | None]:
         os.environ.update(saved)
 
 
-def start_temporary_server() -> str:
-    """Start Prefect's temporary (ephemeral) server now, from this thread, and tie its life to this process.
-
-    Prefect starts it on first use from whichever thread gets there first, and stops it only at a clean exit:
-    after kill -9 it lived on (about 225 MB each). Started here, before the flow, it is the one Prefect then
-    uses, and a watchdog (`ads_core.common.procs.reap_with_me`) stops it when this process ends in any way.
-
-    The watchdog is attached to each server process as soon as it is spawned, not after `start()` returns:
-    the server takes seconds to answer its health check, and a kill -9 in that window left it running.
-    Returns its API URL."""
-    from prefect.server.api.server import SubprocessASGIServer
-
-    from ads_core.common.procs import reap_with_me
-
-    server = SubprocessASGIServer()  # the instance Prefect's clients use in ephemeral mode (port None)
-    spawn = getattr(server, "_run_uvicorn_command", None)  # Prefect 3.x; start() calls it for each attempt
-    if spawn is not None and not server.running:
-
-        def spawn_reaped() -> Any:
-            process = spawn()
-            reap_with_me(process.pid)
-            return process
-
-        server._run_uvicorn_command = spawn_reaped  # type: ignore[method-assign]
-    server.start()
-    if spawn is None and server.server_process is not None:  # an unknown Prefect: attach once it answers
-        reap_with_me(server.server_process.pid)
-    return server.api_url
-
-
-def stop_temporary_server() -> None:
-    """Ship the run's pending logs and events, then stop the temporary server now, quietly.
-
-    Prefect otherwise stops it at interpreter exit and logs "Stopping temporary server" after everything the
-    command printed, so that INFO line, not the summary or the `error:` line, was the command's last line.
-    """
-    import logging
-
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-    from prefect.server.api.server import SubprocessASGIServer, subprocess_server_logger
-
-    for worker in (APILogWorker, EventsWorker):
-        try:
-            worker.drain_all(timeout=5)
-        except Exception:  # noqa: BLE001 - the server may already be gone; nothing left to ship then
-            pass
-    server = SubprocessASGIServer._instances.get(None)  # the ephemeral instance (port None), if one started
-    if server is None:
-        return
-    previous = subprocess_server_logger.level
-    subprocess_server_logger.setLevel(logging.WARNING)
-    try:
-        server.stop()
-    finally:
-        subprocess_server_logger.setLevel(previous)
-
-
 BUILD_TIMEOUT_ENV, BUILD_TIMEOUT_S = "ADS_BUILD_TIMEOUT_S", 24 * 3600.0
 TRAIN_TIMEOUT_ENV, TRAIN_TIMEOUT_S = "ADS_TRAIN_TIMEOUT_S", 7 * 24 * 3600.0
 
@@ -155,16 +98,7 @@ def flow_timeout(variable: str, default_s: float, environ: Mapping[str, str] | N
     sets it per deployment in `job_variables.env` (deployments/prefect.yaml). A run past it ends TimedOut (a
     Failed state), which the failure automation reports.
     """
-    value = (os.environ if environ is None else environ).get(variable, "").strip()
-    if not value:
-        return default_s
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise ValueError(f"{variable}={value!r}: expected a number of seconds (0: no timeout)") from None
-    if seconds < 0:
-        raise ValueError(f"{variable}={value!r}: expected a number of seconds (0: no timeout)")
-    return seconds or None
+    return seconds_from_env(variable, default_s, why=" (0: no timeout)", environ=environ) or None
 
 
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")

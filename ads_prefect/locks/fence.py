@@ -16,8 +16,8 @@ from typing import Any
 from ads_core.stages.base import ProgressFactory, after_each_tick
 from ads_core.storage import fencing
 from ads_core.storage.fencing import LockLost
-from ads_prefect.tasks.lockplace import store_at
-from ads_prefect.tasks.lockstore import LEASE_ENV, Generation, LockStore, describe
+from ads_prefect.locks.place import store_at
+from ads_prefect.locks.store import LEASE_ENV, Generation, LockStore, describe
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 A build holds one lock on its OUT for the whole build (`owning`), keyed on OUT's canonical location
 (`ads_core.storage.fencing.canonical_location`), so every spelling of one folder or bucket prefix is one lock.
-Its record (in a `LockStore`, see `lockstore.py`) names the holder: host, pid, the process's start time, a nonce
+Its record (in a `LockStore`, see `store.py`) names the holder: host, pid, the process's start time, a nonce
 and a lease expiry that a heartbeat thread renews while the build runs. A lock is taken over, with a warning
 naming the old holder, when
 - its holder is on this host and dead (pid gone, or reused by a process that started later), or
@@ -32,9 +32,9 @@ from typing import Any
 
 from ads_core.storage import fencing
 from ads_core.storage.fencing import LockLost
-from ads_prefect.tasks.fence import Fence, fenced
-from ads_prefect.tasks.lockplace import store_at, store_for
-from ads_prefect.tasks.lockstore import (
+from ads_prefect.locks.fence import Fence, fenced
+from ads_prefect.locks.place import store_at, store_for
+from ads_prefect.locks.store import (
     WAIT_ENV,
     LockSettings,
     LockStore,

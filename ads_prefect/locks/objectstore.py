@@ -1,6 +1,6 @@
 """Build locks in an object store (S3, MinIO), for builds and Dask workers on machines that share no folder.
 
-The same four calls as the folder store (`lockstore.LockStore`), one object per generation,
+The same four calls as the folder store (`store.LockStore`), one object per generation,
 `<root>/<key>/<N>.json`. Taking generation N is a conditional PUT (`If-None-Match: *`): the store creates
 the object only if no object has that key, so of two machines that try at once exactly one gets N. Renewals
 and the release rewrite only the holder's own generation; old generations are deleted by the next holder.
@@ -21,7 +21,7 @@ import uuid
 from typing import Any
 
 from ads_core import storage
-from ads_prefect.tasks.lockstore import LOCK_DIR_ENV, Generation, LockSettingsError
+from ads_prefect.locks.store import LOCK_DIR_ENV, Generation, LockSettingsError
 
 _GENERATION = re.compile(r"(\d{12})\.json$")
 _PROBED: dict[str, bool] = {}

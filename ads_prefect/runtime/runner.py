@@ -1,0 +1,226 @@
+"""The build runner: runs the `ads-build` flow in this process, as `ads build` does, and owns everything around it.
+
+Before Prefect starts (seconds of start-up) it refuses what would fail later in one line: credentials in SOURCE or
+OUT, a missing SOURCE file, bad lock settings, an OUT it cannot write, a Dask scheduler nobody answers at. Then it
+prepares Prefect's environment (`prefect_env`), starts the temporary server when no server is configured (stopped
+with this process, kill -9 included: `server`), turns SIGTERM into Ctrl-C, and runs the flow. On Ctrl-C / SIGTERM
+it releases the build's locks, marks the run Crashed (`runs.mark_crashed`) and exits at once with status 130;
+bad input or a lost lock ends the run with one line (`BuildFailed`, status 2).
+
+The flow is passed in (`load_flow`, called once the environment is set, since Prefect reads it when first
+imported): this module sits below the flows and never imports them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ads_core.common.errors import InputError
+from ads_core.config.build import BuildConfig
+from ads_core.storage.errors import StorageError
+from ads_core.storage.fencing import LockLost
+
+GRACE_S = 5.0  # after SIGTERM / Ctrl-C, how long the flow may take to unwind before we exit regardless
+EXIT_FAILED = 2  # bad input or setup: one `error:` line
+EXIT_INTERRUPTED = 130  # Ctrl-C / SIGTERM, as a shell reports SIGINT
+
+Say = Callable[[str], None]
+
+
+class BuildFailed(Exception):
+    """The build stopped on bad input or setup, or lost its lock; `cause` is the error to show, in one line."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+@dataclass(frozen=True)
+class BuildRun:
+    result: dict[str, Any]  # what the flow returned
+    run_url: str | None  # the run's page, when a server keeps it (not in ephemeral mode)
+
+
+def say_stderr(text: str) -> None:
+    sys.stderr.write(text + "\n")
+
+
+def check_before_start(source: str | None, out: str | None, cfg: BuildConfig) -> None:
+    """Raise BuildFailed for what would otherwise fail only after Prefect's start-up."""
+    from ads_core import storage
+    from ads_core.storage.errors import refuse_credentials
+    from ads_prefect.locks.store import LockSettingsError, lock_settings
+    from ads_prefect.runtime.dask import check_scheduler
+
+    try:
+        for what, uri in (("SOURCE", source), ("OUT", out)):
+            refuse_credentials(uri or "", what)  # before the flow run records them as parameters
+        if source and _looks_like_path(source) and not _exists(source):
+            raise InputError(f"{source}: no such file or directory")
+        lock_settings()  # ADS_LOCK_LEASE_S=0 or =abc: one line now, not after the start-up
+        if out:
+            storage.check_writable(out)
+        check_scheduler(cfg.run.dask)  # nobody answering: one line now, not a 30 s hang after the start-up
+    except (InputError, StorageError, LockSettingsError) as exc:
+        raise BuildFailed(exc) from None
+
+
+def _looks_like_path(source: str) -> bool:
+    """A URI, an absolute/relative path or a data file name; `owner/name` alone may be a hub id."""
+    from ads_core.stages.format.readers import looks_like_hub_id
+    from ads_core.stages.format.records import SUPPORTED_SUFFIXES
+
+    return not looks_like_hub_id(source) or source.lower().endswith(SUPPORTED_SUFFIXES)
+
+
+def _exists(uri: str) -> bool:
+    from ads_core import storage
+
+    try:
+        return storage.exists(uri)
+    except Exception:  # noqa: BLE001 - unreachable storage is reported by the flow with its own message
+        return True
+
+
+@contextmanager
+def quiet_terminal() -> Iterator[None]:
+    """Prefect's INFO logs still reach its API/UI; the terminal shows warnings (all of it with -v), and a failed
+    run's error is printed once, as the `error:` line."""
+
+    def hide_run_errors(record: logging.LogRecord) -> bool:
+        return not (
+            record.name.startswith(("prefect.flow_runs", "prefect.task_runs")) and record.levelno >= logging.ERROR
+        )
+
+    quiet = [] if logging.getLogger().level <= logging.DEBUG else list(logging.getLogger().handlers)
+    levels = [h.level for h in quiet]
+    for handler in quiet:
+        handler.setLevel(max(handler.level, logging.WARNING))
+        handler.addFilter(hide_run_errors)
+    try:
+        yield
+    finally:
+        for handler, level in zip(quiet, levels, strict=True):
+            handler.setLevel(level)
+            handler.removeFilter(hide_run_errors)
+
+
+def run_build(
+    load_flow: Callable[[], Callable[..., dict[str, Any]]],
+    source: str | None,
+    out: str | None,
+    dataset: str | None,
+    cfg: BuildConfig,
+    cache_dir: Path,
+    progress: Any = None,
+    say: Say = say_stderr,
+) -> BuildRun:
+    """Run the build flow (`load_flow()`) on SOURCE into OUT with CFG, as `ads build` does (see the module).
+
+    Returns the flow's result and the run's page; raises BuildFailed (one line, exit status 2); on Ctrl-C /
+    SIGTERM the process exits with status 130 after releasing its locks."""
+    check_before_start(source, out, cfg)
+    from ads_prefect.runtime.prefect_env import local_prefect_env
+
+    with quiet_terminal(), local_prefect_env(cache_dir) as api_url:
+        if api_url is None:
+            say(
+                "no Prefect server configured: starting a temporary local one (ephemeral mode, ~10-20 s); "
+                "run `ads server` and set PREFECT_API_URL to skip this and watch in the UI"
+            )
+        from prefect.exceptions import ParameterTypeError, TerminationSignal
+
+        from ads_core.models import ModelLoadError
+        from ads_prefect.locks.manager import LockWaitTimeout
+        from ads_prefect.runtime.progress import set_progress_factory
+        from ads_prefect.runtime.runs import run_url
+        from ads_prefect.runtime.server import start_temporary_server, stop_temporary_server
+
+        flow = load_flow()
+        set_progress_factory(progress)
+        previous_term = signal.signal(signal.SIGTERM, _interrupt(say))  # SIGTERM stops the build like Ctrl-C
+        try:
+            if api_url is None:
+                start_temporary_server()  # stopped with this process, kill -9 included
+            sections = {name: getattr(cfg, name) for name in BuildConfig.model_fields}
+            result = flow(source=source or None, dataset=dataset, out=out, **sections)
+            page = run_url(result["flow_run"]["id"]) if api_url else None  # while the server's settings apply
+        except (
+            InputError,
+            ModelLoadError,
+            ValueError,
+            ParameterTypeError,
+            StorageError,
+            LockWaitTimeout,
+            LockLost,
+        ) as exc:  # one `error:` line; LockLost: another build took OUT over and this one published nothing more
+            raise BuildFailed(exc) from None
+        except (KeyboardInterrupt, TerminationSignal):  # Ctrl-C, or SIGTERM (Prefect's handler while the flow runs)
+            stop_now(say)
+        finally:
+            signal.signal(signal.SIGTERM, previous_term)
+            set_progress_factory(None)
+            if api_url is None:
+                stop_temporary_server()  # its goodbye line would otherwise follow the summary or the error
+    return BuildRun(result, page)
+
+
+def _interrupt(say: Say) -> Callable[[int, object], None]:
+    """A SIGTERM handler that unwinds like Ctrl-C; if a stage computing in a worker thread keeps the flow from
+    unwinding, a timer marks the run Crashed, releases our locks and exits after GRACE_S."""
+
+    def handler(signum: int, frame: object) -> None:
+        try:
+            from prefect.context import FlowRunContext
+
+            run = FlowRunContext.get()
+            run_id = str(run.flow_run.id) if run and run.flow_run else None
+        except Exception:  # noqa: BLE001 - no flow running yet
+            run_id = None
+        timer = threading.Timer(GRACE_S, stop_now, args=(say,), kwargs={"crashed_run": run_id})
+        timer.daemon = True
+        timer.start()
+        raise KeyboardInterrupt
+
+    return handler
+
+
+def stop_now(say: Say = say_stderr, crashed_run: str | None = None) -> None:
+    """After Ctrl-C / SIGTERM: release our locks, ship pending run logs, and exit at once with 130.
+
+    The flow run is already marked Crashed by Prefect when it unwound; when it did not (CRASHED_RUN), it is marked
+    here. A stage still computing in a worker thread (a score shard) would otherwise keep the process alive until
+    it finished.
+    """
+    from ads_prefect.locks.manager import release_everything
+    from ads_prefect.runtime.runs import mark_crashed
+
+    release_everything()
+    if crashed_run:
+        try:
+            mark_crashed(crashed_run, "stopped by SIGTERM / Ctrl-C")
+        except Exception:  # noqa: BLE001 - the server may be gone too; the next build marks it instead
+            pass
+    say(
+        "interrupted: the build stopped and released its locks; rerun the same command to resume from the "
+        "finished stages"
+    )
+    try:
+        from prefect.logging.handlers import APILogWorker
+
+        APILogWorker.drain_all(timeout=3)
+    except Exception:  # noqa: BLE001 - best effort: the run's state is already recorded
+        pass
+    sys.stderr.flush()
+    os._exit(EXIT_INTERRUPTED)
