@@ -19,7 +19,6 @@ rows when an artifact or eval set is checked. Verdicts are cached per (answer, g
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -30,7 +29,7 @@ from typing import Any
 
 from ads_core.common.answers import ground_truth_answers, strip_math_delimiters
 from ads_core.config.eval import GraderConfig
-from ads_core.grading.pool import WorkerUnavailable, get_pool
+from ads_core.grading.pool import WorkerUnavailable, cpu_cores, get_pool
 from ads_core.grading.precheck import too_complex
 from ads_core.grading.text import as_number, extract_answer, is_decimal, readings
 
@@ -74,8 +73,8 @@ def cache_info() -> dict[str, int]:
 
 
 def pool_size(config: GraderConfig | None = None) -> int:
-    workers = (config or _settings).workers
-    return workers or max(1, min(os.cpu_count() or 1, 8))
+    """Regular verifier processes: the configured number, or one per CPU core."""
+    return (config or _settings).workers or cpu_cores()
 
 
 def grade(completion: str, ground_truth: Any, *, timeout_s: float | None = None) -> Grade:
@@ -107,7 +106,7 @@ def grade_many(
     timeout_s: float | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> list[Grade]:
-    """`grade` for each pair, in order, several at once (one thread per verifier process)."""
+    """`grade` for each pair, in order, several at once (one thread per verifier process, at least two)."""
     if len(completions) != len(ground_truths):
         raise ValueError(f"{len(completions)} completions but {len(ground_truths)} ground truths")
 
@@ -118,7 +117,7 @@ def grade_many(
         return result
 
     pairs = list(zip(completions, ground_truths, strict=True))
-    threads = min(pool_size(), len(pairs))
+    threads = min(len(pairs), max(2, pool_size()))
     if threads <= 1:
         return [one(p) for p in pairs]
     with ThreadPoolExecutor(threads, thread_name_prefix="ads-grade") as executor:

@@ -65,7 +65,10 @@ WARM_UP = [
     ("\\begin{pmatrix}1\\\\2\\end{pmatrix}", "(1,2)"),
     ("x=2, x=-3", "2, -3"),
     ("\\text{B}", "B"),
-]
+    ("9", "\\left[ \\frac{\\pi}{8}, \\frac{5 \\pi^2}{4} \\right]"),
+    ("1+274i", "\\sin(\\theta)"),
+    ("(0,9) \\cup (9,36)", "\\{1, 2\\}"),
+]  # one of each shape: sympy's first use of each is slow, and every worker is forked from this warm state
 
 
 def serve(reader: Any, writer: Any) -> None:

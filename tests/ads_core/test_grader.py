@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ads_core.grading import REASONS, Grade, grade, grade_answer, grade_many
+from ads_core.config.eval import GraderConfig
+from ads_core.grading import REASONS, Grade, configure, grade, grade_answer, grade_many
 from ads_core.grading.api import cache_info, pool_size
 from ads_core.grading.pool import get_pool
 from ads_core.grading.precheck import too_complex
@@ -247,3 +248,20 @@ def test_the_pool_is_bounded():
     assert 1 <= pool_size() <= 8
     assert get_pool(pool_size()).size == pool_size()
     assert not math.isnan(grade(box("1"), "1").elapsed_s)
+
+
+def test_callers_do_not_queue_behind_other_completions_limits():
+    """One regular verifier, three junk answers at once: the ones waiting fork extra workers (a burst) instead
+    of waiting for the first one's limit, and the extra workers go once no one waits."""
+    configure(GraderConfig(workers=1))
+    pool = get_pool(1)
+    try:
+        before = pool.extra
+        with ThreadPoolExecutor(3) as threads:
+            futures = [threads.submit(grade, box(SLOW), str(n), timeout_s=LIMIT) for n in range(3)]
+            assert [f.result(timeout=DEADLINE).reason for f in futures] == ["timeout"] * 3
+        assert pool.extra > before
+        assert grade(box("\\sqrt{50}"), "5\\sqrt{2}", timeout_s=5.0).correct
+        assert len(pool._idle) <= 1
+    finally:
+        configure(GraderConfig())

@@ -1,0 +1,225 @@
+"""The grader's speed and its time limit: adversarial answers plus ordinary (answer, ground truth) pairs, graded in
+the main thread and in a thread pool (as verl calls its reward), against the previous reward as the baseline.
+
+    .venv/bin/python bench/grader.py [--pairs 10000] [--threads 8] [--timeout-s 1.0] [--baseline-pairs 1000]
+                                     [--baseline-adversarial] [--smoke]
+
+Ordinary pairs: the ground truths of the packaged eval sets (MATH-500, AIME24, AMC23) and of the GSM8K sample,
+each answered right or wrong in the forms models write (the answer itself, ``$…$``, ``x = …``, ``\\dfrac``,
+decimals of fractions, thousands separators, units in ``\\text{}``, percentages, full-width digits, another
+problem's answer, off by one), inside a completion with some reasoning and an earlier box, seeded.
+Adversarial: the issue's answers that never finished in a thread pool (power towers, huge exponents, nested
+factorials), answers sympy needs minutes for (cut at the limit), very long and deeply nested ones; each also
+against a ground truth with several alternatives.
+
+Reports per context: p50/p99/max seconds per completion (wall time of the call, waiting for a free verifier
+included), the slowest case, the reasons, and how many completions went over the limit + 0.5 s (target: none).
+Baseline (run back to back, main thread, ordinary pairs only): the reward before the grader, math-verify in
+this process with its own signal timeouts (5 s), which a thread pool cannot use. The last line is the ratio of
+the baselines's time per ordinary completion to the grader's. `--baseline-adversarial` also times the baseline on
+the issue's four exploding answers (about 5-6 s each in the main thread; in a thread pool they never finish).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ads_core.common import defaults  # noqa: E402
+from ads_core.config.eval import GraderConfig  # noqa: E402
+from ads_core.evals.sets import packaged_data_dir  # noqa: E402
+from ads_core.grading import api, configure, grade  # noqa: E402
+from ads_core.grading.pool import get_pool  # noqa: E402
+from ads_core.grading.text import as_number, normalize_answer  # noqa: E402
+
+EXPLODING = ["9^{9^{9^{9}}}", "2^{1000000000}", "((5!)!)!", "10^{-10^{10}}"]
+SLOW = ["((x+1)^{30}+1)^{30}", "\\prod_{k=1}^{900} (x+k)", "(x+1)^{999}"]
+JUNK = ["1+" * 3000 + "1", "\\frac{" * 40 + "1" + "}{2}" * 40, "x" * 20000]
+ALTERNATIVES = json.dumps(["5", "7", "9", "11", "13", "15"])
+FILLER = "Let me think step by step. First we simplify, then we check the cases. A first guess: \\boxed{0}. "
+
+
+def ground_truths() -> list[str]:
+    """Every packaged eval set answer and the GSM8K sample's final answers."""
+    truths = []
+    for name in ("math500", "aime24", "amc23"):
+        for line in (packaged_data_dir() / name / "test.jsonl").read_text().splitlines():
+            raw = json.loads(line)["answer"]
+            truths.append(str(int(raw)) if isinstance(raw, float) and raw.is_integer() else str(raw))
+    for line in Path(defaults.sample_path()).read_text().splitlines():
+        truths.append(json.loads(line)["answer"].split("####")[-1].strip().replace(",", ""))
+    return truths
+
+
+def right_forms(truth: str) -> list[str]:
+    """Ways a model writes the same answer."""
+    forms = [truth, f"${truth}$", truth.replace("\\frac", "\\dfrac"), f" {truth} "]
+    if "=" not in truth and "\\in" not in truth:
+        forms.append(f"x = {truth}")
+    if re.fullmatch(r"-?\d+", truth):
+        value = int(truth)
+        forms += [f"{value:,}", f"{value}.0", f"{value}\\text{{ dollars}}", f"{value}\\%"]
+        forms += [truth.translate(str.maketrans("0123456789", "０１２３４５６７８９")), f"\\frac{{{value * 2}}}{{2}}"]
+    m = re.fullmatch(r"\\frac\{(\d+)\}\{(\d+)\}", truth)
+    if m and int(m.group(2)) in (2, 4, 5, 8, 10, 20, 25, 50):
+        num, den = int(m.group(1)), int(m.group(2))
+        forms += [str(num / den), f"{num}/{den}", f"{100 * num / den:g}\\%"]
+    return [f for f in forms if f.strip()]
+
+
+def wrong_forms(truth: str, others: list[str], rng: random.Random) -> list[str]:
+    """Wrong answers: another problem's answer, off by one, a near miss."""
+    same = {normalize_answer(truth), as_number(normalize_answer(truth))} - {None}
+    forms = [
+        o
+        for o in (rng.choice(others), rng.choice(others))
+        if not same & {normalize_answer(o), as_number(normalize_answer(o))}
+    ]
+    if re.fullmatch(r"-?\d+", truth):
+        forms += [str(int(truth) + 1), str(-int(truth) if int(truth) else 1), f"{int(truth) + 1}\\%"]
+    else:
+        forms.append(truth + "+1")
+    return [f for f in forms if f != truth]
+
+
+def ordinary_pairs(n: int, seed: int) -> list[tuple[str, str, str]]:
+    """(completion, ground truth, label) with label right/wrong, seeded; half right, half wrong."""
+    rng = random.Random(seed)
+    truths = ground_truths()
+    pairs = []
+    while len(pairs) < n:
+        truth = rng.choice(truths)
+        right = rng.random() < 0.5
+        answer = rng.choice(right_forms(truth) if right else wrong_forms(truth, truths, rng))
+        completion = FILLER * rng.randint(1, 8) + f"So the answer is $\\boxed{{{answer}}}$."
+        pairs.append((completion, truth, "right" if right else "wrong"))
+    return pairs
+
+
+def adversarial_pairs(smoke: bool) -> list[tuple[str, str, str]]:
+    answers = (EXPLODING[:2] + SLOW[:1] + JUNK[:1]) if smoke else EXPLODING + SLOW + JUNK
+    return [(f"{FILLER}\\boxed{{{a}}}", truth, "adversarial") for a in answers for truth in ("5", ALTERNATIVES)]
+
+
+def timed(completion: str, truth: str, limit: float) -> tuple[float, api.Grade]:
+    start = time.perf_counter()
+    result = grade(completion, truth, timeout_s=limit)
+    return time.perf_counter() - start, result
+
+
+def run(pairs: list[tuple[str, str, str]], limit: float, threads: int) -> list[tuple[float, api.Grade]]:
+    """Each pair graded once, cache emptied first (both contexts do the same work)."""
+    api._cache.clear()
+    if threads <= 1:
+        return [timed(c, t, limit) for c, t, _ in pairs]
+    with ThreadPoolExecutor(threads) as executor:
+        return list(executor.map(lambda p: timed(p[0], p[1], limit), pairs))
+
+
+def report(name: str, pairs: list[tuple[str, str, str]], results: list[tuple[float, api.Grade]], limit: float) -> None:
+    seconds = [s for s, _ in results]
+    q = statistics.quantiles(seconds, n=100, method="inclusive") if len(seconds) > 1 else seconds * 99
+    worst = max(range(len(results)), key=lambda i: seconds[i])
+    reasons: dict[str, int] = {}
+    for _, g in results:
+        reasons[g.reason] = reasons.get(g.reason, 0) + 1
+    over = sum(s > limit + 0.5 for s in seconds)
+    answer = results[worst][1].extracted or ""
+    shown = answer if len(answer) <= 60 else answer[:57] + "..."
+    print(
+        f"{name:<32} n={len(seconds):>6}  p50 {q[49] * 1000:8.2f} ms  p99 {q[98] * 1000:8.2f} ms  "
+        f"max {max(seconds):6.3f} s  over limit+0.5 s: {over}"
+    )
+    print(f"{'':<32} slowest: {shown!r} vs {pairs[worst][1][:40]!r} -> {results[worst][1].reason}")
+    print(f"{'':<32} reasons: {', '.join(f'{k} {v}' for k, v in sorted(reasons.items()))}")
+    if pairs and pairs[0][2] != "adversarial":
+        disagree = [
+            (p[0][-60:], p[1][:40], g.reason)
+            for p, (_, g) in zip(pairs, results, strict=True)
+            if g.correct != (p[2] == "right") and g.reason != "timeout"
+        ]
+        print(f"{'':<32} verdicts that disagree with the generator's label (timeouts aside): {len(disagree)}")
+        for case in disagree[:5]:
+            print(f"{'':<32}   {case}")
+
+
+def baseline_is_correct(prediction: str, truth: str) -> bool:
+    """The reward before the grader (its essentials): string-equal after normalisation, else math-verify in
+    this process with its signal timeouts of 5 s (main thread only)."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+    if normalize_answer(prediction) == normalize_answer(truth):
+        return True
+    cfg = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
+    try:
+        gold = parse(f"\\boxed{{{truth}}}", extraction_config=cfg, parsing_timeout=5)
+        pred = parse(f"\\boxed{{{prediction}}}", extraction_config=cfg, parsing_timeout=5)
+        return bool(gold and pred and verify(gold, pred, timeout_seconds=5))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def baseline(pairs: list[tuple[str, str, str]]) -> list[float]:
+    from ads_core.grading.text import extract_answer
+
+    seconds = []
+    for completion, truth, _ in pairs:
+        start = time.perf_counter()
+        answer = extract_answer(completion)
+        if answer is not None:
+            baseline_is_correct(answer, truth)
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=int, default=10_000, help="Ordinary (answer, ground truth) pairs.")
+    parser.add_argument("--threads", type=int, default=8, help="Thread pool size (verl uses a pool too).")
+    parser.add_argument("--timeout-s", type=float, default=GraderConfig().timeout_s, help="The grader's limit.")
+    parser.add_argument("--baseline-pairs", type=int, default=1000, help="Ordinary pairs the baseline grades.")
+    parser.add_argument("--baseline-adversarial", action="store_true", help="Also time the baseline on EXPLODING.")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--smoke", action="store_true", help="Tiny sizes: runs in seconds (for tests).")
+    args = parser.parse_args()
+    if args.smoke:
+        args.pairs, args.threads, args.baseline_pairs, args.timeout_s = 200, 2, 20, min(args.timeout_s, 0.3)
+    configure(GraderConfig(timeout_s=args.timeout_s))
+    limit = args.timeout_s
+
+    start = time.perf_counter()
+    grade("\\boxed{\\sqrt{8}}", "2\\sqrt{2}")  # starts the verifier zygote (not counted below)
+    print(f"verifier start: {time.perf_counter() - start:.2f} s; limit {limit:g} s; pool {api.pool_size()} processes")
+    ordinary = ordinary_pairs(args.pairs, args.seed)
+    adversarial = adversarial_pairs(args.smoke)
+    for threads, context in ((1, "main thread"), (args.threads, f"thread pool ({args.threads})")):
+        report(f"ordinary, {context}", ordinary, run(ordinary, limit, threads), limit)
+        report(f"adversarial, {context}", adversarial, run(adversarial, limit, threads), limit)
+    print(f"verifier processes killed at the limit: {get_pool(api.pool_size()).killed}")
+
+    sample = ordinary[: args.baseline_pairs]
+    base = baseline(sample)
+    ours = [s for s, _ in run(sample, limit, 1)]
+    q = statistics.quantiles(base, n=100, method="inclusive")
+    print(
+        f"{'baseline (old reward), main':<32} n={len(base):>6}  p50 {q[49] * 1000:8.2f} ms  p99 {q[98] * 1000:8.2f} ms"
+    )
+    if args.baseline_adversarial:
+        for answer in EXPLODING:
+            start = time.perf_counter()
+            baseline_is_correct(answer, "5")
+            print(f"baseline on {answer!r}: {time.perf_counter() - start:.2f} s")
+    print(f"ratio baseline / grader, mean time per ordinary completion: {sum(base) / sum(ours):.2f}x")
+
+
+if __name__ == "__main__":
+    main()
