@@ -14,6 +14,9 @@ a task's events, slots and logs go to its own build's API whatever the process r
 in the caller's context, so its client is opened with that URL. It is installed when the stage task module is
 imported (the flow process, before any build) and on every Dask worker by a worker plugin
 (`ads_prefect.runtime.dask.RouteServicesByApiUrl`) before it runs any task.
+
+It patches private names of Prefect (`_QueueServiceBase` and its instance cache), listed in
+`ads_core/common/private_apis.py` and pinned by `tests/integrations/test_private_apis.py`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Prefect's temporary (ephemeral) server, started and stopped by the build runner, tied to this process's life.
 
 Reaches into two private names of Prefect (`SubprocessASGIServer._run_uvicorn_command` and `._instances`),
-listed with their contract tests in `ads_prefect/runtime/private_apis.py`.
+listed in `ads_core/common/private_apis.py` and pinned by `tests/integrations/test_private_apis.py`.
 """
 
 from __future__ import annotations

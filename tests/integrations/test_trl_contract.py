@@ -47,6 +47,7 @@ def test_the_hooks_we_override_keep_their_signatures():
     source = inspect.getsource(GRPOTrainer._calculate_rewards)
     assert "gather(rewards_per_func)" in source  # the rewards we read are already gathered over processes
     assert "self._calculate_rewards(inputs" in inspect.getsource(GRPOTrainer._generate_and_score_completions)
+    assert "self._logs = " in inspect.getsource(GRPOTrainer.__init__)  # the per-step buffer hooks.py reads
 
 
 def test_the_grpo_config_fields_we_set_exist():
