@@ -16,7 +16,7 @@ class GraderConfig(FrozenSection):
         1.0, gt=0, le=600, description="Hard time limit per completion for math-verify; past it the answer is wrong."
     )
     workers: int = tuning(
-        default=0, ge=0, le=256, description="Verifier processes at most (0: one per CPU core, at most 8)."
+        default=0, ge=0, le=256, description="Verifier processes (0: one per CPU core); up to 32 more in bursts."
     )
     cache_size: int = tuning(default=65_536, ge=0, description="(answer, ground truth) verdicts kept in memory.")
 
