@@ -19,7 +19,7 @@ from rich.table import Table
 from ads_cli.common import console, fail, parse_assignments
 from ads_cli.options import common_parameters, config_parameters, flags_by_field, resolve_config, with_signature
 from ads_core.common import defaults
-from ads_core.common.errors import InputError
+from ads_core.common.errors import InputError, render_options
 from ads_core.config.train import INTEGRATION_KEYS, TrainConfig
 
 SECTIONS = ("", *TrainConfig.sections())
@@ -91,6 +91,7 @@ def train_cmd(
     from ads_core.train import run as trun
     from ads_core.train.errors import error_text
 
+    only_rank_zero_speaks()
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
     for key, value in parse_assignments(ads_knobs, "--ads").items():
         # the integration keys (data.ads_sampler.* in verl's YAML) are fields of a trainer's section
@@ -117,6 +118,12 @@ def train_cmd(
     if dry_run:
         show_dry_run(plan)
         return
+    command = trun.launch_command(cfg, sys.argv[1:])
+    if command is not None:  # several processes: this command again under the trainer's launcher
+        import subprocess
+
+        console.print(f"starting: {escape(' '.join(command))}", highlight=False)
+        raise typer.Exit(subprocess.call(command))
     if not trun.trainer_of(plan).streams_steps:  # a subprocess: its own output is the progress
         console.print(
             f"training with {escape(plan.trainer)} ({escape(plan.trainer_reason)}): {escape(plan.part.launch_line())}",
@@ -141,6 +148,17 @@ def show_dry_run(plan: Any) -> None:
         f"clusters, {plan.prompts_per_step} prompts per step; nothing launched",
         highlight=False,
     )
+
+
+def only_rank_zero_speaks() -> None:
+    """Under a launcher (torchrun: RANK), every process but rank 0 stays quiet: one console, one set of lines."""
+    import logging
+    import os
+
+    if os.environ.get("RANK", "0") != "0":
+        console.quiet = True
+        logging.getLogger().setLevel(logging.ERROR)
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 def train_with_progress(plan: Any, trun: Any) -> None:
@@ -169,6 +187,11 @@ def train_with_progress(plan: Any, trun: Any) -> None:
                 f" window {window:.2f}" if window is not None else ""
             )
             progress.update(task, completed=record["step"], last=shown)
+            for note in record.get("notes", []):
+                progress.console.print(escape(note), highlight=False)
+            for warning in record.get("warnings", []):
+                text = render_options(warning, record.get("warning_options", ()), spell_flag)
+                progress.console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)
 
         try:
             result = trun.execute(plan, on_step=on_step)

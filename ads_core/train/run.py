@@ -24,7 +24,7 @@ from ads_core.train.applicable import refuse_foreign_options
 from ads_core.train.plan import TrainPlan
 from ads_core.train.trainers import OnLine, OnStep, Score, Trainer, TrainResult, choose_trainer, get_trainer
 
-__all__ = ["TrainResult", "check_machine", "execute", "prepare", "train", "trainer_of"]
+__all__ = ["TrainResult", "check_machine", "execute", "launch_command", "prepare", "train", "trainer_of"]
 
 
 def check_machine(cfg: TrainConfig, dry_run: bool = False) -> str:
@@ -35,6 +35,14 @@ def check_machine(cfg: TrainConfig, dry_run: bool = False) -> str:
     refuse_foreign_options(cfg, trainer.name, reason)  # another trainer's option would be silently ignored
     trainer.check_machine(cfg, dry_run)
     return trainer.name
+
+
+def launch_command(cfg: TrainConfig, argv: list[str]) -> list[str] | None:
+    """The command that runs this training as several processes, for a trainer that starts them itself
+    (``launch_command``: TRL's `processes` under torchrun); ARGV is this command's arguments. None: train here."""
+    trainer, _ = choose_trainer(cfg)
+    launch = getattr(trainer, "launch_command", None)
+    return launch(cfg, argv) if callable(launch) else None
 
 
 def trainer_of(plan: TrainPlan) -> Trainer:

@@ -23,7 +23,7 @@ from prefect.artifacts import (
 )
 from prefect.cache_policies import NO_CACHE
 
-from ads_core.common.errors import InputError
+from ads_core.common.errors import InputError, render_options
 from ads_core.config.train import TrainConfig
 from ads_core.train import artifact as ta
 from ads_core.train import run as trun
@@ -174,6 +174,10 @@ def _run_training(plan: TrainPlan) -> trun.TrainResult:
             record["lag"],
             record.get("loss"),
         )
+        for note in record.get("notes", []):  # e.g. a dynamic-sampling step that rolled out several batches
+            logger.info(note)
+        for warning in record.get("warnings", []):  # e.g. no learning signal: shown in the run's log
+            logger.warning(render_options(warning, record.get("warning_options", ()), spell_param))
 
     logger.info("%s: %s", plan.trainer, plan.part.launch_line() if plan.part else "")
     result = trun.execute(plan, on_step=on_step, on_line=logger.info)

@@ -116,6 +116,8 @@ def _command(artifact: Path, run_dir: Path, steps: int) -> list[str]:
         "2",
         "--max-completion-length",
         "8",
+        "--save-steps",
+        "1",  # a checkpoint every step: the test kills the run once checkpoint 2 is complete
     ]
 
 

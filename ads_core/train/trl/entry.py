@@ -20,7 +20,15 @@ class TRLTrainer:
         return True, "TRL runs on CPU and on one node"
 
     def check_machine(self, cfg: TrainConfig, dry_run: bool) -> None:
-        return None  # TRL trains wherever torch runs
+        from ads_core.train.trl import settings
+
+        settings.check_machine(cfg, dry_run)  # TRL trains wherever torch runs; vLLM needs CUDA, LoRA peft
+
+    def launch_command(self, cfg: TrainConfig, argv: list[str]) -> list[str] | None:
+        """torchrun starting trl.processes copies of this command (ARGV: its arguments), or None: train here."""
+        from ads_core.train.trl import settings
+
+        return settings.torchrun_command(cfg.trl.processes, argv) if settings.needs_launch(cfg) else None
 
     def plan(self, plan: Any, materialize: bool) -> Any:
         from ads_core.train.trl.plan import plan_trl
@@ -28,8 +36,16 @@ class TRLTrainer:
         return plan_trl(plan)  # the eval sets are validated during training (ads_core.train.validate)
 
     def execute(self, plan: Any, on_step: OnStep | None, on_line: OnLine | None, score: Score | None) -> TrainResult:
+        from ads_core.train.errors import TrainOptionError
+        from ads_core.train.trl import settings
         from ads_core.train.trl.run import run_trl
 
+        if settings.needs_launch(plan.config):
+            raise TrainOptionError(
+                f"processes={plan.config.trl.processes} needs that many processes: start them with `ads train "
+                "--processes N` or torchrun; this one is a single process",
+                options=("processes",),
+            )
         return run_trl(plan, plan.part, on_step=on_step, score=score)
 
     def read_checkpoint_state(self, run_dir: str) -> Any:

@@ -35,6 +35,7 @@ class TRLPlan:
     checkpoints_dir: str
     steps_file: str
     config_yaml: str = ""  # the resolved TrainConfig (the ADS knobs this trainer uses), what a dry run prints
+    settings: str = ""  # schedule, loss, generation (vLLM), LoRA, trackers (ads_core.train.trl.settings)
 
     def dry_run_text(self) -> str:
         return self.config_yaml + "# " + self.describe()
@@ -59,7 +60,8 @@ class TRLPlan:
             f"TRL GRPO on {self.device}: {self.prompts_per_step} prompts x {self.num_generations} completions = "
             f"{self.completions_per_step} per optimizer step (one sampler batch, one generation batch), in "
             f"{self.gradient_accumulation_steps} micro-batch(es) of {self.per_device_batch} on {self.processes} "
-            f"process(es). Checkpoints: `{self.checkpoints_dir}`; per-step log: `{self.steps_file}`.\n"
+            f"process(es). {self.settings + ' ' if self.settings else ''}Checkpoints: `{self.checkpoints_dir}`; "
+            f"per-step log: `{self.steps_file}`.\n"
         )
 
 
@@ -70,7 +72,10 @@ def plan_trl(plan: TrainPlan) -> TRLPlan:
     trl = plan.config.trl
     prompts = plan.prompts_per_step
     completions = prompts * trl.num_generations
-    processes = max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    from ads_core.train.trl import settings
+
+    # under a launcher, its WORLD_SIZE; else the processes `ads train` will start (trl.processes)
+    processes = max(1, int(os.environ.get("WORLD_SIZE", trl.processes)))
     per_step = processes * trl.gradient_accumulation_steps
     if completions % per_step:
         raise TrainOptionError(
@@ -81,11 +86,12 @@ def plan_trl(plan: TrainPlan) -> TRLPlan:
         )
     if plan.sampler.kind == "dynamic" and processes > 1:
         raise TrainOptionError(
-            f"dynamic sampling under TRL runs in one process (WORLD_SIZE is {processes}): the groups a step keeps "
+            f"dynamic sampling under TRL runs in one process (processes {processes}): the groups a step keeps "
             "come from several generation batches; run one process, or set another kind with sampler",
             options=("sampler",),
         )
     run_dir = Path(plan.run_dir)
+    plan.warnings += settings.schedule_warnings(plan.config, settings.schedule_horizon(plan.config, run_dir))
     resolved = plan.config.model_copy(update={"sampler": plan.sampler}).model_dump(mode="json")
     return TRLPlan(
         prompts_per_step=prompts,
@@ -98,4 +104,5 @@ def plan_trl(plan: TrainPlan) -> TRLPlan:
         checkpoints_dir=str(run_dir / CHECKPOINTS),
         steps_file=str(run_dir / STEPS_FILE),
         config_yaml=yaml.safe_dump(resolved, sort_keys=False),
+        settings=settings.describe(plan.config, run_dir),
     )

@@ -24,6 +24,7 @@ from ads_core.sampler.state import SamplerStateError, state_int
 from ads_core.train.plan import TrainPlan
 from ads_core.train.reward import compute_score
 from ads_core.train.trainers import TrainResult
+from ads_core.train.trl import final, settings
 from ads_core.train.trl.data import TrainRows, load_rows
 from ads_core.train.trl.feed import FeedbackSampler
 from ads_core.train.trl.plan import TRLPlan
@@ -154,8 +155,6 @@ def grpo_config(plan: TrainPlan, part: TRLPlan, reward_weights: list[float] | No
         temperature=trl.temperature,
         beta=trl.beta,
         learning_rate=trl.learning_rate,
-        lr_scheduler_type="constant",  # a resumed run continues the same schedule whatever --steps says
-        warmup_steps=0,
         seed=trl.seed,
         reward_weights=reward_weights,
         logging_steps=1,
@@ -168,9 +167,8 @@ def grpo_config(plan: TrainPlan, part: TRLPlan, reward_weights: list[float] | No
         shuffle_dataset=False,
         use_cpu=part.device == "cpu",
         bf16=part.device == "cuda",
-        report_to=[],
         disable_tqdm=True,
-        log_completions=False,
+        **settings.grpo_kwargs(plan.config),  # schedule, loss knobs, vLLM, trackers
     )
 
 
@@ -184,6 +182,7 @@ def run_trl(
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+    from ads_core.train.trl import hooks
     from ads_core.train.trl.trainer import ADSGRPOTrainer
 
     started = time.perf_counter()
@@ -207,6 +206,7 @@ def run_trl(
     if resumed is not None:
         notes.append(f"resumed from {resumed[1]} (step {resumed[0]})")
         if resumed[0] >= plan.config.steps:
+            notes += final.finish(plan, part, complete_checkpoints(part.checkpoints_dir))  # if a kill left none
             notes.append(f"already trained {resumed[0]} steps >= steps {plan.config.steps}: nothing to do")
             return _result(plan, part, resumed, started, notes)
     validator = start_validation(plan, part.device, resumed[0] if resumed else 0, read_steps(part.steps_file))
@@ -234,12 +234,19 @@ def run_trl(
         feed=feed,
         rows=rows,
         writer=StepWriter(part.steps_file),
-        on_step=on_step,
+        on_step=hooks.with_notices(on_step, hooks.StepNotices(plan.config, part.prompts_per_step), log),
+        peft_config=settings.peft_config(plan.config.trl),
     )
+    trainer.schedule_steps = settings.schedule_horizon(plan.config, plan.run_dir)  # see settings: the horizon
+    if settings.is_rank_zero():
+        settings.record_horizon(plan.config, plan.run_dir, trainer.schedule_steps)
+    hooks.RunHooks(plan.config, plan.run_dir, part.processes).attach(trainer)
     for noisy in (PrinterCallback, ProgressCallback):
         trainer.remove_callback(noisy)
     trainer.resumed_rng = resumed[1] if resumed else None
     trainer.train(resume_from_checkpoint=resumed[1] if resumed else None)
+    del trainer, model
+    notes += final.finish(plan, part, complete_checkpoints(part.checkpoints_dir))
     return _result(plan, part, resumed, started, notes)
 
 

@@ -1,4 +1,4 @@
-"""``ADSGRPOTrainer``: TRL's ``GRPOTrainer`` with the run's sampler in the loop; six small overrides.
+"""``ADSGRPOTrainer``: TRL's ``GRPOTrainer`` with the run's sampler in the loop; seven small overrides.
 
 * ``_get_train_sampler``: returns the ``FeedbackSampler`` (TRL's own hook for a custom prompt sampler);
 * ``_calculate_rewards``: after TRL has computed and gathered every completion's rewards (all processes, in
@@ -10,6 +10,8 @@
 * ``_generate_and_score_completions``: with a ``GroupFilter`` sampler (kind ``dynamic``), drops the groups whose
   rewards all agree and rolls out more generation batches in the same step (``ads_core.train.trl.dynamic``);
   every other kind goes straight to TRL's;
+* ``create_scheduler``: builds the learning-rate schedule over the run's horizon (``schedule_steps``, recorded by
+  the run's first command; ``ads_core.train.trl.settings``) rather than this command's ``max_steps``;
 * ``_save_checkpoint``: writes ``ads_sampler.json`` (the feed's whole state) into ``checkpoint-N`` first, then
   lets TRL save; HF writes ``trainer_state.json`` last, so a checkpoint with both files is complete.
 
@@ -65,6 +67,8 @@ class ADSGRPOTrainer(GRPOTrainer):
         self.last_feedback: Feedback | None = None  # the step's, for its steps.jsonl line
         self._extra_draw: Draw | None = None  # set while a dynamic-sampling step rolls out an extra batch
         self.resumed_rng: str | None = None  # the checkpoint whose RNG state the first batch must start from
+        self.schedule_steps: int | None = None  # the LR schedule's horizon (ads_core.train.trl.settings)
+        self.record_extras: dict[str, Any] = {}  # added to the step's steps.jsonl line (ads_core.train.trl.hooks)
         super().__init__(*args, **kwargs)
 
     def _get_train_sampler(self, dataset: Any = None) -> FeedbackSampler:
@@ -137,10 +141,15 @@ class ADSGRPOTrainer(GRPOTrainer):
         self.last_feedback = None
         if not self.is_world_process_zero():  # every process fed back the same; one writes
             return
-        record = step_record(fb, self.rows, self.feed.sampler.metrics(), logs)
+        record = step_record(fb, self.rows, self.feed.sampler.metrics(), logs) | self.record_extras
+        self.record_extras = {}
         self.writer.write(record)
         if self.on_step is not None:
             self.on_step(record, self)
+
+    def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
+        """The LR schedule over the run's horizon, not this command's steps: a resumed run continues it."""
+        return super().create_scheduler(self.schedule_steps or num_training_steps, optimizer)
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         if self.args.should_save:
