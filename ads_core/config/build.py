@@ -100,8 +100,9 @@ class ScoreConfig(Section):
     device: str = Field("auto", description="auto, cpu, cuda or cuda:N.")
     dtype: str = Field(
         "auto",
-        description="auto (bf16 on GPU; on CPU bf16 where it has AMX or AVX512-BF16, "
-        "else fp32), float32, bfloat16 or float16. The resolved dtype is in the scores manifest.",
+        description="auto (bf16 on GPU; on CPU bf16 with AMX, else bf16 only where a timed matmul at the model's "
+        "shape is > 10% faster than fp32, measured once per machine), float32, bfloat16 or float16. The resolved "
+        "dtype is in the scores manifest.",
     )
     packing: Literal["auto", "on", "off"] = Field(
         "auto",

@@ -121,37 +121,44 @@ def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
 
 
 def cpu_has_native_bf16(flags: frozenset[str] | None = None) -> bool:
-    """True where bf16 matmul runs in hardware (AMX-BF16 or AVX512-BF16); AVX2-only CPUs emulate it ~8-10x slower."""
+    """True where bf16 matmul runs in hardware (AMX-BF16 or AVX512-BF16); AVX2-only CPUs emulate it ~8-10x slower.
+    Native is not faster: `auto` decides by measuring (`ads_core.models.dtype`)."""
     return any(f in (cpu_flags() if flags is None else flags) for f in BF16_CPU_FLAGS)
 
 
-def pick_dtype(device: str, dtype: str = "auto", flags: frozenset[str] | None = None) -> Any:
-    """The torch dtype the scorer runs in: an explicit name wins; `auto` is bf16 on GPU, and on CPU bf16 where the
-    CPU has native bf16 matmul (measured 1.95x the fp32 scorer on AMX) and fp32 elsewhere (AVX2 emulates bf16).
+def pick_dtype(device: str, dtype: str = "auto", flags: frozenset[str] | None = None, model: str | None = None) -> Any:
+    """The torch dtype the scorer runs in: an explicit name wins; `auto` is bf16 on GPU, and on CPU bf16 only where
+    it is faster on this machine for MODEL's shape (AMX, or measured: `ads_core.models.dtype`), else fp32.
 
     The row score cache keys on this value, so it must be the dtype the model really runs in.
     """
     import torch
 
-    return getattr(torch, dtype_choice(device, dtype, flags))
+    return getattr(torch, dtype_choice(device, dtype, flags, model))
 
 
-def dtype_choice(device: str, dtype: str = "auto", flags: frozenset[str] | None = None) -> str:
-    """`pick_dtype`'s choice as a plain name ("bfloat16"), without importing torch."""
+def dtype_choice(
+    device: str, dtype: str = "auto", flags: frozenset[str] | None = None, model: str | None = None
+) -> str:
+    """`pick_dtype`'s choice as a plain name ("bfloat16"), without importing torch (a measured CPU choice is read
+    from the per-machine cache; only its first measurement imports torch)."""
     if dtype != "auto":
         if dtype not in DTYPES:
             raise ValueError(f"score.dtype: unknown dtype {dtype!r}; expected auto or one of {', '.join(DTYPES)}")
         return dtype
     if device.startswith("cuda"):
         return "bfloat16"
-    if device == "cpu" and cpu_has_native_bf16(flags):
-        return "bfloat16"
-    return "float32"
+    if device != "cpu":
+        return "float32"
+    from ads_core.models.dtype import cpu_auto_dtype
+
+    preset = preset_of(model) if model is not None else None
+    return cpu_auto_dtype(cpu_flags() if flags is None else flags, str(cached_model_dir(preset)) if preset else model)
 
 
-def dtype_name(device: str, dtype: str = "auto") -> str:
+def dtype_name(device: str, dtype: str = "auto", model: str | None = None) -> str:
     """The resolved dtype as a plain name ("bfloat16"), for manifests and cache keys."""
-    return dtype_choice(pick_device(device), dtype)
+    return dtype_choice(pick_device(device), dtype, model=model)
 
 
 def _training_lines(extra_lines: int = 20_000) -> list[str]:
@@ -341,7 +348,7 @@ def load_causal_lm(
 
     name = resolve_model(model)
     dev = pick_device(device)
-    torch_dtype = pick_dtype(dev, dtype)
+    torch_dtype = pick_dtype(dev, dtype, model=name)
     try:
         tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
         lm = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype, trust_remote_code=trust_remote_code)

@@ -47,7 +47,7 @@ def namespace(cfg: ScoreConfig, model_fingerprint: str, stage_version: str) -> s
     from ads_core import models
 
     device = models.pick_device(cfg.device)
-    dtype = models.dtype_choice(device, cfg.dtype)
+    dtype = models.dtype_choice(device, cfg.dtype, model=cfg.model)
     backend = "transformers" if cfg.backend == "auto" else cfg.backend
     payload = {
         "cache": CACHE_VERSION,

@@ -110,7 +110,7 @@ def score_shard(
         extra={
             "backend": backend_name,
             "hidden_size": _hidden(out),
-            "dtype": models.dtype_name(cfg.device, cfg.dtype),
+            "dtype": models.dtype_name(cfg.device, cfg.dtype, cfg.model),
             **stats,
         },
     )

@@ -94,7 +94,7 @@ class VLLMScorer:
             raise RuntimeError("the vllm backend needs the GPU extra: pip install 'ads-pipeline[gpu]'") from exc
         self.cfg = cfg
         self.device = models.pick_device(cfg.device)
-        self.dtype = models.pick_dtype(self.device, cfg.dtype)
+        self.dtype = models.pick_dtype(self.device, cfg.dtype, model=cfg.model)
         self.tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=cfg.trust_remote_code)
         extra: dict[str, Any] = {"gpu_memory_utilization": 0.5} if self.device.startswith("cuda") else {}
         self._engine = LLM(
