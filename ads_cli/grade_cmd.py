@@ -43,6 +43,7 @@ def grade_cmd(
     """
     from ads_core.common.errors import InputError
     from ads_core.grading import configure, settings
+    from ads_core.grading.api import start_verifier
     from ads_core.grading.files import check_columns, grade_table, read_rows
 
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
@@ -52,6 +53,8 @@ def grade_cmd(
     try:
         table = read_rows(file)
         check_columns(table, file, completion_col, answer_col, out)
+        with console.status("starting the verifier processes"):
+            start_verifier()  # its start-up is not any row's time
         with progress_bar("grade", total=table.num_rows, unit="rows") as advance:
             result = grade_table(
                 table, file, completion_col, answer_col, out, timeout_s=cfg.timeout_s, progress=advance
@@ -63,7 +66,9 @@ def grade_cmd(
     share = result.correct / result.rows if result.rows else 0.0
     reasons = ", ".join(f"{name} {count}" for name, count in sorted(result.reasons.items()))
     console.print(
-        f"graded {result.rows} rows: {result.correct} correct ({share:.1%}); {reasons or 'no rows'}", highlight=False
+        f"graded {result.rows} rows: {result.correct} correct ({share:.1%}); {reasons or 'no rows'}; slowest row "
+        f"{result.slowest_s:.2f} s (limit {cfg.timeout_s:g} s)",
+        highlight=False,
     )
     console.print(f"wrote {result.out}", highlight=False)
 

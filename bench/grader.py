@@ -204,7 +204,8 @@ def main() -> None:
     for threads, context in ((1, "main thread"), (args.threads, f"thread pool ({args.threads})")):
         report(f"ordinary, {context}", ordinary, run(ordinary, limit, threads), limit)
         report(f"adversarial, {context}", adversarial, run(adversarial, limit, threads), limit)
-    print(f"verifier processes killed at the limit: {get_pool(api.pool_size()).killed}")
+    pool = get_pool(api.pool_size())
+    print(f"verifier processes killed at the limit: {pool.killed}; extra workers forked in bursts: {pool.extra}")
 
     sample = ordinary[: args.baseline_pairs]
     base = baseline(sample)

@@ -66,6 +66,14 @@ def settings() -> GraderConfig:
     return _settings
 
 
+def start_verifier() -> None:
+    """Start the verifier processes now (1-3 s) rather than with the first answer that needs math-verify."""
+    try:
+        get_pool(pool_size()).start()
+    except WorkerUnavailable:
+        pass  # each completion that needs math-verify will say so (reason error)
+
+
 def cache_info() -> dict[str, int]:
     """Cache hits and misses so far, and the verdicts it holds."""
     with _cache_lock:

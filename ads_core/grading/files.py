@@ -26,6 +26,7 @@ class FileGrades:
     correct: int
     out: str
     reasons: dict[str, int] = field(default_factory=dict)
+    slowest_s: float = 0.0  # the longest time one row took (waiting for a verifier included)
 
 
 def default_out(path: Path) -> Path:
@@ -129,7 +130,8 @@ def grade_table(
     reasons: dict[str, int] = {}
     for g in grades:
         reasons[g.reason] = reasons.get(g.reason, 0) + 1
-    return FileGrades(len(grades), sum(g.correct for g in grades), str(target), reasons)
+    slowest = max((g.elapsed_s for g in grades), default=0.0)
+    return FileGrades(len(grades), sum(g.correct for g in grades), str(target), reasons, slowest)
 
 
 def _write(table: Any, target: Path) -> None:

@@ -7,7 +7,7 @@ at the limit is killed (SIGKILL); the request counts as a timeout, and the next 
 - One zygote process loads and warms math-verify once (~1-2 s, the first request waits for it) and forks the
   workers (milliseconds each): up to `size` of them (one per CPU core), reused, and extra ones in a burst when
   every worker is busy for long (see `VerifierPool`).
-- The zygote dies with this process, and its workers with it (PR_SET_PDEATHSIG, see `_Zygote`).
+- The zygote dies with this process, and its workers with it (PR_SET_PDEATHSIG, see `procs.Zygote`).
 - A process that forks (multiprocessing) gets a fresh, empty pool in the child; the parent's workers stay its own.
 - The zygote's start and the wait for a free worker are not counted against the limit.
 """
@@ -17,150 +17,16 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
-import json
 import os
-import queue
-import select
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
-from concurrent.futures import Future
-from pathlib import Path
 from typing import Any
 
-from ads_core.common.procs import die_with_parent
+from ads_core.grading.procs import Worker, WorkerUnavailable, Zygote
+
+__all__ = ["VerifierPool", "WorkerUnavailable", "cpu_cores", "get_pool", "shutdown"]
 
 BURST = 32  # workers at most while every regular one is busy with a long answer
-BOOT_TIMEOUT_S = 120.0  # a loaded machine can take long to import sympy; a broken install fails fast (EOF)
-ROOT = str(Path(__file__).resolve().parents[2])
-
-
-class WorkerUnavailable(RuntimeError):
-    """No verifier process could be started (the reason is the message)."""
-
-
-class _Worker:
-    def __init__(self, sock: socket.socket, pid: int) -> None:
-        self.sock, self.pid = sock, pid
-        self.buffer = b""
-
-    def read_line(self, deadline: float) -> bytes | None:
-        """One line from the worker, or None at the deadline; EOFError when it is gone."""
-        poller = select.poll()
-        poller.register(self.sock.fileno(), select.POLLIN | select.POLLHUP | select.POLLERR)
-        while b"\n" not in self.buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            if not poller.poll(int(left * 1000) + 1):
-                continue
-            chunk = self.sock.recv(1 << 16)
-            if not chunk:
-                raise EOFError("the verifier process exited")
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line
-
-    def ask(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
-        """The worker's reply, or None when it did not answer within `timeout_s`."""
-        self.sock.sendall(json.dumps(request).encode() + b"\n")
-        line = self.read_line(time.monotonic() + timeout_s)
-        return None if line is None else json.loads(line)
-
-    def kill(self) -> None:
-        with contextlib.suppress(OSError):
-            os.kill(self.pid, signal.SIGKILL)  # still running (it missed the limit): its pid is not reused
-        with contextlib.suppress(OSError):
-            self.sock.close()
-
-
-class _Zygote:
-    """The process that forks warm workers (see `ads_core.grading.worker.zygote`).
-
-    It is started from one long-lived thread with `die_with_parent`, so it dies with this process (the kernel
-    signals a child when the *thread* that started it ends; a pool thread that exits would take it along);
-    its workers die with it.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.control: socket.socket | None = None
-        self.jobs: queue.SimpleQueue[Future[None]] = queue.SimpleQueue()
-        threading.Thread(target=self._starter, name="ads-grader-starter", daemon=True).start()
-
-    def _starter(self) -> None:
-        while True:
-            future = self.jobs.get()
-            try:
-                self._start()
-                future.set_result(None)
-            except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
-                future.set_exception(exc)
-
-    def _start(self) -> None:
-        ours, theirs = socket.socketpair()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, (ROOT, env.get("PYTHONPATH"))))
-        for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            env.setdefault(name, "1")
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "ads_core.grading.worker", str(theirs.fileno())],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env=env,
-                pass_fds=(theirs.fileno(),),
-                preexec_fn=die_with_parent(),  # noqa: PLW1509 - only prctl runs between fork and exec
-            )
-        finally:
-            theirs.close()
-        self.control = ours
-        ready = _Worker(ours, self.proc.pid).read_line(time.monotonic() + BOOT_TIMEOUT_S)
-        if ready is None:
-            self.stop()
-            raise WorkerUnavailable(f"the verifier process did not start within {BOOT_TIMEOUT_S:.0f} s")
-
-    def fork(self) -> _Worker:
-        """A new worker (starting the zygote first when needed). Raises WorkerUnavailable."""
-        with self.lock:
-            for attempt in range(2):
-                if self.proc is None or self.proc.poll() is not None:
-                    future: Future[None] = Future()
-                    self.jobs.put(future)
-                    try:
-                        future.result()
-                    except (OSError, EOFError, ValueError) as exc:
-                        self.stop()
-                        raise WorkerUnavailable(f"cannot start the verifier process: {exc}") from None
-                try:
-                    assert self.control is not None
-                    self.control.sendall(b"f")
-                    msg, fds, _, _ = socket.recv_fds(self.control, 64, 1)
-                    if not msg or not fds:
-                        raise EOFError("the verifier zygote exited")
-                    return _Worker(socket.socket(fileno=fds[0]), int(msg))
-                except (OSError, EOFError, ValueError) as exc:
-                    self.stop()
-                    if attempt:
-                        raise WorkerUnavailable(f"cannot start a verifier process: {exc}") from None
-            raise AssertionError("unreachable")
-
-    def stop(self) -> None:
-        if self.control is not None:
-            with contextlib.suppress(OSError):
-                self.control.close()
-            self.control = None
-        if self.proc is not None:
-            with contextlib.suppress(OSError):
-                self.proc.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(5)
-            self.proc = None
 
 
 class _Turn:
@@ -168,7 +34,7 @@ class _Turn:
 
     def __init__(self) -> None:
         self.ready = threading.Event()
-        self.worker: _Worker | None = None
+        self.worker: Worker | None = None
 
 
 class VerifierPool:
@@ -187,11 +53,11 @@ class VerifierPool:
         self.burst = max(self.size, burst)
         self.patience_s = patience_s
         self._lock = threading.Lock()
-        self._idle: list[_Worker] = []
+        self._idle: list[Worker] = []
         self._waiting: collections.deque[_Turn] = collections.deque()
-        self._busy: dict[_Worker, float] = {}  # worker -> when it took its current request
+        self._busy: dict[Worker, float] = {}  # worker -> when it took its current request
         self._live = 0  # workers in use, idle or being forked (a waiter's right to fork counts too)
-        self._zygote: _Zygote | None = None
+        self._zygote: Zygote | None = None
         self.killed = 0  # workers stopped at the limit, for benches and tests
         self.extra = 0  # extra workers forked in bursts, for benches and tests
 
@@ -215,7 +81,7 @@ class VerifierPool:
             self._release(worker)
         return reply, elapsed
 
-    def _acquire(self, patience_s: float) -> _Worker:
+    def _acquire(self, patience_s: float) -> Worker:
         turn = None
         with self._lock:
             if self._idle:
@@ -226,7 +92,7 @@ class VerifierPool:
                 turn = _Turn()
                 self._waiting.append(turn)
             if self._zygote is None:
-                self._zygote = _Zygote()
+                self._zygote = Zygote()
             zygote = self._zygote
         while turn is not None and not turn.ready.wait(patience_s):
             with self._lock:
@@ -245,7 +111,16 @@ class VerifierPool:
             self._pass_slot()
             raise
 
-    def _release(self, worker: _Worker) -> None:
+    def start(self) -> None:
+        """Start the zygote now, so that the first completion does not wait for it. Raises WorkerUnavailable."""
+        with self._lock:
+            if self._zygote is None:
+                self._zygote = Zygote()
+            zygote = self._zygote
+        with zygote.lock:
+            zygote.ensure()
+
+    def _release(self, worker: Worker) -> None:
         with self._lock:
             self._busy.pop(worker, None)
             if self._waiting:
@@ -259,7 +134,7 @@ class VerifierPool:
             self._live -= 1  # an extra worker (or the pool was made smaller): no one needs it now
         worker.kill()
 
-    def _discard(self, worker: _Worker) -> None:
+    def _discard(self, worker: Worker) -> None:
         worker.kill()
         with self._lock:
             self._busy.pop(worker, None)
