@@ -199,6 +199,12 @@ def main() -> None:
     start = time.perf_counter()
     grade("\\boxed{\\sqrt{8}}", "2\\sqrt{2}")  # starts the verifier zygote (not counted below)
     print(f"verifier start: {time.perf_counter() - start:.2f} s; limit {limit:g} s; pool {api.pool_size()} processes")
+    trips = []
+    for _ in range(20 if args.smoke else 500):
+        start = time.perf_counter()
+        get_pool(api.pool_size()).ask({"pairs": []}, limit)  # nothing to verify: the round trip alone
+        trips.append(time.perf_counter() - start)
+    print(f"verifier round trip (an empty request): p50 {statistics.median(trips) * 1000:.3f} ms")
     ordinary = ordinary_pairs(args.pairs, args.seed)
     adversarial = adversarial_pairs(args.smoke)
     for threads, context in ((1, "main thread"), (args.threads, f"thread pool ({args.threads})")):
