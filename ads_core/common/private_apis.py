@@ -60,7 +60,7 @@ PRIVATE_APIS: tuple[PrivateApi, ...] = (
         "fsspec",
         "fsspec.spec:AbstractFileSystem",
         ("_strip_protocol",),
-        "ads_core/storage",
+        "ads_core/storage/fs.py",
         "the path inside a file system for a URI (what every fsspec call takes)",
     ),
     PrivateApi(

@@ -59,7 +59,7 @@ def disk_full_under(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             raise oserror(errno.ENOSPC, str(dst))
         real(src, dst)
 
-    monkeypatch.setattr(storage.os, "replace", replace)
+    monkeypatch.setattr(os, "replace", replace)
 
 
 def oserror(code: int, filename: str | None = None) -> OSError:
@@ -87,9 +87,9 @@ def test_ads_format_disk_errors_are_one_line(tmp_path, monkeypatch, code, where)
                 raise oserror(code, str(dst))
             real(src_, dst)
 
-        monkeypatch.setattr(storage.os, "replace", replace)
+        monkeypatch.setattr(os, "replace", replace)
     else:
-        monkeypatch.setattr(storage.os, "fsync", lambda fd: (_ for _ in ()).throw(oserror(code)))
+        monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(oserror(code)))
     result = CliRunner().invoke(app, ["format", str(src), "--out", str(out)])
     one_error_line(result, str(out), ERRNOS[code])
     published = [p.name for p in (out / "formatted").glob("*")] if (out / "formatted").exists() else []
