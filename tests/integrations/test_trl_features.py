@@ -160,3 +160,16 @@ def test_vllm_without_cuda_stops_in_one_line_and_the_dry_run_shows_it(final_arti
     assert "use_vllm: true" in shown.output and "vllm_mode: colocate" in shown.output
     assert "Generation: vLLM (colocate)" in shown.output and "vllm_gpu_memory_utilization 0.5" in shown.output
     assert not (tmp_path / "r").exists()  # nothing written
+
+
+def test_the_hf_hooks_used_keep_their_shape():
+    """What ADSGRPOTrainer.create_scheduler and RunHooks rely on: HF's scheduler hook takes the horizon, the
+    optimizer-step callback gets the optimizer, TensorBoard's callback has a logging_dir to point elsewhere."""
+    import inspect
+
+    from transformers import Trainer, TrainerCallback
+    from transformers.integrations import TensorBoardCallback
+
+    assert list(inspect.signature(Trainer.create_scheduler).parameters) == ["self", "num_training_steps", "optimizer"]
+    assert "on_pre_optimizer_step" in vars(TrainerCallback)
+    assert "self.logging_dir = os.path.join(args.output_dir" in inspect.getsource(TensorBoardCallback.on_train_begin)
