@@ -20,10 +20,10 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from ads_core.common.procs import die_with_parent
-
 BOOT_TIMEOUT_S = 120.0  # a loaded machine can take long to import sympy; a broken install fails fast (EOF)
-ROOT = str(Path(__file__).resolve().parents[2])
+# Run as a script, not `-m`: it needs only the standard library and math-verify, not this package (pydantic, ...);
+# -P keeps its folder (text.py, procs.py, ...) off sys.path, where it could shadow other modules.
+WORKER = str(Path(__file__).resolve().with_name("worker.py"))
 
 
 class WorkerUnavailable(RuntimeError):
@@ -68,9 +68,10 @@ class Worker:
 class Zygote:
     """The process that forks warm workers (see `ads_core.grading.worker.zygote`).
 
-    It is started from one long-lived thread with `die_with_parent`, so it dies with this process (the kernel
-    signals a child when the *thread* that started it ends; a pool thread that exits would take it along);
-    its workers die with it.
+    It asks the kernel for SIGKILL when its parent goes (PR_SET_PDEATHSIG, as `ads_core.common.procs`'s
+    `die_with_parent` does, but set by the zygote itself: no `preexec_fn` in a parent full of threads). The kernel
+    signals a child when the *thread* that started it ends, so it is started from one long-lived thread (a pool
+    thread that exits would take it along); its workers die with it the same way.
     """
 
     def __init__(self) -> None:
@@ -92,18 +93,16 @@ class Zygote:
     def _start(self) -> None:
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, (ROOT, env.get("PYTHONPATH"))))
         for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             env.setdefault(name, "1")
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "ads_core.grading.worker", str(theirs.fileno())],
+                [sys.executable, "-P", WORKER, str(theirs.fileno()), str(os.getpid())],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 env=env,
                 pass_fds=(theirs.fileno(),),
-                preexec_fn=die_with_parent(),  # noqa: PLW1509 - only prctl runs between fork and exec
             )
         finally:
             theirs.close()

@@ -85,7 +85,7 @@ def serve(reader: Any, writer: Any) -> None:
 
 
 def _die_with(parent: int) -> None:
-    """Ask the kernel for SIGKILL when the process that forked us ends (the zygote)."""
+    """Ask the kernel for SIGKILL when the thread that started us ends; exit if PARENT is already gone."""
     import ctypes
     import signal
 
@@ -95,7 +95,7 @@ def _die_with(parent: int) -> None:
         os._exit(1)
 
 
-def zygote(fd: int) -> None:
+def zygote(fd: int, parent: int) -> None:
     """Load and warm math-verify once, then fork a ready worker for every byte received on socket FD.
 
     Each worker gets one end of a new socket pair; the other end goes back to the pool with the worker's pid
@@ -109,6 +109,7 @@ def zygote(fd: int) -> None:
     sys.stdout = sys.stderr
     logging.disable(logging.CRITICAL)  # math-verify warns once that its timeouts are off: we know
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # killed workers are reaped by the kernel
+    _die_with(parent)  # first: the pool's process may already be gone
     control = socket.socket(fileno=fd)
     for prediction, gold in WARM_UP:
         with contextlib.suppress(Exception):
@@ -131,4 +132,4 @@ def zygote(fd: int) -> None:
 
 
 if __name__ == "__main__":
-    zygote(int(sys.argv[1]))
+    zygote(int(sys.argv[1]), int(sys.argv[2]))
