@@ -1,9 +1,10 @@
 """Training samplers by kind: one registry entry per `TrainSamplerConfig.kind`, refusing a name taken twice.
 
-A trainer asks for `build_sampler(kind, cluster_ids, rank_in_cluster, sampler_config, batch_size)` and drives
-what it gets only through the protocol in `ads_core.sampler.base` (`next_batch`, `update(rows, success)`,
-`state_dict`, `load_state_dict`, `metrics`). Adding a kind is one `@register_kind("name")` factory here (plus
-its name in `ads_core.config.sampler.SamplerKind`, so configs can choose it; a test checks the two agree):
+Every sampler is made here: TRL, verl, the simulator and the artifact check ask for `build_sampler(kind,
+cluster_ids, rank_in_cluster, sampler_config, batch_size)` and drive what they get only through the protocol
+in `ads_core.sampler.base` (`next_batch`, `update(rows, success)`, `state_dict`, `load_state_dict`, `metrics`).
+Adding a kind is one `@register_kind("name")` factory here (plus its name in `ads_core.config.sampler.SamplerKind`,
+so configs can choose it; a test checks the two agree):
 
     @register_kind("mine")
     def _mine(cluster_ids, rank_in_cluster, cfg, batch_size):
@@ -25,15 +26,26 @@ from ads_core.sampler.base import Sampler
 SamplerFactory = Callable[[Any, Any, Any, int], Sampler]  # (cluster_ids, rank_in_cluster, TrainSamplerConfig, batch)
 
 KINDS = Registry("sampler kind")
+EXTRA_ROLLOUTS: set[str] = set()  # kinds whose steps roll out more generation batches (GroupFilter samplers)
 
 
-def register_kind(name: str) -> Callable[[SamplerFactory], SamplerFactory]:
-    """Register a factory under NAME; a name is taken once (the registry raises DuplicateBackendError)."""
-    return KINDS.register(name)
+def register_kind(name: str, extra_rollouts: bool = False) -> Callable[[SamplerFactory], SamplerFactory]:
+    """Register a factory under NAME; a name is taken once (the registry raises DuplicateBackendError).
+    ``extra_rollouts``: the kind's steps roll out more than one generation batch (DAPO-style dynamic sampling),
+    which a trainer must support in its own loop (`fill_step`), not only through the protocol."""
+    register = KINDS.register(name)
+    if extra_rollouts:
+        EXTRA_ROLLOUTS.add(name)
+    return register
 
 
 def kind_names() -> list[str]:
     return KINDS.names()
+
+
+def has_extra_rollouts(kind: str) -> bool:
+    """Whether a step of KIND may roll out more generation batches than its first (see ``register_kind``)."""
+    return kind in EXTRA_ROLLOUTS
 
 
 def build_sampler(kind: str, cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
@@ -67,7 +79,7 @@ def _dots(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> 
     return DifficultyTargetedSampler(cluster_ids, rank_in_cluster, cfg.dots.replaced(batch_size=batch_size))
 
 
-@register_kind("dynamic")
+@register_kind("dynamic", extra_rollouts=True)
 def _dynamic(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
     from ads_core.sampler.dynamic import DynamicSamplingSampler
 

@@ -17,10 +17,11 @@ import numpy as np
 
 from ads_core.config.sampler import UniformSamplerConfig
 from ads_core.config.simulate import SimulatedSampler, SimulationConfig
+from ads_core.config.train import TrainSamplerConfig
 from ads_core.sampler.ads import ADSSampler
 from ads_core.sampler.base import Sampler
-from ads_core.sampler.baselines import DifficultyTargetedSampler, UniformSampler
-from ads_core.sampler.dynamic import DynamicSamplingSampler, fill_step
+from ads_core.sampler.dynamic import fill_step
+from ads_core.sampler.kinds import build_sampler
 from ads_core.simulator.learners import World, make_learner, make_world
 from ads_core.sampler.plots import WindowTrace
 
@@ -83,20 +84,27 @@ class SimulationResult:
 SamplerFactory = Callable[[World, SimulationConfig, int], Sampler]
 
 
+def _build(kind: str, world: World, cfg: SimulationConfig, seed: int, **ads: object) -> Sampler:
+    """A sampler of KIND made as training makes it (`build_sampler`), every kind seeded with the run's seed and
+    drawing the ADS batch; ``ads`` overrides ADS knobs (the ``ads-*`` variants)."""
+    section = TrainSamplerConfig(
+        kind="ads",
+        ads=cfg.ads.replaced(seed=seed, **ads),
+        uniform=UniformSamplerConfig(seed=seed),
+        dots=cfg.dots.replaced(seed=seed),
+        dynamic=cfg.dynamic.replaced(seed=seed),
+    )
+    return build_sampler(kind, world.cluster_of, world.rank_in_cluster, section, cfg.ads.batch_size)
+
+
 def _ads(world: World, cfg: SimulationConfig, seed: int, **overrides: object) -> Sampler:
-    return ADSSampler(world.cluster_of, world.rank_in_cluster, cfg.ads.replaced(seed=seed, **overrides))
+    return _build("ads", world, cfg, seed, **overrides)
 
 
 SAMPLER_FACTORIES: dict[str, SamplerFactory] = {
-    "uniform": lambda w, c, s: UniformSampler(
-        w.cluster_of, w.rank_in_cluster, UniformSamplerConfig(batch_size=c.ads.batch_size, seed=s)
-    ),
-    "dots": lambda w, c, s: DifficultyTargetedSampler(
-        w.cluster_of, w.rank_in_cluster, c.dots.replaced(batch_size=c.ads.batch_size, seed=s)
-    ),
-    "dynamic": lambda w, c, s: DynamicSamplingSampler(
-        w.cluster_of, w.rank_in_cluster, c.dynamic.replaced(batch_size=c.ads.batch_size, seed=s)
-    ),
+    "uniform": lambda w, c, s: _build("uniform", w, c, s),
+    "dots": lambda w, c, s: _build("dots", w, c, s),
+    "dynamic": lambda w, c, s: _build("dynamic", w, c, s),
     "ads": lambda w, c, s: _ads(w, c, s),
     "ads-frontier": lambda w, c, s: _ads(w, c, s, window="frontier"),
     "ads-learnability": lambda w, c, s: _ads(w, c, s, inter_cluster_weighting="learnability"),

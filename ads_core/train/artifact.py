@@ -18,8 +18,8 @@ import pyarrow as pa
 from ads_core import storage
 from ads_core.common.contract import EXTRA_INFO_FIELDS, FINAL_DIR, REQUIRED_COLUMNS
 from ads_core.common.errors import OptionError
-from ads_core.config.sampler import ADSSamplerConfig
-from ads_core.sampler.ads import ADSSampler
+from ads_core.config.train import TrainSamplerConfig
+from ads_core.sampler.kinds import build_sampler
 from ads_core.storage import manifest as mf
 from ads_core.storage.manifest import MANIFEST_NAME
 from ads_core.train.rows_check import RowError, check_rows
@@ -169,7 +169,7 @@ def _check_ids(uri: str, cols: pa.Table) -> None:
         raise ArtifactError(f"{uri}: extra_info.cluster_id differs from cluster_id")
 
 
-def validate_artifact(uri: str, sampler_cfg: ADSSamplerConfig | None = None) -> ArtifactInfo:
+def validate_artifact(uri: str, sampler_cfg: TrainSamplerConfig | None = None) -> ArtifactInfo:
     """Check the schema, the sampler columns and the row ids; build the sampler once as the final check."""
     import pyarrow.parquet as pq
 
@@ -199,17 +199,18 @@ def validate_artifact(uri: str, sampler_cfg: ADSSamplerConfig | None = None) -> 
     except RowError as exc:
         raise ArtifactError(f"{uri}: {exc}") from None
     cid = cols.column("cluster_id").to_numpy()
-    try:
-        sampler = ADSSampler(cid, cols.column("rank_in_cluster").to_numpy(), sampler_cfg or ADSSamplerConfig())
+    cfg = sampler_cfg or TrainSamplerConfig()
+    try:  # the run's sampler, made as the trainer will make it, must accept the two columns
+        build_sampler(cfg.kind, cid, cols.column("rank_in_cluster").to_numpy(), cfg, cfg.ads.batch_size)
     except ValueError as exc:
-        raise ArtifactError(f"{uri}: the ADS sampler rejects the cluster columns: {exc}") from None
-    sizes = sampler.sizes
+        raise ArtifactError(f"{uri}: the {cfg.kind} sampler rejects the cluster columns: {exc}") from None
+    sizes = np.unique(cid, return_counts=True)[1]
     manifest = read_manifest(uri)
     _check_against_manifest(uri, manifest, cols.num_rows)
     return ArtifactInfo(
         uri=uri,
         rows=cols.num_rows,
-        clusters=int(sampler.n_clusters),
+        clusters=len(sizes),
         cluster_size_min=int(sizes.min()),
         cluster_size_median=float(np.median(sizes)),
         cluster_size_max=int(sizes.max()),

@@ -136,6 +136,31 @@ def test_dry_run_prints_a_config_verl_accepts(final_artifact: Path, tmp_path: Pa
     assert not (tmp_path / "run").exists()  # a dry run writes nothing
 
 
+@pytest.mark.parametrize("kind", ["uniform", "dots"])
+def test_verl_trains_the_baselines_too(kind: str, final_artifact: Path, tmp_path: Path):
+    """Every sampler kind without extra rollouts per step resolves a verl config; its knobs travel with it."""
+    args = ["train", str(final_artifact), *VERL, "--dry-run", "--sampler", kind, "--run-dir", str(tmp_path / "r")]
+    result = CliRunner().invoke(app, [*args, "--set", f"sampler.{kind}.seed=7"])
+    assert result.exit_code == 0, result.output
+    yaml_text, _, command = result.stdout.partition("\n# command:\n# ")
+    cfg = OmegaConf.create(yaml_text)
+    verl_validate(cfg)
+    assert cfg.data.sampler_kind == kind and cfg.data.baseline_samplers[kind].seed == 7
+    assert cfg.data.train_batch_size == 128  # the ADS batch, whatever the kind
+    assert f"data.sampler_kind={kind}" in command and f"data.baseline_samplers.{kind}.seed=7" in command
+    section = vc.sampler_section(cfg.data)
+    assert section.kind == kind and getattr(section, kind).seed == 7
+
+
+def test_dynamic_sampling_under_verl_is_refused_in_one_line(final_artifact: Path):
+    result = CliRunner().invoke(app, ["train", str(final_artifact), *VERL, "--dry-run", "--sampler", "dynamic"])
+    assert result.exit_code == 2
+    line = result.output.strip()
+    assert "\n" not in line and "algorithm.filter_groups" in line and "--trainer trl" in line
+    with pytest.raises(vc.ConfigError, match="filter_groups"):  # a hand-written verl config too
+        vc.resolve([*BASE, "data.sampler_kind=dynamic"], check=False)
+
+
 def test_without_cuda_train_fails_at_once(final_artifact: Path, monkeypatch: pytest.MonkeyPatch):
     def no_planning(*args, **kwargs):
         raise AssertionError("planned although the machine cannot train")
@@ -330,7 +355,7 @@ def test_entry_point_runs_our_task_runner_in_ray_up_to_the_gpu_workers(
         timeout=400,
     )
     assert code != 0
-    assert re.search(r"\[ads\] sampler: 300 rows, \d+ clusters, batch 8, 37 steps per epoch", output)
+    assert re.search(r"\[ads\] sampler ads: 300 rows, batch 8, 37 steps per epoch", output)
     assert "Size of train dataloader: 37" in output  # printed by verl inside ADSRayPPOTrainer.__init__
     assert "Total available GPUs 0 is less than total desired GPUs 1" in output
 

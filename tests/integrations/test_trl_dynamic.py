@@ -22,6 +22,7 @@ from ads_core.train.trl.dynamic import merge_groups
 pytest.importorskip("trl")
 
 from ads_core.config.train import TrainConfig  # noqa: E402
+from ads_core.sampler.checkpoint import read_checkpoint  # noqa: E402
 from ads_core.train.run import train  # noqa: E402
 from ads_core.train.trl.feed import FeedbackSampler  # noqa: E402
 
@@ -43,11 +44,11 @@ def test_a_dynamic_step_trains_on_informative_groups_and_counts_its_rollouts(
         else:  # max_draws ran out: the informative ones are all in, topped up with dropped ones
             assert s["rollout_batches"] == 4 and sum(0.0 < v < 1.0 for v in s["success"]) == s["informative_groups"]
     assert sum(s["rollout_batches"] for s in steps) > 2  # about half the groups agree: it did draw again
-    feed = json.loads((Path(result.last_checkpoint) / "ads_sampler.json").read_text())["feed"]
+    saved = read_checkpoint(result.last_checkpoint, 2)[0]
     rolled = sum(s["rollout_batches"] for s in steps)
-    assert feed["kind"] == "dynamic" and feed["updates"] == 2 and feed["extra_draws"] == rolled - 2
-    assert feed["sampler"]["draws"] == rolled  # the sampler saw every generation batch
-    assert feed["sampler"]["informative"] == sum(s["informative_groups"] for s in steps)
+    assert saved.kind == "dynamic" and saved.trainer["updates"] == 2 and saved.trainer["extra_draws"] == rolled - 2
+    assert saved.sampler["draws"] == rolled  # the sampler saw every generation batch
+    assert saved.sampler["informative"] == sum(s["informative_groups"] for s in steps)
     assert steps[-1]["metrics"]["dynamic/draws"] == rolled
 
 

@@ -7,7 +7,6 @@ tiny policy's math rewards are all 0, which would leave the feedback untested.""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,6 +20,7 @@ import pytest
 pytest.importorskip("trl")
 
 from ads_core.config.train import TrainConfig  # noqa: E402
+from ads_core.sampler.checkpoint import CheckpointStateError, read_checkpoint  # noqa: E402
 from ads_core.sampler.kinds import build_sampler  # noqa: E402
 from ads_core.train.run import train  # noqa: E402
 from ads_core.train.trainers import sampler_config  # noqa: E402
@@ -51,14 +51,15 @@ def test_the_sampler_state_is_update_replayed_on_the_logged_rewards(trl_run, fin
     draws the logged batches and ends in exactly the checkpoint's state, generator included."""
     cfg, result = trl_run
     steps = result.steps
-    saved = json.loads((Path(result.last_checkpoint) / "ads_sampler.json").read_text())["feed"]
+    saved = read_checkpoint(result.last_checkpoint, 4)[0]  # the one sampler checkpoint format
+    assert (saved.kind, saved.step) == ("ads", 4)
     table = pq.read_table(final_artifact, columns=["cluster_id", "rank_in_cluster"])
     sampler_cfg = sampler_config(cfg, "trl")
     replay = build_sampler(
         "ads", table.column("cluster_id").to_numpy(), table.column("rank_in_cluster").to_numpy(), sampler_cfg, 8
     )
     draws = [(s["drawn_after_updates"], s["rows"]) for s in steps] + [
-        (p["after_updates"], list(dict.fromkeys(p["rows"]))) for p in saved["pending"]
+        (p["after_updates"], list(dict.fromkeys(p["rows"]))) for p in saved.pending
     ]
     updates = 0
     for step in [*steps, None]:
@@ -69,8 +70,8 @@ def test_the_sampler_state_is_update_replayed_on_the_logged_rewards(trl_run, fin
             break
         replay.update(step["rows"], step["success"])
         updates += 1
-    assert not draws and saved["updates"] == 4 and saved["draws"] == 5
-    assert replay.state_dict() == saved["sampler"]
+    assert not draws and saved.trainer["updates"] == 4 and saved.trainer["draws"] == 5
+    assert replay.state_dict() == saved.sampler
 
 
 def test_steps_2_then_4_under_one_name_resume_exactly(trl_run, final_artifact: Path, trl_helpers, tmp_path: Path):
@@ -88,6 +89,29 @@ def test_steps_2_then_4_under_one_name_resume_exactly(trl_run, final_artifact: P
     assert again.resumed_from == 4 and "nothing to do" in again.notes[-1] and len(again.steps) == 4
 
 
+def test_a_truncated_or_flipped_sampler_checkpoint_stops_the_resume_in_one_line(
+    trl_run, final_artifact: Path, tmp_path: Path
+):
+    """The shared run's folder, copied: its newest checkpoint's sampler file damaged, the same command refuses to
+    resume, in one line naming the file, before anything is trained (the run folder is left as it was)."""
+    import shutil
+
+    cfg, result = trl_run
+    run_dir = tmp_path / "run"
+    shutil.copytree(result.run_dir, run_dir)
+    path = run_dir / "checkpoints" / "checkpoint-4" / "ads_sampler.json"
+    good = path.read_bytes()
+    flipped = bytearray(good)
+    flipped[len(good) // 3] ^= 0x02
+    for bad in (good[: len(good) - 7], bytes(flipped)):
+        path.write_bytes(bad)
+        with pytest.raises(CheckpointStateError) as info:
+            train(str(final_artifact), cfg.replaced(run_dir=str(run_dir), steps=5))
+        text = str(info.value)
+        assert text.startswith(f"{path}: bad sampler checkpoint: ") and "\n" not in text, text
+        assert len(read_steps(run_dir / "steps.jsonl")) == 4  # nothing trained, nothing cut
+
+
 @pytest.mark.parametrize("kind", ["uniform", "dots"])
 def test_the_baselines_plug_in_by_kind(kind: str, final_artifact: Path, trl_helpers, tmp_path: Path):
     cfg = TrainConfig(trainer="trl", steps=2, run_dir=str(tmp_path), sampler={"kind": kind}, **trl_helpers.sizes)
@@ -95,8 +119,8 @@ def test_the_baselines_plug_in_by_kind(kind: str, final_artifact: Path, trl_help
     assert [len(s["sample_ids"]) for s in result.steps] == [8, 8]  # the step's prompt count, whatever the kind
     assert all(k.startswith(f"{kind}/") for k in result.steps[-1]["metrics"])
     assert result.steps[-1]["window_position"] is None  # no window: the log says so rather than inventing one
-    saved = json.loads((Path(result.last_checkpoint) / "ads_sampler.json").read_text())["feed"]
-    assert saved["kind"] == kind and saved["sampler"]["steps"] == 2
+    saved = read_checkpoint(result.last_checkpoint, 2)[0]
+    assert saved.kind == kind and saved.sampler["steps"] == 2
 
 
 def _command(artifact: Path, run_dir: Path, steps: int) -> list[str]:

@@ -29,6 +29,7 @@ from verl.utils import tensordict_utils as tu  # noqa: E402
 from verl.utils.dataset.rl_dataset import collate_fn  # noqa: E402
 
 from ads_core.sampler.ads import ADSSampler
+from ads_core.sampler.kinds import build_sampler
 from ads_core.train.reward import compute_score
 from ads_core.train.verl import config as vc
 from ads_core.train.verl.sampler import ADSVerlSampler, BatchIdentityError, dataset_columns
@@ -195,8 +196,40 @@ def test_steps_drive_the_sampler_through_the_update_hook(cfg):
         assert metrics["actor/pg_loss"] == [0.1, 0.3]  # verl's own actor metrics are still there
         assert ("ads/p/0" in metrics) == (step == 1)  # per-cluster series only on snapshot steps
         assert metrics["ads/batch_success_mean"] == pytest.approx(success.mean())
-        assert sampler.ads.state_dict() == reference.state_dict()
+        assert sampler.sampler.state_dict() == reference.state_dict()
     assert trainer.actor_rollout_wg.updates == 5
+
+
+@pytest.mark.parametrize("kind", ["uniform", "dots"])
+def test_a_baseline_trains_through_the_same_hooks_and_resumes(
+    kind: str, final_artifact: Path, policy_model: str, tmp_path: Path
+):
+    """Every kind without extra rollouts per step: data.sampler_kind picks it, the adapter feeds it as it feeds
+    ADS (the batches are its draws after each update), and a mid-epoch checkpoint resumes at the same batch."""
+    ckpt = tmp_path / "ckpt"
+    cfg = make_config(final_artifact, policy_model, ckpt, f"data.sampler_kind={kind}", "trainer.resume_mode=auto")
+    trainer = make_trainer(cfg)
+    sampler = trainer.ads_sampler
+    assert sampler.kind == kind and sampler.batch_size == 8
+    cols = dataset_columns(trainer.train_dataset)
+    section = vc.sampler_section(cfg.data)
+    reference = build_sampler(kind, cols["cluster_id"], cols["rank_in_cluster"], section, 8)
+    rng, loader_iter = np.random.default_rng(3), iter(trainer.train_dataloader)
+    for step in range(1, 4):
+        batch_dict = next(loader_iter)
+        assert rows_of(batch_dict, sampler) == reference.next_batch().tolist()
+        batch = rollout_step(trainer, batch_dict, rng)
+        trainer.global_steps = step
+        metrics = trainer._update_actor(batch).meta_info["metrics"]
+        reference.update(*expected_feedback(batch, sampler))
+        assert any(k.startswith(f"{kind}/") for k in metrics) and metrics["ads/groups"] == 8
+    assert sampler.sampler.state_dict() == reference.state_dict()
+    trainer._save_checkpoint()
+    expected = rows_of(next(loader_iter), sampler)
+    resumed = make_trainer(cfg)
+    resumed._load_checkpoint()
+    assert resumed.global_steps == 3
+    assert rows_of(next(iter(resumed.train_dataloader)), resumed.ads_sampler) == expected
 
 
 def test_dataloader_state_round_trip_gives_the_same_next_batch(cfg, tmp_path: Path):
@@ -212,10 +245,10 @@ def test_dataloader_state_round_trip_gives_the_same_next_batch(cfg, tmp_path: Pa
 
     fresh = make_trainer(cfg)
     fresh.train_dataloader.load_state_dict(torch.load(state_file, weights_only=True))  # no pickle needed
-    assert fresh.ads_sampler.ads.steps == 0  # torchdata applies the state lazily, at iter()
+    assert fresh.ads_sampler.sampler.steps == 0  # torchdata applies the state lazily, at iter()
     resumed_iter = iter(fresh.train_dataloader)
     assert rows_of(next(resumed_iter), fresh.ads_sampler) == expected
-    assert fresh.ads_sampler.ads.steps == 3
+    assert fresh.ads_sampler.sampler.steps == 3
     # the position in the epoch came back too: the epoch ends after the same number of batches
     assert 1 + sum(1 for _ in resumed_iter) == len(fresh.train_dataloader) - 3
 
@@ -253,7 +286,7 @@ def test_resume_at_an_epoch_boundary_keeps_the_schedule(cfg, tmp_path: Path, cap
         trainer._update_actor(rollout_step(trainer, batch_dict, rng, p_correct=0.9))
         if step == 3:
             trainer._save_checkpoint()
-            saved = trainer.ads_sampler.ads.state_dict()
+            saved = trainer.ads_sampler.sampler.state_dict()
     expected = rows_of(next(iter(trainer.train_dataloader)), trainer.ads_sampler)  # epoch 2, batch 1
 
     resumed = make_trainer(cfg)
@@ -261,7 +294,7 @@ def test_resume_at_an_epoch_boundary_keeps_the_schedule(cfg, tmp_path: Path, cap
     out = capsys.readouterr().out
     assert "Skipping dataloader state restore" in out  # verl's epoch-boundary skip did happen...
     assert "restored the ADS schedule of step 3 (epoch boundary)" in out  # ...and we restored it anyway
-    assert resumed.ads_sampler.ads.state_dict() == saved
+    assert resumed.ads_sampler.sampler.state_dict() == saved
     assert rows_of(next(iter(resumed.train_dataloader)), resumed.ads_sampler) == expected
     assert len(list(iter(resumed.train_dataloader))) == 3  # a full new epoch
 
@@ -284,12 +317,12 @@ def test_epoch_boundary_without_our_restore_would_lose_the_schedule(cfg, tmp_pat
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         resumed._load_checkpoint()
-    assert resumed.ads_sampler.ads.steps == 0  # fresh schedule: this is what the override prevents
+    assert resumed.ads_sampler.sampler.steps == 0  # fresh schedule: this is what the override prevents
     (ckpt / "global_step_3" / "data.pt.bak").rename(ckpt / "global_step_3" / "data.pt")
     capsys.readouterr()
     again = make_trainer(cfg)
     again._load_checkpoint()  # no JSON: data.pt is not unpickled for the schedule, which starts fresh, loudly
-    assert again.ads_sampler.ads.steps == 0
+    assert again.ads_sampler.sampler.steps == 0
     assert f"WARNING: no {ADS_STATE_FILE} in {ckpt / 'global_step_3'}; the ADS schedule starts fresh" in (
         capsys.readouterr().out
     )
@@ -339,7 +372,7 @@ def test_a_crafted_data_pt_is_never_unpickled(cfg, tmp_path: Path, capsys: pytes
     resumed = make_trainer(cfg)
     resumed._load_checkpoint()
     assert "WARNING: no ads_sampler.json" in capsys.readouterr().out
-    assert resumed.ads_sampler.ads.steps == 0 and not marker.exists()
+    assert resumed.ads_sampler.sampler.steps == 0 and not marker.exists()
 
     # mid-epoch, verl itself loads data.pt: weights-only, so the crafted file is refused with a clear error
     (ckpt / "latest_checkpointed_iteration.txt").write_text("2")
@@ -354,17 +387,34 @@ def test_a_crafted_data_pt_is_never_unpickled(cfg, tmp_path: Path, capsys: pytes
     assert marker.exists()
 
 
-def test_an_unreadable_sampler_state_names_the_file(tmp_path: Path):
-    from ads_core.train.verl.trainer import CheckpointStateError, read_sampler_state
+def test_a_truncated_or_flipped_sampler_checkpoint_stops_the_resume_in_one_line(
+    final_artifact: Path, policy_model: str, tmp_path: Path
+):
+    from ads_core.sampler.checkpoint import CheckpointStateError, read_checkpoint
 
-    (tmp_path / ADS_STATE_FILE).write_text('{"global_step": 3, "sampler": ')
-    with pytest.raises(CheckpointStateError, match=rf"{ADS_STATE_FILE}: unreadable ADS sampler state"):
-        read_sampler_state(str(tmp_path))
-    (tmp_path / ADS_STATE_FILE).write_text('{"global_step": 3, "sampler": [1, 2]}')
-    with pytest.raises(CheckpointStateError, match="no 'sampler' object"):
-        read_sampler_state(str(tmp_path))
-    (tmp_path / ADS_STATE_FILE).write_text('{"global_step": 3, "sampler": {"kind": "ADSSampler"}}')
-    assert read_sampler_state(str(tmp_path)) == {"kind": "ADSSampler"}
+    ckpt = tmp_path / "ckpt"
+    cfg = make_config(final_artifact, policy_model, ckpt, "trainer.resume_mode=auto")
+    trainer = make_trainer(cfg)
+    rng, loader_iter = np.random.default_rng(7), iter(trainer.train_dataloader)
+    for step in (1, 2):
+        trainer.global_steps = step
+        trainer._update_actor(rollout_step(trainer, next(loader_iter), rng))
+    trainer._save_checkpoint()
+    path = ckpt / "global_step_2" / ADS_STATE_FILE
+    saved, _ = read_checkpoint(path.parent, 2)  # the one format: kind, step, state, nothing pending
+    assert (saved.kind, saved.step, saved.pending) == ("ads", 2, [])
+    assert saved.sampler == trainer.ads_sampler.sampler.state_dict()
+    good = path.read_bytes()
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0x04
+    for bad in (good[: len(good) // 2], bytes(flipped)):
+        path.write_bytes(bad)
+        resumed = make_trainer(cfg)
+        with pytest.raises(CheckpointStateError) as info:
+            resumed._load_checkpoint()
+        text = str(info.value)
+        assert text.startswith(f"{path}: bad sampler checkpoint: ") and "\n" not in text, text
+        assert "delete" in text and resumed.ads_sampler.sampler.steps == 0  # nothing restored
 
 
 def test_feedback_falls_back_to_the_sign_of_the_score(cfg):

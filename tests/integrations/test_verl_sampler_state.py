@@ -1,6 +1,6 @@
 """Corrupted verl adapter states (issue 13, item 7): ``ADSVerlSampler.load_state_dict`` checks every field, the
 nested ADS state too, before it assigns anything, so a refused load is a ``SamplerStateError`` naming the
-field by its full path (``state['ads']['steps']``) and leaves the adapter exactly as it was; a valid state
+field by its full path (``state['sampler']['steps']``) and leaves the adapter exactly as it was; a valid state
 resumes at the saved batch. Also ``read_sampler_state``: a bad ``ads_sampler.json`` names the file.
 
 The states are real ones, saved by an adapter driven through batches and updates, then mutated.
@@ -58,7 +58,7 @@ def drive(s: ADSVerlSampler, batches: int, seed: int) -> Iterator[int]:
         if rows[0] is None:  # epoch over
             it = iter(s)
             continue
-        s.ads.update(np.array(rows), rng.choice(GRID, BS))
+        s.sampler.update(np.array(rows), rng.choice(GRID, BS))
         done += 1
     return it
 
@@ -134,7 +134,7 @@ def assert_refused_unchanged(state: Any, fields: set[str]) -> SamplerStateError:
 def test_the_fixture_can_show_a_partial_load():
     """The saved state differs from the target's in the schedule and in the position."""
     mine, theirs = target().state_dict(), saved()
-    assert mine["ads"] != theirs["ads"] and mine["yielded"] != theirs["yielded"]
+    assert mine["sampler"] != theirs["sampler"] and mine["yielded"] != theirs["yielded"]
     assert theirs["yielded"] % BS == 0 and 0 < theirs["yielded"] < STEPS * BS
 
 
@@ -176,7 +176,7 @@ BAD_TOP = {
     | not_int,
     "batch_size": other_than(BS),
     "steps_per_epoch": other_than(STEPS),
-    "ads": st.none() | st.integers() | st.text(max_size=5) | st.lists(st.integers(), max_size=3) | st.just({}),
+    "sampler": st.none() | st.integers() | st.text(max_size=5) | st.lists(st.integers(), max_size=3) | st.just({}),
 }
 
 
@@ -185,8 +185,8 @@ BAD_TOP = {
 def test_a_bad_adapter_field_is_refused_naming_it_and_changes_nothing(key: str, data: st.DataObject):
     value = data.draw(BAD_TOP[key] | st.just(DROP), label="value")
     fields = {f"state[{key!r}]"}
-    if key == "ads" and value == {}:
-        fields = {"state['ads']['kind']"}  # the first missing key of the nested state
+    if key == "sampler" and value == {}:
+        fields = {"state['sampler']['kind']"}  # the first missing key of the nested state
     assert_refused_unchanged(mutate((key,), value), fields)
 
 
@@ -224,7 +224,7 @@ def test_near_values_are_refused_or_resume_exactly(key: str, value: int):
     start = state["yielded"] - state["yielded"] % BS  # mid-batch: the batch is drawn again
     assert s.state_dict() == {**state, "yielded": start}
     reference = ADSSampler(CID, RANK, CFG)
-    reference.load_state_dict(state["ads"])
+    reference.load_state_dict(state["sampler"])
     remaining = STEPS - start // BS
     assert epoch(s) == [r for _ in range(remaining) for r in reference.next_batch().tolist()]
 
@@ -253,7 +253,7 @@ def free_value(path: Path_) -> bool:
 def nested_mutations() -> list[tuple[Path_, Any, set[str]]]:
     """(path in the ADS state, bad value, fields the error may name): wrong whatever the other fields hold."""
     out: list[tuple[Path_, Any, set[str]]] = []
-    for path, value in nodes(saved()["ads"]):
+    for path, value in nodes(saved()["sampler"]):
         names = {field(path)} | ({field(("steps_in_epoch",))} if path == ("steps",) else set())
         if isinstance(value, dict):
             out += [(path, [], names), ((*path, "bogus"), 0, {field((*path, "bogus"))})]
@@ -280,8 +280,8 @@ NESTED = nested_mutations()
 @given(st.sampled_from(NESTED))
 def test_a_bad_nested_field_is_refused_naming_its_full_path(mutation: tuple[Path_, Any, set[str]]):
     path, value, fields = mutation
-    full = {"state['ads']" + name.removeprefix("state") for name in fields}
-    assert_refused_unchanged(mutate(("ads", *path), value), full)
+    full = {"state['sampler']" + name.removeprefix("state") for name in fields}
+    assert_refused_unchanged(mutate(("sampler", *path), value), full)
 
 
 def test_every_nested_mutation_is_refused():
@@ -290,8 +290,8 @@ def test_every_nested_mutation_is_refused():
         s = target()
         before = snapshot(s)
         with pytest.raises(SamplerStateError) as info:
-            s.load_state_dict(mutate(("ads", *path), value))
-        assert info.value.field in {"state['ads']" + f.removeprefix("state") for f in fields}, (path, value)
+            s.load_state_dict(mutate(("sampler", *path), value))
+        assert info.value.field in {"state['sampler']" + f.removeprefix("state") for f in fields}, (path, value)
         assert snapshot(s) == before
     assert len(NESTED) > 150
 
@@ -317,7 +317,7 @@ def test_a_saved_state_round_trips_and_the_next_batches_match(batches: int, seed
 def test_restore_schedule_refuses_a_bad_state_and_changes_nothing():
     s, twin = target(), target()
     before = snapshot(s)
-    bad = saved()["ads"]
+    bad = saved()["sampler"]
     bad["r"][0] = "0.5"
     with pytest.raises(SamplerStateError, match=r"^state\['r'\]\[0\]: "):
         s.restore_schedule(bad)
@@ -326,67 +326,77 @@ def test_restore_schedule_refuses_a_bad_state_and_changes_nothing():
     assert snapshot(s) == before and epoch(s) == epoch(twin)
 
 
-# -- ads_sampler.json (the trainer's reader) --------------------------------------------------------------
+# -- ads_sampler.json (the one sampler checkpoint file, read by the trainer) -------------------------------
 
 
 def write_state_file(folder: Path, doc: Any) -> Path:
-    from ads_core.train.verl.trainer import ADS_STATE_FILE
+    """A checkpoint as `_save_checkpoint` writes it (a SamplerCheckpoint), or raw bytes / JSON as an attacker might."""
+    from ads_core.sampler.checkpoint import FILE, SamplerCheckpoint, write_checkpoint
 
+    if isinstance(doc, SamplerCheckpoint):
+        return write_checkpoint(folder, doc)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / ADS_STATE_FILE
+    path = folder / FILE
     path.write_bytes(doc if isinstance(doc, bytes) else json.dumps(doc).encode())
     return path
 
 
-def saved_file_doc() -> dict[str, Any]:
-    return {"global_step": 6, "sampler": saved()["ads"]}  # what _save_checkpoint writes at step 6
+def saved_file_doc(**changes: Any) -> Any:
+    """What _save_checkpoint writes at step 6."""
+    from ads_core.sampler.checkpoint import SamplerCheckpoint
+
+    return SamplerCheckpoint(**({"kind": "ads", "step": 6, "sampler": saved()["sampler"]} | changes))
 
 
-BAD_FILES = [
-    (b'{"global_step": 6, "sampler": ', "unreadable ADS sampler state"),
-    (b"[" * 100_000, "unreadable ADS sampler state"),  # nested past the recursion limit
-    (b'{"global_step": 6, "sampler": {"kind": "\xff"}}', "unreadable ADS sampler state"),  # not UTF-8
-    ([1, 2], "no 'sampler' object"),
-    ({"global_step": 6}, "no 'sampler' object"),
-    ({"global_step": 6, "sampler": "x"}, "no 'sampler' object"),
-    ({"global_step": "6", "sampler": {}}, "at ['global_step']: expected an int"),
-    ({"global_step": -1, "sampler": {}}, "at ['global_step']: expected an int"),
-    ({"global_step": 6.0, "sampler": {}}, "at ['global_step']: expected an int"),
-    ({"global_step": 5, "sampler": {}}, "at ['global_step']: the file was saved at step 5"),
-    ({"global_step": 6, "sampler": {"kind": STATE_KIND}}, "at ['sampler']['kind']: expected 'ADSSampler'"),
+def good_file_bytes() -> bytes:
+    from ads_core.sampler.checkpoint import encode
+
+    return encode(saved_file_doc())
+
+
+BAD_FILES = [  # (file, message, found without the adapter too)
+    (b'{"global_step": 6, "sampler": ', "not a sampler checkpoint file", True),
+    (b"[" * 100_000, "not a sampler checkpoint file", True),
+    ({"global_step": 6, "sampler": {"kind": "ADSSampler"}}, "not a sampler checkpoint file", True),  # the old file
+    (good_file_bytes()[:-40], "bad sampler checkpoint: ", True),  # truncated: no header or a checksum mismatch
+    (good_file_bytes().replace(b'"steps":', b'"steps" :', 1), "checksum mismatch", True),  # changed after writing
+    (saved_file_doc(step=5), "at ['step']: saved at step 5, but its folder is step 6", True),
+    (saved_file_doc(kind="uniform"), "at ['kind']: the run was checkpointed with sampler 'uniform'", False),
+    (saved_file_doc(pending=[[1, 2]]), "at ['pending']: expected none", False),
+    (saved_file_doc(sampler={"kind": STATE_KIND}), "at ['sampler']['kind']: expected 'ADSSampler'", False),
 ]
 
 
-@pytest.mark.parametrize(("doc", "message"), BAD_FILES)
-def test_a_bad_state_file_names_the_file(tmp_path: Path, doc: Any, message: str):
+@pytest.mark.parametrize(("doc", "message", "always"), BAD_FILES)
+def test_a_bad_state_file_names_the_file(tmp_path: Path, doc: Any, message: str, always: bool):
     trainer = pytest.importorskip("ads_core.train.verl.trainer")
     path = write_state_file(tmp_path / "global_step_6", doc)
-    for sampler in (None, ADSSampler(CID, RANK, CFG)):
+    for sampler in (None, adapter()) if always else (adapter(),):
         with pytest.raises(trainer.CheckpointStateError) as info:
             trainer.read_sampler_state(str(path.parent), sampler)
-        assert str(info.value).startswith(f"{path}: ") and message in str(info.value), str(info.value)
-        assert "delete it" in str(info.value)
+        text = str(info.value)
+        assert text.startswith(f"{path}: ") and message in text and "\n" not in text, text
+        assert f"delete {path} to resume with a fresh sampler state" in text
 
 
 @FUZZ
-@given(mutation=st.sampled_from([m for m in NESTED if m[0]]))  # a non-dict "sampler": in BAD_FILES
+@given(mutation=st.sampled_from([m for m in NESTED if m[0]]))  # a non-dict "sampler": refused by the format
 def test_a_bad_schedule_in_the_file_names_the_file_and_the_field(
     tmp_path_factory: pytest.TempPathFactory, mutation: tuple[Path_, Any, set[str]]
 ):
     trainer = pytest.importorskip("ads_core.train.verl.trainer")
     path, value, fields = mutation
-    doc = saved_file_doc()
-    doc["sampler"] = mutate(("ads", *path), value)["ads"]
+    doc = saved_file_doc(sampler=mutate(("sampler", *path), value)["sampler"])
     folder = tmp_path_factory.mktemp("ckpt") / "global_step_6"
     file = write_state_file(folder, doc)
-    sampler = ADSSampler(CID, RANK, CFG)
-    before = json.dumps(sampler.state_dict())
+    s = adapter()
+    before = snapshot(s)
     with pytest.raises(trainer.CheckpointStateError) as info:
-        trainer.read_sampler_state(str(folder), sampler)
+        trainer.read_sampler_state(str(folder), s)
     named = {"['sampler']" + f.removeprefix("state") for f in fields}
     text = str(info.value)
-    assert text.startswith(f"{file}: bad ADS sampler state at ") and any(f"at {n}: " in text for n in named), text
-    assert json.dumps(sampler.state_dict()) == before  # reading checks, it never loads
+    assert text.startswith(f"{file}: bad sampler checkpoint at ") and any(f"at {n}: " in text for n in named), text
+    assert snapshot(s) == before  # reading checks, it never loads
 
 
 def test_a_good_state_file_is_returned_and_loads(tmp_path: Path):
@@ -394,9 +404,9 @@ def test_a_good_state_file_is_returned_and_loads(tmp_path: Path):
     doc = saved_file_doc()
     folder = tmp_path / "global_step_6"
     write_state_file(folder, doc)
-    sampler = ADSSampler(CID, RANK, CFG)
-    state = trainer.read_sampler_state(str(folder), sampler)
-    assert state == doc["sampler"] and sampler.steps == 0  # checked, not loaded
-    sampler.load_state_dict(state)
-    assert sampler.state_dict() == doc["sampler"]
+    s = adapter()
+    checkpoint = trainer.read_sampler_state(str(folder), s)
+    assert checkpoint == doc and s.sampler.steps == 0  # checked, not loaded
+    s.restore_schedule(checkpoint.sampler)
+    assert s.sampler.state_dict() == doc.sampler
     assert trainer.read_sampler_state(str(tmp_path / "global_step_7")) is None  # no file: nothing to restore

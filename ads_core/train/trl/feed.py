@@ -31,6 +31,7 @@ import numpy as np
 import torch.utils.data
 
 from ads_core.sampler.base import GroupFilter, Sampler
+from ads_core.sampler.checkpoint import SamplerCheckpoint
 from ads_core.sampler.dynamic import informative
 from ads_core.sampler.state import SamplerStateError, refuse, state_int, state_list, state_mapping
 
@@ -183,6 +184,22 @@ class FeedbackSampler(torch.utils.data.Sampler[int]):
             "sampler": self.sampler.state_dict(),
             "pending": [{"index": d.index, "rows": d.rows, "after_updates": d.after_updates} for d in self.pending],
         }
+
+    def checkpoint(self, step: int) -> SamplerCheckpoint:
+        """The state as the one sampler checkpoint format: kind, step, the sampler's state, the pending draws, and
+        the feed's own counters (``trainer``)."""
+        state = self.state_dict()
+        own = {k: v for k, v in state.items() if k not in ("kind", "sampler", "pending")}
+        return SamplerCheckpoint(self.kind, step, state["sampler"], state["pending"], own)
+
+    @staticmethod
+    def state_of(checkpoint: SamplerCheckpoint) -> dict[str, Any]:
+        """The feed state a checkpoint holds (``load_state_dict`` checks it); its counters must say STEP updates."""
+        state = {**checkpoint.trainer, "kind": checkpoint.kind}
+        state |= {"sampler": checkpoint.sampler, "pending": checkpoint.pending}
+        if state.get("updates") != checkpoint.step:
+            raise SamplerStateError("['trainer']['updates']", f"expected {checkpoint.step} updates (one per step)")
+        return state
 
     def check_state(self, state: Any, fresh: Sampler) -> list[Draw]:
         """Validate a saved state without changing this sampler; ``fresh`` (a new sampler of the same kind)

@@ -2,14 +2,14 @@
 checkpoint; train; return where everything went.
 
 Resume. A checkpoint folder counts when it holds TRL's ``trainer_state.json`` (written last by HF) and our
-``ads_sampler.json`` (written first); the newest such folder is resumed from, after its sampler state passed
-every check (a bad one stops the run with the file and the field, before anything is trained). Newer,
+``ads_sampler.json`` (written first; ``ads_core.sampler.checkpoint``); the newest such folder is resumed from,
+after its sampler checkpoint passed every check (a bad one stops the run with a ``CheckpointStateError`` naming
+the file and the field, before anything is trained). Newer,
 incomplete folders (a save that was killed) are removed, and ``steps.jsonl`` is cut back to the resumed step.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import shutil
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ads_core.common.text import last_boxed
+from ads_core.sampler.checkpoint import SamplerCheckpoint, has_checkpoint, read_checkpoint
 from ads_core.sampler.kinds import build_sampler
-from ads_core.sampler.state import SamplerStateError, state_int
 from ads_core.train.plan import TrainPlan
 from ads_core.train.reward import compute_score
 from ads_core.train.trainers import TrainResult
@@ -36,10 +36,6 @@ log = logging.getLogger("ads.train")
 Score = Callable[[str, str], float]  # (completion text, ground truth) -> correctness in [0, 1]
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)")
 HEADLINE = ("step", "reward_mean", "success_mean", "active_clusters", "window_position", "lag", "loss", "seconds")
-
-
-class CheckpointStateError(ValueError):
-    """A checkpoint's sampler state can't be resumed from; the message names the file and the field."""
 
 
 def math_score(text: str, ground_truth: str) -> float:
@@ -74,31 +70,14 @@ def complete_checkpoints(folder: str) -> list[tuple[int, Path]]:
     found = []
     for child in root.iterdir() if root.is_dir() else ():
         m = _CHECKPOINT.fullmatch(child.name)
-        if m and (child / "trainer_state.json").is_file() and (child / "ads_sampler.json").is_file():
+        if m and (child / "trainer_state.json").is_file() and has_checkpoint(child):
             found.append((int(m.group(1)), child))
     return sorted(found)
 
 
-def read_checkpoint_state(folder: Path, step: int) -> dict[str, Any]:
-    """The feed state in ``folder/ads_sampler.json``: readable JSON, saved at ``step`` (field checks follow)."""
-    path = folder / "ads_sampler.json"
-    fix = f"delete {folder} to resume from the checkpoint before it, or pick a new name"
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise CheckpointStateError(f"{path}: unreadable sampler state ({exc}); {fix}") from None
-    try:
-        if not isinstance(doc, dict) or set(doc) != {"global_step", "feed"}:
-            raise SamplerStateError("[]", "expected an object with global_step and feed")
-        saved = state_int(doc["global_step"], "['global_step']")
-        if saved != step:
-            raise SamplerStateError("['global_step']", f"saved at step {saved}, but its folder is step {step}")
-        feed = doc["feed"]
-        if not isinstance(feed, dict) or feed.get("updates") != step:
-            raise SamplerStateError("['feed']['updates']", f"expected {step} updates (one per step)")
-    except SamplerStateError as exc:
-        raise CheckpointStateError(f"{path}: bad sampler state at {exc}; {fix}") from None
-    return feed
+def read_checkpoint_state(folder: Path, step: int) -> SamplerCheckpoint:
+    """The sampler checkpoint in ``folder/ads_sampler.json``, saved at ``step`` with a feed state of that step."""
+    return read_checkpoint(folder, step, check=FeedbackSampler.state_of)[0]
 
 
 def resume_point(part: TRLPlan, feed: FeedbackSampler, make_sampler: Callable[[], Any]) -> tuple[int, str] | None:
@@ -110,14 +89,15 @@ def resume_point(part: TRLPlan, feed: FeedbackSampler, make_sampler: Callable[[]
             keep_steps_up_to(part.steps_file, 0)
         return None
     step, folder = checkpoints[-1]
-    state = read_checkpoint_state(folder, step)
-    try:
-        feed.load_state_dict(state, make_sampler())
-    except SamplerStateError as exc:
-        raise CheckpointStateError(
-            f"{folder / 'ads_sampler.json'}: its sampler state does not fit this run at {exc}; resume with the "
-            f"options it was saved with, or delete {folder} (or pick a new name)"
-        ) from None
+
+    def fits(checkpoint: SamplerCheckpoint) -> tuple[dict[str, Any], Any]:
+        state, fresh = FeedbackSampler.state_of(checkpoint), make_sampler()
+        feed.check_state(state, fresh)  # every field, the nested sampler state too; changes nothing
+        return state, fresh
+
+    fix = f"resume with the options it was saved with, or delete {folder} (or start under a new name)"
+    _, (state, fresh) = read_checkpoint(folder, step, check=fits, fix=fix)  # CheckpointStateError, one line
+    feed.load_state_dict(state, fresh)
     for child in Path(part.checkpoints_dir).iterdir():
         m = _CHECKPOINT.fullmatch(child.name)
         if m and int(m.group(1)) > step:  # a save that was killed: never complete

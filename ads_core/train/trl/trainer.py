@@ -12,7 +12,8 @@
   every other kind goes straight to TRL's;
 * ``create_scheduler``: builds the learning-rate schedule over the run's horizon (``schedule_steps``, recorded by
   the run's first command; ``ads_core.train.trl.settings``) rather than this command's ``max_steps``;
-* ``_save_checkpoint``: writes ``ads_sampler.json`` (the feed's whole state) into ``checkpoint-N`` first, then
+* ``_save_checkpoint``: writes ``ads_sampler.json`` (the feed's whole state, in the one sampler checkpoint format of
+  ``ads_core.sampler.checkpoint``) into ``checkpoint-N`` first, then
   lets TRL save; HF writes ``trainer_state.json`` last, so a checkpoint with both files is complete.
 
 Nothing of TRL is copied; ``tests/integrations/test_trl_contract.py`` pins the hooks and signatures used.
@@ -20,7 +21,6 @@ Nothing of TRL is copied; ``tests/integrations/test_trl_contract.py`` pins the h
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -31,12 +31,12 @@ from accelerate.utils import gather_object
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
+from ads_core.sampler.checkpoint import write_checkpoint
 from ads_core.train.trl.data import TrainRows
 from ads_core.train.trl.dynamic import fill_generation_batch
 from ads_core.train.trl.feed import Draw, Feedback, FeedbackSampler
 from ads_core.train.trl.steps import StepWriter, window_position
 
-STATE_FILE = "ads_sampler.json"
 TRL_LOG_KEYS = {  # TRL's per-step log key -> our name
     "loss": "loss",
     "completions/mean_length": "completion_length",
@@ -156,7 +156,7 @@ class ADSGRPOTrainer(GRPOTrainer):
             name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
             folder = os.path.join(self._get_output_dir(trial=trial), name)
             os.makedirs(folder, exist_ok=True)
-            write_state(folder, int(self.state.global_step), self.feed.state_dict())
+            write_checkpoint(folder, self.feed.checkpoint(int(self.state.global_step)))  # atomic, fsynced
         super()._save_checkpoint(model, trial)
 
 
@@ -188,14 +188,3 @@ def step_record(fb: Feedback, rows: TrainRows, metrics: dict[str, float], logs: 
     record["metrics"] = {k: float(v) for k, v in metrics.items() if np.isfinite(v)}
     record["time"] = time.time()
     return record
-
-
-def write_state(folder: str, step: int, state: dict[str, Any]) -> None:
-    """``ads_sampler.json`` in a checkpoint folder, atomically (temp file, fsync, rename)."""
-    path = os.path.join(folder, STATE_FILE)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"global_step": step, "feed": state}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from ads_core.config.base import error_line
 from ads_core.config.sampler import ADSSamplerConfig
-from ads_core.config.train import INTEGRATION_KEYS
+from ads_core.config.train import INTEGRATION_KEYS, TrainSamplerConfig
+from ads_core.sampler.kinds import has_extra_rollouts, kind_names
 
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
 CONFIG_NAME = "ads_grpo"
@@ -50,6 +51,26 @@ def sampler_config(data_config: Any) -> ADSSamplerConfig:
         raise ConfigError(f"invalid {error_line(exc, 'data.ads_sampler.')}") from None
 
 
+def sampler_section(data_config: Any) -> TrainSamplerConfig:
+    """The sampler a run draws with: ``data.sampler_kind`` (ads by default), the ADS knobs from
+    ``data.ads_sampler`` and a baseline's from ``data.baseline_samplers.<kind>`` (its batch is the step's)."""
+    kind = str(data_config.get("sampler_kind") or "ads")
+    if kind not in kind_names():
+        raise ConfigError(f"data.sampler_kind={kind!r} is not a sampler kind; choose one of {', '.join(kind_names())}")
+    if has_extra_rollouts(kind):
+        raise ConfigError(
+            f"data.sampler_kind={kind}: its steps roll out extra generation batches (DAPO-style dynamic sampling), "
+            "which in verl is algorithm.filter_groups of the v1 trainer only; the ADS integration drives the v0 "
+            "trainer, so train this kind with trainer trl"
+        )
+    raw = data_config.get("baseline_samplers") or {}
+    baselines = OmegaConf.to_container(raw, resolve=True) if isinstance(raw, DictConfig) else dict(raw)
+    try:
+        return TrainSamplerConfig(kind=kind, ads=sampler_config(data_config), **baselines)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise ConfigError(f"invalid {error_line(exc, 'data.baseline_samplers.')}") from None
+
+
 def finalize(config: DictConfig) -> DictConfig:
     """Apply the ADS rules to a composed config, in place; raise ConfigError with a clear message if it can't run.
 
@@ -59,8 +80,9 @@ def finalize(config: DictConfig) -> DictConfig:
     * ``data.dataloader_num_workers`` is forced to 0 (prefetching workers would run ahead of the updates).
     * ``trainer.use_v1`` must be false, ``trainer.critic_warmup`` 0 (the update hook runs with the actor update).
     """
+    sampler_section(config.data)  # a kind verl can draw with, and valid knobs
     cfg = sampler_config(config.data)
-    batch = cfg.batch_size
+    batch = cfg.batch_size  # every kind draws the ADS batch
     with open_dict(config):
         tbs = config.data.get("train_batch_size")
         if tbs is None:

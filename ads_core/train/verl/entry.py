@@ -9,6 +9,7 @@ import re
 from typing import Any, ClassVar
 
 from ads_core.config.train import TrainConfig
+from ads_core.sampler.kinds import has_extra_rollouts
 from ads_core.train import choice
 from ads_core.train.errors import LaunchError
 from ads_core.train.trainers import OnLine, OnStep, Score, TrainResult, register_trainer
@@ -26,8 +27,8 @@ class VerlTrainer:
         """verl is GPU-only (no CPU training, verl issue #3266) and needs a rollout engine (vLLM or SGLang); a Ray
         address means a cluster that has both."""
         kind = cfg.sampler.kind
-        if kind != "ads":
-            return False, f"the {kind} sampler trains with TRL (verl runs the ADS sampler only)"
+        if has_extra_rollouts(kind):
+            return False, f"the {kind} sampler rolls out extra batches per step, which verl's v0 trainer can't"
         if cfg.verl.ray_address:
             return True, f"a Ray address ({cfg.verl.ray_address}) means verl on that cluster"
         gpus = choice.cuda_gpu_count()
@@ -82,13 +83,15 @@ class VerlTrainer:
         )
 
     def read_checkpoint_state(self, run_dir: str) -> Any:
-        """The sampler checkpoint of the newest ``global_step_N`` folder in RUN_DIR, or None."""
+        """The sampler checkpoint of the newest ``global_step_N`` folder in RUN_DIR that has one, or None."""
         from pathlib import Path
 
-        from ads_core.train.verl.trainer import read_sampler_state
+        from ads_core.sampler.checkpoint import has_checkpoint, read_checkpoint
 
         root = Path(run_dir) / "checkpoints"
         steps = [
-            (int(m.group(1)), p) for p in (root.iterdir() if root.is_dir() else ()) if (m := STEP.fullmatch(p.name))
+            (int(m.group(1)), p)
+            for p in (root.iterdir() if root.is_dir() else ())
+            if (m := STEP.fullmatch(p.name)) and has_checkpoint(p)
         ]
-        return read_sampler_state(str(max(steps)[1])) if steps else None
+        return read_checkpoint(max(steps)[1], max(steps)[0])[0] if steps else None

@@ -20,7 +20,8 @@ from typing import Any
 
 from ads_core import storage
 from ads_core.config.sampler import ADSSamplerConfig
-from ads_core.config.train import VerlConfig
+from ads_core.config.train import TrainSamplerConfig, VerlConfig
+from ads_core.sampler.kinds import has_extra_rollouts
 from ads_core.train.errors import TrainOptionError
 from ads_core.train.plan import TrainPlan
 from ads_core.train.verl.config import ENTRY_MODULE, INTEGRATION_KEYS
@@ -89,11 +90,24 @@ def launch_mode(address: str | None) -> str:
     return "ray-job" if address.startswith(("http://", "https://")) else "cluster"
 
 
-def sampler_overrides(ads: ADSSamplerConfig, verl: VerlConfig) -> list[str]:
-    """``data.ads_sampler.KEY=VALUE`` for every knob that differs from its default (the YAML's value)."""
+def sampler_overrides(sampler: TrainSamplerConfig, verl: VerlConfig) -> list[str]:
+    """``data.ads_sampler.KEY=VALUE`` for every ADS knob that differs from its default (the YAML's value); for a
+    baseline, ``data.sampler_kind`` and its knobs (``data.baseline_samplers.KIND.KEY``, its batch is the step's)."""
+    ads = sampler.ads
     values = {k: v for k, v in ads.model_dump().items() if v != ADSSamplerConfig.model_fields[k].default}
     values |= {k: getattr(verl, k) for k in INTEGRATION_KEYS if getattr(verl, k) != VerlConfig.model_fields[k].default}
-    return [f"data.ads_sampler.{key}={hydra_quote(value)}" for key, value in values.items()]
+    out = [f"data.ads_sampler.{key}={hydra_quote(value)}" for key, value in values.items()]
+    default = TrainSamplerConfig()
+    if sampler.kind != default.kind:
+        out.append(f"data.sampler_kind={hydra_quote(sampler.kind)}")
+        knobs, defaults = getattr(sampler, sampler.kind, None), getattr(default, sampler.kind, None)
+        if knobs is not None and defaults is not None:
+            out += [
+                f"data.baseline_samplers.{sampler.kind}.{key}={hydra_quote(value)}"
+                for key, value in knobs.model_dump().items()
+                if key != "batch_size" and value != getattr(defaults, key)
+            ]
+    return out
 
 
 def _stage(uri: str, dest: Path) -> str:
@@ -109,11 +123,12 @@ def _stage(uri: str, dest: Path) -> str:
 def plan_verl(plan: TrainPlan, materialize: bool = True, resolve_config: bool = True) -> VerlPlan:
     """Stage inputs verl can read, build the overrides and the launch command (no GPU needed)."""
     cfg, verl = plan.config, plan.config.verl
-    if plan.sampler.kind != "ads":
+    if has_extra_rollouts(plan.sampler.kind):
         raise TrainOptionError(
-            f"the verl integration trains with the ADS sampler only, not {plan.sampler.kind!r}; "
-            "use trainer trl to compare samplers",
-            options=("trainer",),
+            f"the {plan.sampler.kind} sampler rolls out extra generation batches per step (DAPO-style dynamic "
+            "sampling); in verl that is algorithm.filter_groups, which only its v1 loop has, and the ADS "
+            "integration drives the v0 loop: train it with trainer trl, or pick another kind",
+            options=("trainer", "kind"),
         )
     mode = launch_mode(verl.ray_address)
     run_dir = Path(plan.run_dir)
@@ -161,7 +176,7 @@ def plan_verl(plan: TrainPlan, materialize: bool = True, resolve_config: bool = 
         overrides += validation_overrides(cfg)  # k, sampling, test_freq, val_before_train
     else:
         overrides += ["trainer.val_before_train=false", "trainer.test_freq=-1"]
-    overrides += sampler_overrides(plan.sampler.ads, verl)
+    overrides += sampler_overrides(plan.sampler, verl)
     overrides.append(f"trainer.total_training_steps={int(cfg.steps)}")
     if mode == "cluster":
         overrides.append(f"ray_kwargs.ray_init.address={hydra_quote(verl.ray_address)}")

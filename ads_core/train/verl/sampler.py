@@ -1,17 +1,20 @@
-"""The ADS sampler as the ``sampler=`` of verl's training ``StatefulDataLoader``.
+"""The run's sampler (ADS or a baseline, any kind from `ads_core.sampler.kinds`) as the ``sampler=`` of verl's
+training ``StatefulDataLoader``.
 
 verl 0.9 builds its train loader as ``StatefulDataLoader(dataset, batch_size=data.train_batch_size,
 num_workers=0, drop_last=True, sampler=<ours>, collate_fn=...)``; torchdata wraps the sampler in its own
 stateful ``BatchSampler``. ``ADSVerlSampler`` therefore
 
-* yields, per training step, exactly one ADS batch (``ADSSampler.next_batch()``, ``batch_size`` row
-  positions of the ``RLHFDataset``); the draw happens lazily when the trainer asks for the next batch, i.e.
-  after the previous step's ``update`` (``num_workers`` must be 0);
+* yields, per training step, exactly one sampler batch (``next_batch()``, ``batch_size`` row positions of the
+  ``RLHFDataset``); the draw happens lazily when the trainer asks for the next batch, i.e. after the previous
+  step's ``update`` (``num_workers`` must be 0);
 * runs finite "epochs" of ``steps_per_epoch = max(1, len(dataset) // batch_size)`` batches, so verl's
   epoch counter and ``total_epochs`` keep their meaning (the ADS schedule itself resets on its own clock);
 * implements ``state_dict`` / ``load_state_dict``: torchdata stores them in verl's ``data.pt`` and, on
   load, calls ``load_state_dict`` and then ``iter()`` again, which resumes at the saved batch.
 
+The sampler is made by ``build_sampler`` (``data.sampler_kind``, default ads) and driven only through the
+protocol of ``ads_core.sampler.base``, so every kind without extra rollouts per step trains the same way.
 ``feedback(batch)`` turns a verl training batch (n rollouts per prompt, grouped by ``uid``) into the
 sampler's ``update(idx, success)`` arguments, identifying prompts by ``extra_info.sample_id`` (or
 ``extra_info.index``), since verl drops custom top-level columns before the reward step.
@@ -19,6 +22,7 @@ sampler's ``update(idx, success)`` arguments, identifying prompts by ``extra_inf
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -27,16 +31,15 @@ from typing import Any
 import numpy as np
 import torch.utils.data
 
-from ads_core.config.sampler import ADSSamplerConfig
-from ads_core.config.train import VerlConfig
-from ads_core.sampler.ads import ADSSampler
-from ads_core.sampler.ads_state import check_ads_state
+from ads_core.config.train import TrainSamplerConfig, VerlConfig
+from ads_core.sampler.base import Sampler
+from ads_core.sampler.kinds import build_sampler
 from ads_core.sampler.state import SamplerStateError, refuse, state_int, state_mapping
 
 log = logging.getLogger("ads.verl")
 
 STATE_KIND = "ADSVerlSampler"
-STATE_KEYS = ("kind", "yielded", "steps_per_epoch", "batch_size", "ads")
+STATE_KEYS = ("kind", "yielded", "steps_per_epoch", "batch_size", "sampler")
 SUCCESS_KEYS = ("acc",)  # per-rollout 0/1 (or fraction) correctness, from the reward function's extra info
 SCORE_KEYS = ("score",)  # fallback: the sign of the reward
 SCORE_TENSORS = ("token_level_scores", "rm_scores", "token_level_rewards")
@@ -47,7 +50,9 @@ class BatchIdentityError(ValueError):
 
 
 @dataclass
-class Feedback:
+class BatchFeedback:
+    """One verl training batch as sampler feedback: each prompt group's row and mean success."""
+
     idx: np.ndarray  # row positions in the RLHFDataset, one per prompt group
     success: np.ndarray  # mean correctness of each group's rollouts, in [0, 1]
     groups: int  # uid groups in the batch
@@ -57,32 +62,37 @@ class Feedback:
 
 
 class ADSVerlSampler(torch.utils.data.Sampler[int]):
-    """torch ``Sampler[int]`` over an ``RLHFDataset`` that emits whole ADS batches, with resumable state."""
+    """torch ``Sampler[int]`` over an ``RLHFDataset`` that emits whole sampler batches, with resumable state."""
 
     def __init__(
         self,
-        ads: ADSSampler,
+        sampler: Sampler,
         sample_ids: Any,
         index_ids: Any = None,
         cluster_ids: Any = None,
         *,
+        kind: str = "ads",
         steps_per_epoch: int | None = None,
         cluster_metrics_interval: int = VerlConfig.model_fields["cluster_metrics_interval"].default,
         strict_ids: bool = VerlConfig.model_fields["strict_ids"].default,
     ) -> None:
-        self.ads = ads
-        n = ads.n_rows
+        self.sampler = sampler
+        self.kind = kind
+        n = len(np.asarray(sample_ids)) if sample_ids is not None else int(getattr(sampler, "n_rows", 0))
+        if getattr(sampler, "n_rows", n) != n:
+            raise ValueError(f"{n} sample ids for a sampler over {sampler.n_rows} rows")  # type: ignore[attr-defined]
+        self.n_rows = n
         self._row_of_sid = _unique_map(sample_ids, n, "sample_id")
         self._row_of_index = _unique_map(index_ids, n, "extra_info.index", required=False)
         self._cluster_ids = None if cluster_ids is None else np.asarray(cluster_ids, dtype=np.int64)
-        self.steps_per_epoch = int(steps_per_epoch) if steps_per_epoch else max(1, n // ads.batch_size)
+        self.steps_per_epoch = int(steps_per_epoch) if steps_per_epoch else max(1, n // sampler.batch_size)
         if self.steps_per_epoch < 1:
             raise ValueError("steps_per_epoch must be >= 1")
         self.cluster_metrics_interval = int(cluster_metrics_interval)
         self.strict_ids = bool(strict_ids)
         self._yielded = 0  # indices yielded by the live iterator in this epoch
         self._resume = 0  # where the next iter() starts (set by load_state_dict)
-        self.last_feedback: Feedback | None = None
+        self.last_feedback: BatchFeedback | None = None
 
     # -- construction ----------------------------------------------------------------------------
 
@@ -90,38 +100,40 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
     def from_dataset(cls, dataset: Any, data_config: Any = None, **kwargs: Any) -> ADSVerlSampler:
         """Build over verl's ``RLHFDataset`` (its ``.dataframe`` after overlong-prompt filtering).
 
-        ``data_config`` is verl's ``config.data``; ``data.ads_sampler`` holds the sampler knobs.
+        ``data_config`` is verl's ``config.data``: ``data.sampler_kind`` picks the kind, ``data.ads_sampler``
+        holds the ADS knobs (and the integration's), ``data.baseline_samplers`` the baselines'.
         """
-        from ads_core.train.verl.config import sampler_config
+        from ads_core.train.verl.config import sampler_section
 
-        cfg = sampler_config(data_config) if data_config is not None else ADSSamplerConfig()
+        section = sampler_section(data_config) if data_config is not None else TrainSamplerConfig()
         extra = data_config.get("ads_sampler", {}) if data_config is not None else {}
         defaults = VerlConfig()
         interval = extra.get("cluster_metrics_interval", defaults.cluster_metrics_interval)
         kwargs.setdefault("cluster_metrics_interval", int(interval or 0))
         kwargs.setdefault("strict_ids", bool(extra.get("strict_ids", defaults.strict_ids)))
         cols = dataset_columns(dataset)
-        ads = ADSSampler(cols["cluster_id"], cols["rank_in_cluster"], cfg)
-        return cls(ads, cols["sample_id"], cols.get("index"), cols["cluster_id"], **kwargs)
+        cid, rank = cols["cluster_id"], cols["rank_in_cluster"]
+        sampler = build_sampler(section.kind, cid, rank, section, section.ads.batch_size)
+        return cls(sampler, cols["sample_id"], cols.get("index"), cid, kind=section.kind, **kwargs)
 
     @property
     def batch_size(self) -> int:
-        return self.ads.batch_size
+        return int(self.sampler.batch_size)
 
     # -- torch Sampler ---------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return self.steps_per_epoch * self.ads.batch_size
+        return self.steps_per_epoch * self.batch_size
 
     def __iter__(self) -> Iterator[int]:
         start = self._resume
         self._resume = 0
         self._yielded = start
-        return self._generate(start // self.ads.batch_size)
+        return self._generate(start // self.batch_size)
 
     def _generate(self, first_batch: int) -> Iterator[int]:
         for _ in range(first_batch, self.steps_per_epoch):
-            rows = self.ads.next_batch()
+            rows = np.asarray(self.sampler.next_batch())
             for row in rows.tolist():
                 self._yielded += 1  # counted before the yield: a suspended generator has handed it out
                 yield row
@@ -133,37 +145,39 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
             "kind": STATE_KIND,
             "yielded": int(self._yielded),
             "steps_per_epoch": self.steps_per_epoch,
-            "batch_size": self.ads.batch_size,
-            "ads": self.ads.state_dict(),
+            "batch_size": self.batch_size,
+            "sampler": self.sampler.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore the schedule and the position in the epoch; the next ``iter()`` resumes there.
 
-        A checkpoint is untrusted input: every field (the nested ADS state too) is checked before anything
+        A checkpoint is untrusted input: every field (the nested sampler state too) is checked before anything
         is assigned, so a refused state (a ``SamplerStateError`` naming the field, e.g.
-        ``state['ads']['steps']``) leaves this sampler exactly as it was.
+        ``state['sampler']['steps']``) leaves this sampler exactly as it was.
         """
-        yielded = self.check_state(state)
-        # all checked: the ADS sampler re-checks the same state (cheap), so nothing below can fail
-        self.ads.load_state_dict(state["ads"])
-        if yielded % self.ads.batch_size:
-            log.warning("ADS sampler state saved mid-batch (%d indices); resuming at the batch start", yielded)
-        self._resume = min(yielded - yielded % self.ads.batch_size, len(self))
+        yielded, loaded = self._checked(state)
+        self.sampler = loaded
+        if yielded % self.batch_size:
+            log.warning("sampler state saved mid-batch (%d indices); resuming at the batch start", yielded)
+        self._resume = min(yielded - yielded % self.batch_size, len(self))
         self._yielded = self._resume
 
     def check_state(self, state: Any) -> int:
         """Validate a saved ``state_dict`` against this sampler without changing it; returns ``yielded``."""
+        return self._checked(state)[0]
+
+    def _checked(self, state: Any) -> tuple[int, Sampler]:
         if not isinstance(state, Mapping):
             refuse("state", f"a dict (a saved {STATE_KIND} state)", state)
         if "kind" in state and not (isinstance(state["kind"], str) and state["kind"] == STATE_KIND):
             refuse("state['kind']", repr(STATE_KIND), state["kind"])
         state_mapping(state, "state", STATE_KEYS)
         batch_size = state_int(state["batch_size"], "state['batch_size']", 1)
-        if batch_size != self.ads.batch_size:
+        if batch_size != self.batch_size:
             raise SamplerStateError(
                 "state['batch_size']",
-                f"state was saved with batch size {batch_size}, this sampler's is {self.ads.batch_size}",
+                f"state was saved with batch size {batch_size}, this sampler's is {self.batch_size}",
             )
         steps = state_int(state["steps_per_epoch"], "state['steps_per_epoch']", 1)
         if steps != self.steps_per_epoch:
@@ -179,18 +193,21 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
             steps * batch_size,
             f" (indices of this epoch: {steps} steps of {batch_size})",
         )
-        check_nested_ads_state(state["ads"], self.ads, "state['ads']")
-        return yielded
+        return yielded, loaded_copy(self.sampler, state["sampler"], "state['sampler']")
 
-    def restore_schedule(self, ads_state: Mapping[str, Any]) -> None:
-        """Restore only the ADS schedule and start the next ``iter()`` at the beginning of an epoch.
+    def restore_schedule(self, sampler_state: Mapping[str, Any]) -> None:
+        """Restore only the sampler's own state and start the next ``iter()`` at the beginning of an epoch.
 
         The trainer uses this when verl skips ``data.pt`` at an epoch boundary. A refused state
         (``SamplerStateError``) changes nothing.
         """
-        self.ads.load_state_dict(ads_state)  # checks everything before it assigns
+        self.sampler = loaded_copy(self.sampler, sampler_state, "state")
         self._resume = 0
         self._yielded = 0
+
+    def load_schedule(self, sampler_state: Mapping[str, Any]) -> None:
+        """Restore only the sampler's own state, keeping the position in the epoch (verl's ``data.pt`` has it)."""
+        self.sampler = loaded_copy(self.sampler, sampler_state, "state")
 
     # -- feedback --------------------------------------------------------------------------------
 
@@ -206,7 +223,7 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
             return self._row_of_index.get(int(index))
         return None
 
-    def feedback(self, batch: Any) -> Feedback:
+    def feedback(self, batch: Any) -> BatchFeedback:
         """Group a verl ``DataProto`` by ``uid`` and return each prompt's row and mean rollout success."""
         ntb = batch.non_tensor_batch
         for key in ("uid", "extra_info"):
@@ -241,7 +258,7 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
         if self._cluster_ids is not None:
             self._check_clusters(ntb["extra_info"], rows)
         keep = ~unknown
-        return Feedback(
+        return BatchFeedback(
             idx=group_rows[keep],
             success=np.clip(group_success[keep], 0.0, 1.0),
             groups=len(group_rows),
@@ -260,9 +277,9 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
                 )
 
     def update_from_batch(self, batch: Any, step: int | None = None) -> dict[str, float]:
-        """``feedback`` + ``ADSSampler.update``; returns the metrics to log for this step."""
+        """``feedback`` + the sampler's ``update``; returns the metrics to log for this step."""
         fb = self.feedback(batch)
-        self.ads.update(fb.idx, fb.success)
+        self.sampler.update(fb.idx, fb.success)
         self.last_feedback = fb
         return self.metrics(step)
 
@@ -270,7 +287,7 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
         """``ads/*`` summaries every step; per-cluster series every ``cluster_metrics_interval`` steps."""
         every = self.cluster_metrics_interval
         per_cluster = every > 0 and (step is None or step % every == 0 or step == 1)
-        out = {k: v for k, v in self.ads.metrics().items() if per_cluster or k.count("/") == 1}
+        out = {k: v for k, v in self.sampler.metrics().items() if per_cluster or k.count("/") == 1}
         fb = self.last_feedback
         if fb is not None:
             out["ads/groups"] = float(fb.groups)
@@ -332,13 +349,16 @@ def dataset_columns(dataset: Any) -> dict[str, np.ndarray]:
     return out
 
 
-def check_nested_ads_state(state: Any, sampler: ADSSampler, field: str) -> None:
-    """``check_ads_state`` for an ADS state stored at ``field`` of a larger one: errors name the full path."""
+def loaded_copy(sampler: Sampler, state: Any, field: str) -> Sampler:
+    """A copy of SAMPLER with STATE loaded (the sampler's own all-or-nothing check); SAMPLER is unchanged.
+    Errors name the state's full path: ``field`` + the sampler's own (``state['sampler']['steps']``)."""
+    fresh = copy.deepcopy(sampler)
     try:
-        check_ads_state(state, sampler)
+        fresh.load_state_dict(state)  # type: ignore[arg-type]
     except SamplerStateError as exc:
         inner = exc.field.removeprefix("state")  # "state['steps']" -> "['steps']"; "state" -> ""
         raise SamplerStateError(field + inner, exc.problem) from None
+    return fresh
 
 
 def _unique_map(values: Any, n: int, what: str, required: bool = True) -> dict[int, int] | None:

@@ -77,7 +77,7 @@ class ADSTaskRunner(BaseTaskRunner):
         # The only functional difference from verl's TaskRunner: our sampler and trainer.
         train_sampler = ADSVerlSampler.from_dataset(train_dataset, config.data)
         print(
-            f"[ads] sampler: {train_sampler.ads.n_rows} rows, {train_sampler.ads.n_clusters} clusters, "
+            f"[ads] sampler {train_sampler.kind}: {train_sampler.n_rows} rows, "
             f"batch {train_sampler.batch_size}, {train_sampler.steps_per_epoch} steps per epoch"
         )
 

@@ -3,7 +3,8 @@
 * ``_update_actor(batch)``: ``fit`` calls it with the complete step batch (``uid``, ``extra_info``, the
   reward's ``acc``, ``token_level_scores``) *before* ``_save_checkpoint``; we update the sampler first, so
   the checkpoint holds the post-update schedule, and add ``ads/*`` to the metrics ``fit`` reduces and logs.
-* ``_save_checkpoint()``: also writes ``global_step_N/ads_sampler.json`` (the schedule, readable JSON).
+* ``_save_checkpoint()``: also writes ``global_step_N/ads_sampler.json`` (the sampler's state in the one sampler
+  checkpoint format, ``ads_core.sampler.checkpoint``: readable JSON, checksummed, atomic and fsynced).
 * ``_load_checkpoint()``: verl 0.9 skips ``data.pt`` when the step is at an epoch boundary; we then
   restore the schedule from ``ads_sampler.json``, so no resume loses it.
 
@@ -16,7 +17,6 @@ containers, numbers, strings and tensors, plus the empty allow-list ``DATA_PT_SA
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import pickle
@@ -26,9 +26,16 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from ads_core.sampler.ads import ADSSampler
-from ads_core.sampler.state import SamplerStateError, refuse, state_int
-from ads_core.train.verl.sampler import ADSVerlSampler, check_nested_ads_state
+from ads_core.sampler.checkpoint import (
+    FILE,
+    CheckpointStateError,
+    SamplerCheckpoint,
+    has_checkpoint,
+    read_checkpoint,
+    write_checkpoint,
+)
+from ads_core.sampler.state import SamplerStateError
+from ads_core.train.verl.sampler import ADSVerlSampler, loaded_copy
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)
@@ -37,15 +44,10 @@ with warnings.catch_warnings():
 
 log = logging.getLogger("ads.verl")
 
-ADS_STATE_FILE = "ads_sampler.json"
-_FRESH = "delete it to resume with a fresh schedule"  # what to do about a bad ads_sampler.json
+ADS_STATE_FILE = FILE  # the one sampler checkpoint file (ads_core.sampler.checkpoint)
 # Classes data.pt may hold beyond torch's weights-only set. torchdata's loader state and our sampler's
 # state_dict are plain containers, so none is needed; add one here only if a verl release requires it.
 DATA_PT_SAFE_GLOBALS: tuple[Any, ...] = ()
-
-
-class CheckpointStateError(ValueError):
-    """A checkpoint's sampler or dataloader state can't be read safely; the message says what to do."""
 
 
 class ADSRayPPOTrainer(RayPPOTrainer):
@@ -85,14 +87,9 @@ class ADSRayPPOTrainer(RayPPOTrainer):
         return os.path.join(self.config.trainer.default_local_dir, f"global_step_{step}")
 
     def _save_checkpoint(self) -> None:
-        folder = self._step_folder(self.global_steps)
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, ADS_STATE_FILE)
-        state = {"global_step": int(self.global_steps), "sampler": self.ads_sampler.ads.state_dict()}
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(state, f)
-        os.replace(tmp, path)
+        adapter = self.ads_sampler  # verl draws lazily after each update: nothing is drawn but unrewarded
+        checkpoint = SamplerCheckpoint(adapter.kind, int(self.global_steps), adapter.sampler.state_dict(), [], {})
+        write_checkpoint(self._step_folder(self.global_steps), checkpoint)  # atomic, fsynced
         super()._save_checkpoint()
 
     def _resumed_folder(self) -> str:
@@ -110,10 +107,10 @@ class ADSRayPPOTrainer(RayPPOTrainer):
         if step <= 0:
             return result
         folder = self._resumed_folder()
-        state = read_sampler_state(folder, self.ads_sampler.ads)
+        checkpoint = read_sampler_state(folder, self.ads_sampler)
         steps_per_epoch = len(self.train_dataloader)
         at_boundary = steps_per_epoch > 0 and step % steps_per_epoch == 0
-        if state is None:
+        if checkpoint is None:
             if at_boundary or not os.path.exists(os.path.join(folder, "data.pt")):
                 why = "the ADS schedule starts fresh"
             else:
@@ -123,48 +120,40 @@ class ADSRayPPOTrainer(RayPPOTrainer):
             return result
         if at_boundary:
             # verl skipped data.pt ("epoch boundary"): the schedule would silently restart without this
-            self.ads_sampler.restore_schedule(state)
+            self.ads_sampler.restore_schedule(checkpoint.sampler)
             print(f"[ads] restored the ADS schedule of step {step} (epoch boundary) from {folder}")
         else:
             # verl queued data.pt (same state, plus the position in the epoch); apply the schedule now too
-            self.ads_sampler.ads.load_state_dict(state)
+            self.ads_sampler.load_schedule(checkpoint.sampler)
             print(f"[ads] restored the ADS schedule of step {step} from {folder}")
         return result
 
 
-def read_sampler_state(folder: str, sampler: ADSSampler | None = None) -> dict[str, Any] | None:
-    """The ADS schedule saved in a checkpoint folder's ``ads_sampler.json``; None when there is none.
+def read_sampler_state(folder: str, sampler: ADSVerlSampler | None = None) -> SamplerCheckpoint | None:
+    """The sampler checkpoint in a checkpoint folder's ``ads_sampler.json``; None when there is none.
 
-    Never unpickles anything: ``data.pt`` is not read here. The file is untrusted input: a bad one is a
-    ``CheckpointStateError`` naming it (and the field). Given the ``sampler`` it will be loaded into, the
-    schedule is checked in full against it (artifact, config, every field), without changing the sampler.
+    Never unpickles anything: ``data.pt`` is not read here. The file is untrusted input, read by the one reader
+    (``ads_core.sampler.checkpoint``): a bad one is a ``CheckpointStateError`` naming it (and the field). Given
+    the ``sampler`` (the adapter) it will be loaded into, the state is checked in full against it (kind,
+    artifact, config, every field), without changing it.
     """
-    path = os.path.join(folder, ADS_STATE_FILE)
-    if not os.path.exists(path):
+    if not has_checkpoint(folder):
         return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: deeply nested JSON
-        raise CheckpointStateError(f"{path}: unreadable ADS sampler state ({exc}); {_FRESH}") from None
-    state = doc.get("sampler") if isinstance(doc, dict) else None
-    if not isinstance(state, dict):
-        raise CheckpointStateError(f"{path}: no 'sampler' object in the ADS sampler state; {_FRESH}")
-    try:
-        if "global_step" in doc:
-            step = state_int(doc["global_step"], "['global_step']")
-            named = re.fullmatch(r"global_step_(\d+)", os.path.basename(os.path.normpath(folder)))
-            if named and int(named.group(1)) != step:
-                raise SamplerStateError(
-                    "['global_step']", f"the file was saved at step {step}, but its folder is step {named.group(1)}"
-                )
-        if "kind" in state and state["kind"] != "ADSSampler":
-            refuse("['sampler']['kind']", "'ADSSampler'", state["kind"])
-        if sampler is not None:
-            check_nested_ads_state(state, sampler, "['sampler']")
-    except SamplerStateError as exc:
-        raise CheckpointStateError(f"{path}: bad ADS sampler state at {exc}; {_FRESH}") from None
-    return state
+    named = re.fullmatch(r"global_step_(\d+)", os.path.basename(os.path.normpath(folder)))
+
+    def fits(checkpoint: SamplerCheckpoint) -> None:
+        assert sampler is not None
+        if checkpoint.kind != sampler.kind:
+            raise SamplerStateError(
+                "['kind']", f"the run was checkpointed with sampler {checkpoint.kind!r}, this one is {sampler.kind!r}"
+            )
+        if checkpoint.pending:
+            raise SamplerStateError("['pending']", "expected none (verl draws each batch after the last update)")
+        loaded_copy(sampler.sampler, checkpoint.sampler, "['sampler']")
+
+    fix = f"delete {os.path.join(folder, FILE)} to resume with a fresh sampler state"
+    step = int(named.group(1)) if named else None
+    return read_checkpoint(folder, step, check=fits if sampler is not None else None, fix=fix)[0]
 
 
 class _WeightsOnlyTorch(types.ModuleType):
