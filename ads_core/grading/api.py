@@ -33,6 +33,7 @@ from ads_core.grading.pool import WorkerUnavailable, cpu_cores, get_pool
 from ads_core.grading.precheck import too_complex
 from ads_core.grading.text import as_number, extract_answer, is_decimal, readings
 
+MAX_CACHED_CHARS = 2_000  # the cache holds short (answer, ground truth) pairs only: its memory stays bounded
 REASONS = ("correct", "wrong", "no_answer", "timeout", "too_complex", "error")
 
 
@@ -164,7 +165,8 @@ def _grade_answer(answer: str | None, ground_truth: Any, timeout_s: float | None
             return hit[0], hit[1], hit[2]
         _counts["misses"] += 1
     verdict = _judge(answer, golds, limit)
-    if verdict[1] != "error" and _settings.cache_size > 0:
+    small = len(answer) + sum(map(len, golds)) <= MAX_CACHED_CHARS  # junk is refused in microseconds anyway
+    if verdict[1] != "error" and _settings.cache_size > 0 and small:
         with _cache_lock:
             _cache[key] = (*verdict, limit)
             if len(_cache) > _settings.cache_size:

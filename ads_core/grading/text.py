@@ -13,6 +13,8 @@ from fractions import Fraction
 from ads_core.common.answers import strip_math_delimiters
 
 _BOX_TOKENS = ("\\boxed", "\\fbox")
+_BOX_OPEN = re.compile(r"\\(?:boxed|fbox) *\{")
+_BRACE = re.compile(r"[{}]")
 _TEXT = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")
 _SPACES = re.compile(r"\s+|\\[,;:! ]|~")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
@@ -31,34 +33,47 @@ MAX_NUMBER_CHARS = 60  # longer numerals go to math-verify (int() of huge string
 
 def last_complete_boxed(text: str) -> str | None:
     """Content of the last brace-balanced ``\\boxed{...}`` (or ``\\fbox{...}``); an unclosed one after it (a
-    completion cut off mid-answer) is skipped in favour of the last complete one. None when there is none."""
-    end = len(text)
-    while True:
-        best = max((text.rfind(token, 0, end), token) for token in _BOX_TOKENS)
-        idx, token = best
-        if idx < 0:
-            return None
-        content = _braced_after(text, idx + len(token))
-        if content is not None:
-            return content
-        end = idx  # unclosed (or no brace): look before it
+    completion cut off mid-answer) is skipped in favour of the last complete one. None when there is none.
+
+    Linear in the text's length whatever it holds (thousands of unclosed boxes included)."""
+    idx, token = max((text.rfind(t), t) for t in _BOX_TOKENS)
+    if idx < 0:
+        return None
+    content = _braced_after(text, idx + len(token))
+    if content is not None:
+        return content
+    closing = _matching_braces(text)  # the last box is unclosed or empty-handed: one pass over every brace
+    for m in reversed(list(_BOX_OPEN.finditer(text))):
+        close = closing.get(m.end() - 1)
+        if close is not None:
+            return text[m.end() : close].strip()
+    return None
 
 
 def _braced_after(text: str, i: int) -> str | None:
+    """The brace-balanced group that starts at I (after spaces), or None."""
     while i < len(text) and text[i] == " ":
         i += 1
     if i >= len(text) or text[i] != "{":
         return None
     depth = 0
-    for j in range(i, len(text)):
-        ch = text[j]
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i + 1 : j].strip()
+    for m in _BRACE.finditer(text, i):
+        depth += 1 if m.group() == "{" else -1
+        if depth == 0:
+            return text[i + 1 : m.start()].strip()
     return None
+
+
+def _matching_braces(text: str) -> dict[int, int]:
+    """Position of each opening brace -> position of its closing brace (unclosed ones are absent)."""
+    stack: list[int] = []
+    pairs: dict[int, int] = {}
+    for m in _BRACE.finditer(text):
+        if m.group() == "{":
+            stack.append(m.start())
+        elif stack:
+            pairs[stack.pop()] = m.start()
+    return pairs
 
 
 def extract_answer(completion: str) -> str | None:

@@ -265,3 +265,10 @@ def test_callers_do_not_queue_behind_other_completions_limits():
         assert len(pool._idle) <= 1
     finally:
         configure(GraderConfig())
+
+
+def test_extraction_stays_linear_on_hostile_text():
+    """Thousands of unclosed boxes (a degenerate completion) are read in one pass, not one scan per box."""
+    assert extract_answer("\\boxed{5}" + "\\boxed{" * 20_000) == "5"
+    assert extract_answer("\\boxed{" * 20_000 + "x" * 100_000) is None
+    assert grade("\\boxed{" + "1" * 50_000 + "}", "1").reason == "too_complex"
