@@ -266,11 +266,12 @@ def eval_sets_cmd(
     from ads_core import storage
     from ads_core.evals import decontam
     from ads_core.evals import sets as ev
+    from ads_core.stages.format.eval_sets import write_eval_sets
 
     sources = {str(k): str(v) for k, v in parse_assignments(source, "--set").items()}
     wanted = [n.strip() for n in names.split(",") if n.strip()] if names else None
     try:
-        results = ev.write_eval_sets(out, sources=sources, names=wanted, data_dir=data_dir, template=template)
+        results = write_eval_sets(out, sources=sources, names=wanted, data_dir=data_dir, template=template)
     except InputError as exc:
         raise fail(str(exc)) from None
     table = Table(title="eval sets", show_header=True)

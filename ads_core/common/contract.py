@@ -6,6 +6,8 @@ identity into the trainers' batches. Both sides import the names from here, so t
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 FINAL_PATH = "final/train.parquet"  # under OUT; the sort stage's manifest sits beside it
 FINAL_DIR = FINAL_PATH.split("/")[0]
 
@@ -26,3 +28,15 @@ REQUIRED_COLUMNS: dict[str, str] = {
     "cluster_id": "integer cluster label",
     "rank_in_cluster": "easy-to-hard rank inside the cluster",
 }
+
+# the rejects table (OUT/formatted/rejects.parquet; the rows decontamination drops), written by the format stage
+# and by `ads_core.evals.decontam`
+REJECTS_SCHEMA = pa.schema(
+    [
+        ("source_file", pa.string()),
+        ("source_row", pa.int64()),
+        ("reason", pa.string()),
+        ("message", pa.string()),
+        ("raw", pa.string()),
+    ]
+)

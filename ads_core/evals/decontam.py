@@ -35,9 +35,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ads_core import storage
+from ads_core.common.contract import REJECTS_SCHEMA
 from ads_core.common.errors import InputError
 from ads_core.common.text import clean_instruction, normalize_question
-from ads_core.stages.format.schema import REJECTS_SCHEMA
 
 NGRAM = 13
 MIN_WORDS = 8

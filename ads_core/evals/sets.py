@@ -1,29 +1,25 @@
 """Validation sets for training (MATH-500, AIME24, AMC23) in verl's schema, and a decontamination check.
 
-``write_eval_sets(out)`` formats each set with the format stage (same detection, prompt template and
-``sample_id``) into ``OUT/eval/<name>.parquet``; ``data_source`` is the set's name, so verl reports
-``val-core/<name>/acc/mean@n``. The three sets ship in the package (``ads_core/data/eval``, with their
-license notes), so this works from any install; ``--data-dir`` or ``$ADS_EVAL_DATA_DIR`` override them.
-``decontaminate(train, evals)`` (``ads_core.evals.decontam``) finds training rows that match an eval question
-exactly or by 13-gram overlap, and can write a copy of the training set without them.
+This package sits below the stages (it imports none): the sets' names, files and paths are here, and
+``write_eval_sets(out)`` (``ads_core.stages.format.eval_sets``) formats each set with the format stage (same
+detection, prompt template and ``sample_id``) into ``OUT/eval/<name>.parquet``; ``data_source`` is the set's
+name, so verl reports ``val-core/<name>/acc/mean@n``. The three sets ship in the package
+(``ads_core/data/eval``, with their license notes), so this works from any install; ``--data-dir`` or
+``$ADS_EVAL_DATA_DIR`` override them. ``decontaminate(train, evals)`` (``ads_core.evals.decontam``) finds
+training rows that match an eval question exactly or by 13-gram overlap, and can write a copy of the training
+set without them.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-import pyarrow as pa
-
 from ads_core import storage
-from ads_core.config.build import FormatConfig
 from ads_core.common.errors import InputError
-from ads_core.stages.format.schema import TEMPLATES
-from ads_core.stages.format.stage import format_dataset
 
 # name -> path under the data directory (the publisher's layout; see ads_core/data/eval/README.md)
 EVAL_SETS: dict[str, str] = {
@@ -102,50 +98,6 @@ def resolve_sources(
             raise InputError(f"eval set name {name!r} must be lowercase letters, digits, '-' or '_'")
         out[name] = path
     return out
-
-
-def write_eval_sets(
-    out: str,
-    sources: Mapping[str, str] | None = None,
-    names: Sequence[str] | None = None,
-    data_dir: str | Path | None = None,
-    template: str | None = None,
-) -> dict[str, EvalSet]:
-    """Format each eval set into ``OUT/eval/<name>.parquet`` (verl schema) and write ``OUT/eval/manifest.json``.
-
-    ``template`` defaults to the training set's template (OUT/formatted/manifest.json), else ``ads_think``,
-    so validation prompts look like training prompts.
-    """
-    resolved = resolve_sources(sources, names, data_dir)
-    template = template or training_template(out) or TEMPLATES["ads_think"]
-    results: dict[str, EvalSet] = {}
-    with tempfile.TemporaryDirectory(prefix="ads-eval-") as tmp:
-        for name, source in resolved.items():
-            work = os.path.join(tmp, name)
-            manifest = format_dataset(source, work, FormatConfig(name=name, split="test", template_text=template))
-            table = storage.read_parquet(manifest.output_uri("train"))
-            # one data_source per set: verl groups its validation metrics by it
-            table = table.set_column(
-                table.schema.get_field_index("data_source"),
-                "data_source",
-                pa.array([name] * table.num_rows, pa.string()),
-            )
-            uri = eval_uri(out, name)
-            storage.write_parquet(uri, table)
-            counts = manifest.counts
-            results[name] = EvalSet(
-                name=name,
-                source=source,
-                uri=uri,
-                rows=table.num_rows,
-                rejected=counts["rows_rejected"],
-                rejects_by_reason=dict(counts["rejects_by_reason"]),
-            )
-    storage.write_json(
-        storage.join(eval_dir(out), "manifest.json"),
-        {"template_string": template, "sets": {k: asdict(v) for k, v in results.items()}},
-    )
-    return results
 
 
 def existing_eval_sets(out: str) -> dict[str, str]:

@@ -19,6 +19,7 @@ from ads_core import storage
 from ads_core.common.errors import InputError
 from ads_core.evals import sets as ev
 from ads_core.evaluation.backends import Problem
+from ads_core.stages.format.eval_sets import write_eval_sets
 from ads_core.stages.format.schema import TEMPLATES
 
 FORMATTED_COLUMNS = ("prompt", "reward_model")
@@ -102,7 +103,7 @@ _CACHE_DIR = tempfile.TemporaryDirectory(prefix="ads-eval-sets-")
 def _formatted_copy(name: str, source: str, template: str, stamp: tuple[int, int] | None) -> str:
     """Format a raw set once per process (validation evaluates the same sets again and again)."""
     out = os.path.join(_CACHE_DIR.name, f"{len(os.listdir(_CACHE_DIR.name))}")
-    return ev.write_eval_sets(out, sources={name: source}, template=template)[name].uri
+    return write_eval_sets(out, sources={name: source}, template=template)[name].uri
 
 
 @functools.lru_cache(maxsize=32)

@@ -14,11 +14,12 @@ import pytest
 from typer.testing import CliRunner
 
 from ads_cli.main import app
-from ads_core.config.build import FormatConfig
 from ads_core.common.errors import InputError
 from ads_core.common.text import normalize_question
+from ads_core.config.build import FormatConfig
 from ads_core.evals import decontam
 from ads_core.evals import sets as ev
+from ads_core.stages.format.eval_sets import write_eval_sets
 from ads_core.stages.format.schema import OUTPUT_SCHEMA, TEMPLATES
 from ads_core.stages.format.stage import format_dataset
 from ads_core.train.reward import compute_score
@@ -31,7 +32,7 @@ def packaged_rows(name: str) -> list[dict]:
 
 def test_writes_the_three_sets_in_verl_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("ADS_EVAL_DATA_DIR", raising=False)
-    results = ev.write_eval_sets(str(tmp_path))  # the packaged sets
+    results = write_eval_sets(str(tmp_path))  # the packaged sets
     assert {k: v.rows for k, v in results.items()} == {"math500": 500, "aime24": 30, "amc23": 40}
     for name in results:
         table = pq.read_table(tmp_path / "eval" / f"{name}.parquet")
@@ -69,8 +70,8 @@ def test_the_packaged_sets_ship_inside_the_package_with_license_notes():
 
 def test_the_packaged_sets_format_like_the_publishers_files(tmp_path: Path, shared_data: Path):
     """The trimmed AIME/AMC copies (no solutions) give the same questions and ground truths as the originals."""
-    ours = ev.write_eval_sets(str(tmp_path / "ours"))
-    theirs = ev.write_eval_sets(str(tmp_path / "theirs"), data_dir=shared_data)
+    ours = write_eval_sets(str(tmp_path / "ours"))
+    theirs = write_eval_sets(str(tmp_path / "theirs"), data_dir=shared_data)
     for name in ev.EVAL_SETS:
         a, b = pq.read_table(ours[name].uri).to_pylist(), pq.read_table(theirs[name].uri).to_pylist()
         assert [(r["prompt"], r["reward_model"], r["sample_id"]) for r in a] == [
@@ -105,14 +106,12 @@ def test_the_data_dir_can_be_overridden(tmp_path: Path, monkeypatch: pytest.Monk
     mine.mkdir(parents=True)
     (mine / "test.jsonl").write_text(json.dumps({"problem": "What is 2+3?", "answer": "5"}) + "\n")
     monkeypatch.setenv("ADS_EVAL_DATA_DIR", str(tmp_path / "mine"))
-    assert ev.write_eval_sets(str(tmp_path / "a"), names=["aime24"])["aime24"].rows == 1
+    assert write_eval_sets(str(tmp_path / "a"), names=["aime24"])["aime24"].rows == 1
     # --data-dir beats the environment
-    assert (
-        ev.write_eval_sets(str(tmp_path / "b"), names=["aime24"], data_dir=ev.packaged_data_dir())["aime24"].rows == 30
-    )
+    assert write_eval_sets(str(tmp_path / "b"), names=["aime24"], data_dir=ev.packaged_data_dir())["aime24"].rows == 30
     monkeypatch.setenv("ADS_EVAL_DATA_DIR", str(tmp_path / "nowhere"))
     with pytest.raises(InputError, match="ADS_EVAL_DATA_DIR=.*nowhere is not a directory"):
-        ev.write_eval_sets(str(tmp_path / "c"), names=["aime24"])
+        write_eval_sets(str(tmp_path / "c"), names=["aime24"])
 
 
 def test_uses_the_training_template_and_user_paths(tmp_path: Path):
@@ -120,7 +119,7 @@ def test_uses_the_training_template_and_user_paths(tmp_path: Path):
     format_dataset(str(gsm), str(tmp_path), FormatConfig(template="boxed"))
     mine = tmp_path / "mine.jsonl"
     mine.write_text(json.dumps({"problem": "What is 1+1?", "answer": "2"}) + "\n")
-    results = ev.write_eval_sets(str(tmp_path), sources={"tiny": str(mine)}, names=["aime24"])
+    results = write_eval_sets(str(tmp_path), sources={"tiny": str(mine)}, names=["aime24"])
     assert set(results) == {"tiny", "aime24"}
     row = pq.read_table(results["tiny"].uri).to_pylist()[0]
     assert row["prompt"][0]["content"] == TEMPLATES["boxed"].replace("{question}", "What is 1+1?")
@@ -128,15 +127,15 @@ def test_uses_the_training_template_and_user_paths(tmp_path: Path):
 
 def test_bad_requests_are_input_errors(tmp_path: Path):
     with pytest.raises(InputError, match="unknown eval set"):
-        ev.write_eval_sets(str(tmp_path), names=["gpqa"])
+        write_eval_sets(str(tmp_path), names=["gpqa"])
     with pytest.raises(InputError, match="not found"):
-        ev.write_eval_sets(str(tmp_path), names=["math500"], data_dir=tmp_path)
+        write_eval_sets(str(tmp_path), names=["math500"], data_dir=tmp_path)
     with pytest.raises(InputError, match="lowercase"):
-        ev.write_eval_sets(str(tmp_path), sources={"Bad Name": "x.jsonl"})
+        write_eval_sets(str(tmp_path), sources={"Bad Name": "x.jsonl"})
 
 
 def test_decontamination_reports_and_drops_matching_rows(tmp_path: Path):
-    ev.write_eval_sets(str(tmp_path), names=["math500", "amc23"])
+    write_eval_sets(str(tmp_path), names=["math500", "amc23"])
     math = packaged_rows("math500")[:3]
     rows = [
         {"problem": "  " + math[0]["problem"].upper() + " ", "answer": math[0]["answer"]},  # case/space only

@@ -229,7 +229,7 @@ def test_plan_with_eval_sets_decontamination_and_remote_staging(
 ):
     import fsspec
 
-    from ads_core.evals import sets as ev
+    from ads_core.stages.format.eval_sets import write_eval_sets
 
     # an eval set that shares two questions with the training set
     train = pq.read_table(final_artifact)
@@ -240,7 +240,7 @@ def test_plan_with_eval_sets_decontamination_and_remote_staging(
     fs = fsspec.filesystem("memory")
     fs.pipe("/bucket/out/final/train.parquet", final_artifact.read_bytes())
     fs.pipe("/bucket/out/final/manifest.json", (final_artifact.parent / "manifest.json").read_bytes())
-    ev.write_eval_sets(str(built_out), names=["aime24"], data_dir=shared_data)
+    write_eval_sets(str(built_out), names=["aime24"], data_dir=shared_data)
     plan, part = verl_plan(
         "memory://bucket/out/final/train.parquet",
         run_dir=str(tmp_path / "run"),

@@ -9,6 +9,7 @@ from typing import get_args
 
 import pyarrow as pa
 
+from ads_core.common.contract import REJECTS_SCHEMA  # noqa: F401 - the format stage writes it (see the contract)
 from ads_core.config.build import FormatConfig, TemplateName
 
 TEMPLATES: dict[str, str] = {
@@ -60,14 +61,5 @@ OUTPUT_SCHEMA = pa.schema(
         ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
         ("extra_info", EXTRA_INFO_TYPE),
         ("sample_id", pa.int64()),
-    ]
-)
-REJECTS_SCHEMA = pa.schema(
-    [
-        ("source_file", pa.string()),
-        ("source_row", pa.int64()),
-        ("reason", pa.string()),
-        ("message", pa.string()),
-        ("raw", pa.string()),
     ]
 )

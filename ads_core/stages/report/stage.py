@@ -21,8 +21,8 @@ import numpy as np
 import polars as pl
 
 from ads_core import storage
-from ads_core.config.build import ReportConfig
 from ads_core.common.text import md_text
+from ads_core.config.build import ReportConfig
 from ads_core.stages.base import Stage, StageContext
 from ads_core.stages.report.embedding_map import palette, read_embeddings, sample_ids, tsne_map
 from ads_core.stages.report.terms import class_tfidf, render_terms_grid
@@ -238,11 +238,11 @@ def write_decontamination(final_uri: str, uri: str) -> int:
     file, so it does not depend on OUT); returns the number of contaminated rows."""
     import tempfile
 
-    from ads_core.evals import sets as eval_sets
     from ads_core.evals.decontam import decontaminate
+    from ads_core.stages.format.eval_sets import write_eval_sets
 
     with tempfile.TemporaryDirectory(prefix="ads-decontam-") as tmp:
-        sets = eval_sets.write_eval_sets(tmp)
+        sets = write_eval_sets(tmp)
         found = decontaminate(final_uri, {name: s.uri for name, s in sets.items()}, max_examples=5)
     report = {k: v for k, v in found.to_dict().items() if k not in ("train_uri", "output_uri", "rejects_uri")}
     storage.write_json(uri, report)
