@@ -19,7 +19,7 @@ from rich.table import Table
 from ads_cli.common import console, fail, parse_assignments
 from ads_cli.options import common_parameters, config_parameters, flags_by_field, resolve_config, with_signature
 from ads_core.common import defaults
-from ads_core.common.errors import InputError, render_options
+from ads_core.common.errors import InputError
 from ads_core.config.train import INTEGRATION_KEYS, TrainConfig
 
 SECTIONS = ("", *TrainConfig.sections())
@@ -75,11 +75,13 @@ def train_cmd(
         list[str] | None,
         typer.Option(
             "--eval-set",
-            help="Validation set: a name under OUT/eval or a .parquet path, repeatable. "
-            "Default: every set in OUT/eval.",
+            help="Validation set: a name under OUT/eval, a packaged set (math500, aime24, amc23) or a .parquet "
+            "path, repeatable; validated every --eval-steps steps. Default: every set in OUT/eval.",
         ),
     ] = None,
-    no_eval: Annotated[bool, typer.Option("--no-eval", help="Train without validation sets.")] = False,
+    no_eval: Annotated[
+        bool, typer.Option("--no-eval", help="Train without validation sets (no validation, no decontamination).")
+    ] = False,
     **options: Any,
 ) -> None:
     """Train GRPO with the ADS sampler (or a baseline): TRL on CPU or one GPU, verl on GPUs with Ray.
@@ -91,7 +93,6 @@ def train_cmd(
     from ads_core.train import run as trun
     from ads_core.train.errors import error_text
 
-    only_rank_zero_speaks()
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
     for key, value in parse_assignments(ads_knobs, "--ads").items():
         # the integration keys (data.ads_sampler.* in verl's YAML) are fields of a trainer's section
@@ -118,12 +119,6 @@ def train_cmd(
     if dry_run:
         show_dry_run(plan)
         return
-    command = trun.launch_command(cfg, sys.argv[1:])
-    if command is not None:  # several processes: this command again under the trainer's launcher
-        import subprocess
-
-        console.print(f"starting: {escape(' '.join(command))}", highlight=False)
-        raise typer.Exit(subprocess.call(command))
     if not trun.trainer_of(plan).streams_steps:  # a subprocess: its own output is the progress
         console.print(
             f"training with {escape(plan.trainer)} ({escape(plan.trainer_reason)}): {escape(plan.part.launch_line())}",
@@ -148,17 +143,6 @@ def show_dry_run(plan: Any) -> None:
         f"clusters, {plan.prompts_per_step} prompts per step; nothing launched",
         highlight=False,
     )
-
-
-def only_rank_zero_speaks() -> None:
-    """Under a launcher (torchrun: RANK), every process but rank 0 stays quiet: one console, one set of lines."""
-    import logging
-    import os
-
-    if os.environ.get("RANK", "0") != "0":
-        console.quiet = True
-        logging.getLogger().setLevel(logging.ERROR)
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 def train_with_progress(plan: Any, trun: Any) -> None:
@@ -187,11 +171,9 @@ def train_with_progress(plan: Any, trun: Any) -> None:
                 f" window {window:.2f}" if window is not None else ""
             )
             progress.update(task, completed=record["step"], last=shown)
-            for note in record.get("notes", []):
-                progress.console.print(escape(note), highlight=False)
-            for warning in record.get("warnings", []):
-                text = render_options(warning, record.get("warning_options", ()), spell_flag)
-                progress.console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)
+            if record.get("eval"):  # this step's validation (ads_core.train.validate)
+                scores = ", ".join(f"{name} {value:.3f}" for name, value in record["eval"].items())
+                progress.console.print(f"validation at step {record['step']}: mean@k {scores}", highlight=False)
 
         try:
             result = trun.execute(plan, on_step=on_step)
@@ -266,12 +248,11 @@ def eval_sets_cmd(
     from ads_core import storage
     from ads_core.evals import decontam
     from ads_core.evals import sets as ev
-    from ads_core.stages.format.eval_sets import write_eval_sets
 
     sources = {str(k): str(v) for k, v in parse_assignments(source, "--set").items()}
     wanted = [n.strip() for n in names.split(",") if n.strip()] if names else None
     try:
-        results = write_eval_sets(out, sources=sources, names=wanted, data_dir=data_dir, template=template)
+        results = ev.write_eval_sets(out, sources=sources, names=wanted, data_dir=data_dir, template=template)
     except InputError as exc:
         raise fail(str(exc)) from None
     table = Table(title="eval sets", show_header=True)
