@@ -31,8 +31,9 @@ from ads_core.common.answers import ground_truth_answers, strip_math_delimiters
 from ads_core.config.eval import GraderConfig
 from ads_core.grading.pool import WorkerUnavailable, cpu_cores, get_pool
 from ads_core.grading.precheck import too_complex
-from ads_core.grading.text import as_number, extract_answer, is_decimal, readings
+from ads_core.grading.text import Reading, as_number, extract_answer, is_decimal, readings
 
+MAX_NORMALIZED_CHARS = 2_000  # longer answers are only compared as they are (the pre-check refuses them anyway)
 MAX_CACHED_CHARS = 2_000  # the cache holds short (answer, ground truth) pairs only: its memory stays bounded
 REASONS = ("correct", "wrong", "no_answer", "timeout", "too_complex", "error")
 
@@ -175,10 +176,14 @@ def _grade_answer(answer: str | None, ground_truth: Any, timeout_s: float | None
 
 
 def _judge(answer: str, golds: tuple[str, ...], limit: float) -> tuple[bool, str, str]:
+    if len(answer) > MAX_NORMALIZED_CHARS:  # not even normalised: some of its regexes are quadratic on junk
+        if answer.strip() in {g.strip() for g in golds}:
+            return True, "correct", ""
+        return False, "too_complex", f"answer longer than {MAX_NORMALIZED_CHARS} characters"
     preds = readings(answer)
     if not any(p.norm for p in preds):
         return False, "no_answer", ""
-    truths = [r for g in golds for r in readings(g)]
+    truths = [r for g in golds for r in (readings(g) if len(g) <= MAX_NORMALIZED_CHARS else [Reading(g, g)])]
     undecided: dict[tuple[str, str], None] = {}
     for p in preds:
         for g in truths:
