@@ -99,7 +99,7 @@ def sampler_section(name: str, seed: int) -> dict[str, Any]:
 
 def write_heldout(problems: list[Problem], out: Path) -> Path:
     """The held-out problems as an eval set (``ads eval-sets``' format stage, the training set's plain template)."""
-    from ads_core.evals.sets import write_eval_sets
+    from ads_core.stages.format.eval_sets import write_eval_sets
     from ads_core.stages.format.schema import TEMPLATES
 
     source = write_source(problems, out / "task" / f"{HELDOUT}.jsonl")
