@@ -1,31 +1,87 @@
 #!/usr/bin/env bash
-# Creates .venv in the repo root and installs the project with everything its tests need
-# (core + the `train` extra with verl + dev tools). Safe to rerun.
+# Creates .venv in the repo root and installs the project with everything its tests need (core + the `train` extra
+# with verl + dev tools), every package at the version pinned in requirements.lock, with uv (pip if uv cannot be
+# installed). Safe to rerun: with nothing changed (lock, pyproject, extras, interpreter) it checks a stamp and
+# finishes in seconds.
 #
-#   ADS_PYTHON=python3.12 ./setup.sh          # pick the interpreter (>= 3.11)
+#   ./setup.sh --lock                         # after editing pyproject's dependencies: regenerate requirements.lock
+#                                             # (uv pip compile of the extras dev,train for Linux x86_64, Python 3.11)
+#   ADS_PYTHON=python3.12 ./setup.sh          # pick the interpreter (>= 3.11; the lock is for 3.11, others resolve)
 #   ADS_TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu ./setup.sh
-#                                              # where to get the CPU torch wheel if pip can't find it locally
-#   ADS_EXTRAS=dev,train,gpu ./setup.sh       # on a GPU node (vllm, cuML, dask-cuda)
+#                                             # where to get the CPU torch wheel if pip can't find it locally
+#   ADS_EXTRAS=dev,gpu ./setup.sh             # on a GPU node (vllm, cuML, dask-cuda): resolved by uv, not locked
 set -euo pipefail
 cd "$(dirname "$0")"
 
 PY=${ADS_PYTHON:-python3}
 EXTRAS=${ADS_EXTRAS:-dev,train}
+LOCK=requirements.lock
+LOCKED_EXTRAS=dev,train # the extras requirements.lock holds (tests/test_lock.py checks it against pyproject.toml)
+TORCH=2.13.0            # the CPU build, installed first where there is no GPU (never a multi-GB CUDA wheel there)
+STAMP=.venv/.ads-setup-stamp
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ADS pipeline needs Python >= 3.11")'
 
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 PIP=(.venv/bin/python -m pip --disable-pip-version-check)
 
-# Never pull a multi-GB CUDA torch onto a machine without a GPU: install the CPU build first.
-if ! command -v nvidia-smi >/dev/null 2>&1 && ! .venv/bin/python -c 'import torch' 2>/dev/null; then
-  if [ -n "${ADS_TORCH_INDEX_URL:-}" ]; then
-    "${PIP[@]}" install -q "torch==2.13.0" --index-url "$ADS_TORCH_INDEX_URL"
-  else
-    "${PIP[@]}" install -q "torch==2.13.0"
+uv_bin() { # uv on PATH, else in .venv (installed there from the package index); empty when neither works
+  if command -v uv >/dev/null 2>&1; then
+    command -v uv
+  elif [ -x .venv/bin/uv ] || "${PIP[@]}" install -q uv >/dev/null 2>&1; then
+    echo .venv/bin/uv
   fi
+}
+
+if [ "${1:-}" = "--lock" ]; then
+  UV=$(uv_bin)
+  [ -n "$UV" ] || { echo "error: --lock needs uv (pip install uv)" >&2; exit 2; }
+  echo "torch==$TORCH" >.venv/.ads-torch-pin
+  args=()
+  for extra in ${LOCKED_EXTRAS//,/ }; do args+=(--extra "$extra"); done
+  "$UV" pip compile pyproject.toml "${args[@]}" --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+    --constraint .venv/.ads-torch-pin --custom-compile-command "./setup.sh --lock" --quiet -o "$LOCK"
+  echo "wrote $LOCK ($(grep -c '^[A-Za-z0-9].*==' "$LOCK") packages); commit it with pyproject.toml"
+  exit 0
 fi
-"${PIP[@]}" install -q -e ".[${EXTRAS}]"
+
+GPU=$(command -v nvidia-smi >/dev/null 2>&1 && echo gpu || echo cpu)
+PYVER=$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+STATE="$(cat "$LOCK" pyproject.toml | sha256sum | cut -c1-16) extras=$EXTRAS $GPU python=$PYVER"
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STATE" ] && .venv/bin/python -c 'import ads_core' 2>/dev/null; then
+  echo "setup: .venv is up to date with $LOCK ($STATE)"
+  exit 0
+fi
+rm -f "$STAMP"
+
+# Never pull a multi-GB CUDA torch onto a machine without a GPU: install the CPU build first. pip, because pip's
+# configuration (find-links, extra indexes) is where a machine keeps its local CPU wheel, and uv does not read it.
+if [ "$GPU" = cpu ] && ! .venv/bin/python -c 'import torch' 2>/dev/null; then
+  "${PIP[@]}" install -q --no-deps "torch==$TORCH" ${ADS_TORCH_INDEX_URL:+--index-url "$ADS_TORCH_INDEX_URL"}
+fi
+
+UV=$(uv_bin)
+[ -n "$UV" ] || echo "note: uv could not be installed; installing with pip instead (slower, same pinned versions)"
+export VIRTUAL_ENV=$PWD/.venv
+if [ "$EXTRAS" = "$LOCKED_EXTRAS" ] && [ "$PYVER" = 3.11 ]; then
+  # The lock pins every package, so nothing is resolved here (--no-deps). Without a GPU the CUDA stack stays out:
+  # torch is the CPU build installed above, and triton / nvidia-* / cuda-* are what only CUDA torch needs.
+  reqs=.venv/.ads-requirements.txt
+  if [ "$GPU" = cpu ]; then
+    grep -Ev '^(torch|triton|nvidia-[a-z0-9-]+|cuda-(bindings|pathfinder|toolkit))==' "$LOCK" >"$reqs"
+  else
+    cp "$LOCK" "$reqs"
+  fi
+  if [ -n "$UV" ]; then
+    "$UV" pip install -q --no-deps -r "$reqs" && "$UV" pip install -q --no-deps -e .
+  else
+    "${PIP[@]}" install -q --no-deps -r "$reqs" && "${PIP[@]}" install -q --no-deps -e .
+  fi
+else
+  echo "note: $LOCK holds the extras $LOCKED_EXTRAS for Python 3.11; resolving .[$EXTRAS] for Python $PYVER now"
+  if [ -n "$UV" ]; then "$UV" pip install -q -e ".[${EXTRAS}]"; else "${PIP[@]}" install -q -e ".[${EXTRAS}]"; fi
+fi
 # An editable install leaves our own modules uncompiled, and where PYTHONDONTWRITEBYTECODE is set every process
 # (each build, worker and test process) compiles them again: compile them once, as pip does for a regular install.
 .venv/bin/python -m compileall -q ads_core ads_prefect ads_cli
+echo "$STATE" >"$STAMP"
 echo "setup done: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "| transformers", transformers.__version__)')"
