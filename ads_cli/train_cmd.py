@@ -19,7 +19,7 @@ from rich.table import Table
 from ads_cli.common import console, fail, parse_assignments
 from ads_cli.options import common_parameters, config_parameters, flags_by_field, resolve_config, with_signature
 from ads_core.common import defaults
-from ads_core.common.errors import InputError
+from ads_core.common.errors import InputError, render_options
 from ads_core.config.train import INTEGRATION_KEYS, TrainConfig
 
 SECTIONS = ("", *TrainConfig.sections())
@@ -93,6 +93,7 @@ def train_cmd(
     from ads_core.train import run as trun
     from ads_core.train.errors import error_text
 
+    only_rank_zero_speaks()
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
     for key, value in parse_assignments(ads_knobs, "--ads").items():
         # the integration keys (data.ads_sampler.* in verl's YAML) are fields of a trainer's section
@@ -119,6 +120,12 @@ def train_cmd(
     if dry_run:
         show_dry_run(plan)
         return
+    command = trun.launch_command(cfg, sys.argv[1:])
+    if command is not None:  # several processes: this command again under the trainer's launcher
+        import subprocess
+
+        console.print(f"starting: {escape(' '.join(command))}", highlight=False)
+        raise typer.Exit(subprocess.call(command))
     if not trun.trainer_of(plan).streams_steps:  # a subprocess: its own output is the progress
         console.print(
             f"training with {escape(plan.trainer)} ({escape(plan.trainer_reason)}): {escape(plan.part.launch_line())}",
@@ -143,6 +150,17 @@ def show_dry_run(plan: Any) -> None:
         f"clusters, {plan.prompts_per_step} prompts per step; nothing launched",
         highlight=False,
     )
+
+
+def only_rank_zero_speaks() -> None:
+    """Under a launcher (torchrun: RANK), every process but rank 0 stays quiet: one console, one set of lines."""
+    import logging
+    import os
+
+    if os.environ.get("RANK", "0") != "0":
+        console.quiet = True
+        logging.getLogger().setLevel(logging.ERROR)
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 def train_with_progress(plan: Any, trun: Any) -> None:
@@ -174,6 +192,11 @@ def train_with_progress(plan: Any, trun: Any) -> None:
             if record.get("eval"):  # this step's validation (ads_core.train.validate)
                 scores = ", ".join(f"{name} {value:.3f}" for name, value in record["eval"].items())
                 progress.console.print(f"validation at step {record['step']}: mean@k {scores}", highlight=False)
+            for note in record.get("notes", []):
+                progress.console.print(escape(note), highlight=False)
+            for warning in record.get("warnings", []):
+                text = render_options(warning, record.get("warning_options", ()), spell_flag)
+                progress.console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)
 
         try:
             result = trun.execute(plan, on_step=on_step)
@@ -248,11 +271,12 @@ def eval_sets_cmd(
     from ads_core import storage
     from ads_core.evals import decontam
     from ads_core.evals import sets as ev
+    from ads_core.stages.format.eval_sets import write_eval_sets
 
     sources = {str(k): str(v) for k, v in parse_assignments(source, "--set").items()}
     wanted = [n.strip() for n in names.split(",") if n.strip()] if names else None
     try:
-        results = ev.write_eval_sets(out, sources=sources, names=wanted, data_dir=data_dir, template=template)
+        results = write_eval_sets(out, sources=sources, names=wanted, data_dir=data_dir, template=template)
     except InputError as exc:
         raise fail(str(exc)) from None
     table = Table(title="eval sets", show_header=True)
