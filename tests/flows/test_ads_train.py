@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -101,8 +102,7 @@ def manifest_dataset(artifact: Path) -> str:
 
 
 def test_without_cuda_a_real_verl_run_fails_at_once(train_prefect, artifact: Path, monkeypatch: pytest.MonkeyPatch):
-    import ray
-
+    """Refused before anything of verl's runs, so it needs no verl installed."""
     from ads_core.train import choice
     from ads_core.train import plan as tr
     from ads_prefect.flows.ads_train import ads_train
@@ -122,7 +122,8 @@ def test_without_cuda_a_real_verl_run_fails_at_once(train_prefect, artifact: Pat
     assert not any("Traceback" in line for line in logs), logs
     _, errors = run_of(state, logging.ERROR)
     assert len(errors) == 1 and "needs CUDA GPUs" in errors[0]  # one error line in the run log
-    assert not ray.is_initialized()
+    ray = sys.modules.get("ray")  # verl's runtime: never started (without verl installed it cannot be)
+    assert ray is None or not ray.is_initialized()
 
 
 def test_a_broken_artifact_fails_with_the_reason(train_prefect, artifact: Path, tmp_path: Path):
