@@ -62,24 +62,33 @@ class VerifierPool:
         self.extra = 0  # extra workers forked in bursts, for benches and tests
 
     def ask(self, request: dict[str, Any], timeout_s: float) -> tuple[dict[str, Any] | None, float]:
-        """(reply or None at the limit, seconds the worker took). Raises WorkerUnavailable."""
-        worker = self._acquire(min(self.patience_s, timeout_s / 4))
-        start = time.monotonic()
-        with self._lock:
-            self._busy[worker] = start
-        try:
-            reply = worker.ask(request, timeout_s)
-        except (OSError, EOFError, ValueError) as exc:  # it died (memory?), or garbled its answer
-            self._discard(worker)
-            return {"match": False, "error": f"verifier process failed: {exc}"}, time.monotonic() - start
-        elapsed = time.monotonic() - start
-        if reply is None:
-            self._discard(worker)
+        """(reply or None at the limit, seconds the workers took). Raises WorkerUnavailable.
+
+        A worker found dead (its zygote was killed, the kernel's OOM killer took it) is replaced and the request
+        sent once more, within what is left of the limit; a second failure is the reply's `error`."""
+        spent = 0.0
+        for attempt in range(2):
+            worker = self._acquire(min(self.patience_s, timeout_s / 4))
+            start = time.monotonic()
             with self._lock:
-                self.killed += 1
-        else:
-            self._release(worker)
-        return reply, elapsed
+                self._busy[worker] = start
+            try:
+                reply = worker.ask(request, timeout_s - spent)
+            except (OSError, EOFError, ValueError) as exc:  # it died, or garbled its answer
+                self._discard(worker)
+                spent += time.monotonic() - start
+                if attempt or spent >= timeout_s:
+                    return {"match": False, "error": f"verifier process failed: {exc}"}, spent
+                continue
+            spent += time.monotonic() - start
+            if reply is None:
+                self._discard(worker)
+                with self._lock:
+                    self.killed += 1
+            else:
+                self._release(worker)
+            return reply, spent
+        raise AssertionError("unreachable")
 
     def _acquire(self, patience_s: float) -> Worker:
         turn = None

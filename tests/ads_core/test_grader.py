@@ -272,3 +272,22 @@ def test_extraction_stays_linear_on_hostile_text():
     assert extract_answer("\\boxed{5}" + "\\boxed{" * 20_000) == "5"
     assert extract_answer("\\boxed{" * 20_000 + "x" * 100_000) is None
     assert grade("\\boxed{" + "1" * 50_000 + "}", "1").reason == "too_complex"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux")
+def test_a_killed_zygote_and_its_workers_are_replaced():
+    """The OOM killer (or a user) may take the verifier processes: the next completion starts new ones and is graded,
+    not failed."""
+    assert grade(box("\\sqrt{27}"), "3\\sqrt{3}", timeout_s=5.0).correct
+    pool = get_pool(pool_size())
+    zygote = pool._zygote.proc
+    workers = [w.pid for w in pool._idle]
+    os.kill(zygote.pid, signal.SIGKILL)
+    zygote.wait(10)
+    deadline = time.monotonic() + 15  # its workers follow it (a bound, not a timing claim)
+    while any(alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in workers)
+    result = grade(box("\\sqrt{12}"), "2\\sqrt{3}", timeout_s=5.0)
+    assert (result.correct, result.reason) == (True, "correct"), result
+    assert pool._zygote.proc.pid != zygote.pid
