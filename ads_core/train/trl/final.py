@@ -87,13 +87,15 @@ def export_final(run_dir: str, checkpoint: str | os.PathLike[str], step: int, fa
 
 
 def write_plot(run_dir: str, records: list[dict[str, Any]], title: str) -> str | None:
-    """RUN_DIR/training.png (atomically) from the run's steps; None when there are none."""
+    """RUN_DIR/training.png (atomically) from the run's steps, with its validation (eval.jsonl) when there is one;
+    None when there are no steps."""
     if not records:
         return None
+    from ads_core.evaluation.evallog import EVAL_FILE, read_evals
     from ads_core.train.trl.steps import plot_steps
 
     uri = str(Path(run_dir) / PLOT_FILE)
-    storage.write_bytes(uri, plot_steps(records, title=title))
+    storage.write_bytes(uri, plot_steps(records, title=title, evals=read_evals(Path(run_dir) / EVAL_FILE)))
     return uri
 
 
