@@ -3,7 +3,7 @@
 The final artifact is the verl schema plus `sample_id, cluster_id, rank_in_cluster, cluster_size,
 difficulty`; `extra_info` also carries sample_id, cluster_id, rank_in_cluster, difficulty and
 index (the final row position), so they reach verl's batches. The column names are the contract in
-`ads_core.artifact`, which training checks. The invariants are checked before anything is written.
+`ads_core.common.contract`, which training checks. The invariants are checked before anything is written.
 """
 
 from __future__ import annotations

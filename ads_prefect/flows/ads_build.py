@@ -108,7 +108,7 @@ def ads_build(
 ) -> dict[str, Any]:
     """Build OUT/final/train.parquet (clustered, difficulty-sorted) from SOURCE, resuming from cached stages.
 
-    The sections are `ads_core.config.BuildConfig`: each field's type, default and help show in the UI.
+    The sections are `ads_core.config.build.BuildConfig`: each field's type, default and help show in the UI.
 
     Args:
         source: dataset file, directory, s3:// URI or HF id (local cache); default: the bundled GSM8K sample.

@@ -1,4 +1,5 @@
-"""Cluster stage: L2-normalise → PCA (`ads_core.pca`) → K-Means (`ads_core.kmeans`), with I/O and stable ids.
+"""Cluster stage: L2-normalise → PCA (`ads_core.stages.cluster.pca`) → K-Means (`ads_core.stages.cluster.kmeans`),
+with I/O and stable ids.
 
 `cluster_embeddings` is the whole computation on an in-memory matrix; `cluster_stage` reads the merged
 scores and writes OUT/clusters/. Memory stays near the size of the embeddings (scikit-learn's full KMeans

@@ -2,7 +2,7 @@
 
 A backend takes a `ScoreConfig` and scores `TokenizedRow`s built by `tokenize_row` (our own
 tokenisation, so every backend scores exactly the same tokens). Backends: `transformers`
-(ads_core.score_hf, CPU/GPU) and `vllm` (ads_core.score_vllm, GPU extra, imported only when chosen),
+(`ads_core.stages.score.hf`, CPU/GPU) and `vllm` (`ads_core.stages.score.vllm`, GPU extra, imported only when chosen),
 or any class given by path (`ScoreConfig(backend="my_pkg.mod:MyScorer")`), constructed as
 `cls.load(cfg) -> (scorer, tokenizer)`.
 """
@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ads_core.config.build import ScoreConfig
 from ads_core.common.registry import Registry
+from ads_core.config.build import ScoreConfig
 
 QUESTION_PREFIX = "Question:\n"
 ANSWER_PREFIX = "\n\nAnswer:\n"

@@ -1,7 +1,8 @@
 """The score stage: shards of the formatted table are scored and written independently, so they can be
 mapped in parallel and resumed one by one; `merge_scores` checks every sample_id appears once.
 
-The scorer itself sits behind `ads_core.scorer` (interface + registry); see `ads_core.score_hf`.
+The scorer itself sits behind `ads_core.stages.score.scorer` (interface + registry); see
+`ads_core.stages.score.hf`.
 """
 
 from __future__ import annotations
