@@ -57,7 +57,7 @@ def simulate(
     of the ADS sampler is a field of the config tree (ads_core/config/simulate.py); --set reaches the rest.
     """
     from ads_core.sampler.plots import save_plot, save_window_plot
-    from ads_core.simulator.run import format_curves, run_simulation, summary_rows
+    from ads_core.simulator.run import format_curves, format_summary, run_simulation
 
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
     names = SAMPLER_NAMES if samplers.strip() == "all" else tuple(_split(samplers))
@@ -96,28 +96,9 @@ def simulate(
             save_window_plot(result.window_traces, str(out / "simulation_windows.png"), title)
             written.append(out / "simulation_windows.png")
 
-    table = Table(title=f"Steps to reach {cfg.baseline}'s final accuracy (mean {result.targets.mean():.3f})")
-    table.add_column("sampler", no_wrap=True)
-    for col in ("final acc", "steps", "reached", "ratio", "prompts/step", "rollout ratio", "time s"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for row in summary_rows(result):
-        bound = "≥" if row["ratio_is_lower_bound"] else ""
-        table.add_row(
-            str(row["sampler"]),
-            f"{row['final_mean']:.3f}±{row['final_sd']:.3f}",
-            "-" if row["steps_mean"] is None else f"{row['steps_mean']:.0f}",
-            f"{row['reached']}/{row['seeds']}",
-            f"{bound}{row['ratio']:.2f}",
-            f"{row['prompts_per_step']:.0f}",
-            f"{bound}{row['rollout_ratio']:.2f}",
-            f"{row['seconds']:.1f}",
-        )
-    console.print(table)
-    console.print(
-        "ratio: mean over seeds of steps(sampler) / steps(baseline); rollout ratio: the same in prompts rolled "
-        "out; ≥ marks seeds that never reached it.\n" + f"wrote {', '.join(str(p) for p in written)}",
-        highlight=False,
-    )
+    # plain text, never wrapped or cut: the same lines as format_summary, easy to paste into a report
+    console.print(format_summary(result), markup=False, highlight=False, soft_wrap=True)
+    console.print(f"wrote {', '.join(str(p) for p in written)}", highlight=False, soft_wrap=True)
 
 
 def _curve_table(result: SimulationResult, columns: int) -> Table:

@@ -68,6 +68,32 @@ class ADSSamplerConfig(FrozenSection):
         le=1,
         description="frontier weighting: added to u(1-u), so clusters at either end of their range are still drawn.",
     )
+    skip: bool = Field(
+        False,
+        strict=True,
+        description="Pre-rollout skipping (GRESO-style), either window: a row whose last groups all agreed (all "
+        "solved or all failed) is left out of a batch, before rollout, with probability min(skip_max, rate * streak); "
+        "the batch keeps its size with other rows of the same drawn cluster.",
+    )
+    skip_solved_rate: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="Skipping: skip probability per consecutive all-solved group of a row.",
+    )
+    skip_failed_rate: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Skipping: skip probability per consecutive all-failed group of a row.",
+    )
+    skip_max: float = Field(
+        0.9,
+        ge=0,
+        lt=1,
+        description="Skipping: the most a row's skip probability reaches (below 1: every row is offered again "
+        "with probability at least 1 - skip_max, so a row the policy has since learned or forgotten is found).",
+    )
 
     @field_validator(
         "boundary_eps",
@@ -78,6 +104,9 @@ class ADSSamplerConfig(FrozenSection):
         "frontier_gain",
         "frontier_band",
         "frontier_weight_floor",
+        "skip_solved_rate",
+        "skip_failed_rate",
+        "skip_max",
         mode="before",
     )
     @classmethod

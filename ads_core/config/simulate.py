@@ -16,7 +16,17 @@ from ads_core.config.sampler import ADSSamplerConfig, DifficultyTargetedConfig, 
 
 # Every sampler the simulator can run (ads_core.simulator.run.SAMPLER_FACTORIES has one factory each).
 SimulatedSampler = Literal[
-    "uniform", "dots", "dynamic", "ads", "ads-frontier", "ads-learnability", "ads-inverse", "ads-noreset", "ads-floor"
+    "uniform",
+    "dots",
+    "dynamic",
+    "ads",
+    "ads-frontier",
+    "ads-learnability",
+    "ads-inverse",
+    "ads-noreset",
+    "ads-floor",
+    "ads-skip",
+    "ads-frontier-skip",
 ]
 DEFAULT_SAMPLERS: tuple[SimulatedSampler, ...] = (
     "uniform",

@@ -23,6 +23,7 @@ import numpy as np
 from ads_core.config.sampler import ADSSamplerConfig
 from ads_core.sampler.ads_state import ADSState, ads_state_dict, check_ads_state
 from ads_core.sampler.base import BaseSampler, as_sampler_columns, check
+from ads_core.sampler.skip import SkipRule, new_streaks, record_outcomes
 from ads_core.sampler.window import fresh_positions, frontier_bands, move_frontier, shift_window
 
 
@@ -65,8 +66,14 @@ class ADSSampler(BaseSampler):
         self.steps = 0
         self.steps_in_epoch = 0
         self._counts = np.zeros(3, dtype=np.int64)  # easier, keep, harder in the last update
-        # frontier window: trainings of each row, in (cluster, rank) order; kept across resets (data history)
+        # frontier window: turns of each row (trained, or skipped by skipping), in (cluster, rank) order; kept
+        # across resets (data history)
         self._uses = np.zeros(n if self._frontier else 0, dtype=np.int64)
+        # skipping: each row's zero-variance streak, in (cluster, rank) order (data history, kept across resets),
+        # and the rows skipped in the last draw (solved, failed) and in all draws
+        self._skip = SkipRule(cfg.skip_solved_rate, cfg.skip_failed_rate, cfg.skip_max) if cfg.skip else None
+        self._streaks = new_streaks(n if cfg.skip else 0)
+        self._skipped = np.zeros(3, dtype=np.int64)
         self._reset_schedule()
 
     # -- schedule -----------------------------------------------------------------------------------
@@ -103,9 +110,13 @@ class ADSSampler(BaseSampler):
         else:  # fewer clusters than slots: every cluster once, then extra slots drawn from q
             first = self._draw_distinct(q, k)
             chosen = np.concatenate([first, self._rng.choice(k, size=a - k, replace=True, p=q)])
+        if self._skip is not None:
+            self._skipped[:2] = 0
         if self._frontier:
             positions = self._fresh_band_rows(chosen)
         else:
+            if self._skip is not None:
+                self._skip_window_rows(chosen)
             positions = self._win[chosen[:, None], self._cycle[chosen]]
         return self._order[self._starts[chosen][:, None] + positions].ravel()
 
@@ -116,10 +127,29 @@ class ADSSampler(BaseSampler):
         for i, k in enumerate(chosen.tolist()):
             first = self._starts[k] + lo[k]
             centre = self._center[k] * (self.sizes[k] - 1)
-            out[i] = fresh_positions(
-                self._uses[first : first + width[k]], int(lo[k]), centre, self.cfg.mini_cluster_size
-            )
+            uses, b = self._uses[first : first + width[k]], self.cfg.mini_cluster_size
+            if self._skip is None:
+                out[i] = fresh_positions(uses, int(lo[k]), centre, b)
+            else:
+                streaks = self._streaks[first : first + width[k]]
+                out[i], solved, failed = self._skip.band_rows(uses, streaks, int(lo[k]), centre, b, self._rng)
+                self._count_skips(solved, failed)
         return out
+
+    def _skip_window_rows(self, chosen: np.ndarray) -> None:
+        """Reference window with skipping: move each drawn cluster's skipped window rows before they are emitted."""
+        assert self._skip is not None
+        ks = np.fromiter(dict.fromkeys(chosen.tolist()), dtype=np.int64)  # a cluster drawn twice skips once
+        valid = (self._cols[None, :] < self._wsize[ks][:, None]) & (self._wsize[ks] < self.sizes[ks])[:, None]
+        windows = np.where(valid, self._win[ks], 0)  # a whole-cluster window has nowhere to move to
+        streaks = np.where(valid, self._streaks[self._starts[ks][:, None] + windows], 0)
+        changed, solved, failed = self._skip.windows(windows, streaks, self.sizes[ks], self._rng)
+        for i, moved in changed:
+            self._win[ks[i], : len(moved)] = moved
+        self._count_skips(solved, failed)
+
+    def _count_skips(self, solved: int, failed: int) -> None:
+        self._skipped += (solved, failed, solved + failed)
 
     def _draw_distinct(self, q: np.ndarray, n: int) -> np.ndarray:
         live = int(np.count_nonzero(q))
@@ -140,11 +170,16 @@ class ADSSampler(BaseSampler):
         idx, success = self._checked_update(idx, success)
         self._counts[:] = 0
         if len(idx):
+            # each row once, on the mean of its values (small clusters repeat rows in a batch)
+            rows, inverse = np.unique(idx, return_inverse=True)
+            rho = np.bincount(inverse, weights=success) / np.bincount(inverse)
+            if self._skip is not None:
+                record_outcomes(self._streaks, self.sorted_index_of(rows), rho)
             self._update_success(idx, success)
             if self._frontier:
-                self._update_frontier(idx, success)
+                self._update_frontier(idx, rows, rho)
             else:
-                self._update_windows(idx, success)
+                self._update_windows(rows, rho)
         self._update_distribution()
         self.steps += 1
         self.steps_in_epoch += 1
@@ -159,9 +194,7 @@ class ADSSampler(BaseSampler):
         seen = n > 0
         self.r[seen] = total[seen] / n[seen]  # plain replacement, as in the reference; unseen carry over
 
-    def _update_windows(self, idx: np.ndarray, success: np.ndarray) -> None:
-        rows, inverse = np.unique(idx, return_inverse=True)
-        rho = np.bincount(inverse, weights=success) / np.bincount(inverse)
+    def _update_windows(self, rows: np.ndarray, rho: np.ndarray) -> None:
         ks, pos = self._cluster_of[rows], self._pos_of[rows]
         valid = self._cols[None, :] < self._wsize[ks][:, None]
         inside = ((self._win[ks] == pos[:, None]) & valid).any(axis=1)
@@ -180,12 +213,10 @@ class ADSSampler(BaseSampler):
             m = int(self._wsize[k])
             self._win[k, :m] = shift_window(self._win[k, :m].tolist(), easier, harder, int(self.sizes[k]))
 
-    def _update_frontier(self, idx: np.ndarray, success: np.ndarray) -> None:
+    def _update_frontier(self, idx: np.ndarray, rows: np.ndarray, rho: np.ndarray) -> None:
         """Count every fed-back row as trained once more; move each cluster's band centre by the mean success
         of its in-band rows (each row once)."""
         np.add.at(self._uses, self.sorted_index_of(idx), 1)
-        rows, inverse = np.unique(idx, return_inverse=True)
-        rho = np.bincount(inverse, weights=success) / np.bincount(inverse)
         ks, pos = self._cluster_of[rows], self._pos_of[rows]
         lo, width = self.bands()
         inside = (pos >= lo[ks]) & (pos < lo[ks] + width[ks])
@@ -280,6 +311,11 @@ class ADSSampler(BaseSampler):
             "ads/frac_keep": float(shares[1]),
             "ads/frac_harder": float(shares[2]),
         }
+        if self._skip is not None:  # rows left out of the last batch before rollout, and of all batches
+            out["ads/skipped_solved"] = float(self._skipped[0])
+            out["ads/skipped_failed"] = float(self._skipped[1])
+            out["ads/skipped_total"] = float(self._skipped[2])
+            out["ads/zero_variance_rows"] = float(np.count_nonzero(self._streaks))
         for i, cid in enumerate(self.cluster_ids.tolist()):
             out[f"ads/p/{cid}"] = float(p[i])
             out[f"ads/r/{cid}"] = float(r[i])
@@ -312,6 +348,8 @@ class ADSSampler(BaseSampler):
             self._uses,
             self._counts,
             self._rng,
+            self._streaks,
+            self._skipped,
         )
         return ads_state_dict(self, state)
 
@@ -327,4 +365,6 @@ class ADSSampler(BaseSampler):
         self._rng = checked.rng
         if self._frontier:
             self._uses = checked.uses
+        if self._skip is not None:
+            self._streaks, self._skipped = checked.streaks, checked.skipped
         self.steps, self.steps_in_epoch, self._counts = checked.steps, checked.steps_in_epoch, checked.last_counts

@@ -4,7 +4,9 @@ A checkpoint is untrusted input: `check_ads_state` validates every field against
 into (artifact fingerprint, config but the seed, window, cluster sizes) and returns it parsed, assigning
 nothing. Version 2 names the window (`reference` saves the B window positions of each cluster, `frontier`
 each band centre); a version-1 state (before the frontier window) has no `window` and loads as a
-reference-window state with the new knobs at their defaults. Only numpy is imported.
+reference-window state with the new knobs at their defaults. Version 3 adds pre-rollout skipping: its knobs in
+the config and, when ``skip`` is on, each row's zero-variance streak (sparse) and the skip counters; a version-2
+state (before skipping) loads as one with the skipping knobs at their defaults (off). Only numpy is imported.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from ads_core.config.sampler import DEFAULT_WEIGHTING, ADSSamplerConfig
+from ads_core.sampler.skip import STREAK_CAP
 from ads_core.sampler.state import (
     SamplerStateError,
     refuse,
@@ -28,7 +31,8 @@ from ads_core.sampler.state import (
 )
 from ads_core.sampler.window import frontier_bands
 
-ADS_STATE_VERSION = 2
+ADS_STATE_VERSION = 3
+NO_SKIP_VERSION = 2  # before skipping: no skip knobs in the config, no skip fields
 LEGACY_VERSION = 1  # before the frontier window: no "window" key, config without the new knobs
 
 
@@ -44,6 +48,8 @@ class ADSState(NamedTuple):
     uses: np.ndarray  # (|D|,) int64, frontier window: trainings of each row, in (cluster, rank) order
     last_counts: np.ndarray  # (3,) int64: easier, keep, harder
     rng: np.random.Generator
+    streaks: np.ndarray  # (|D|,) int16, skipping: zero-variance streak of each row (+ solved, - failed), sorted order
+    skipped: np.ndarray  # (3,) int64, skipping: rows skipped in the last draw (solved, failed), and in all draws
 
 
 HEADER_KEYS = ("kind", "version", "config", "n_rows", "fingerprint")
@@ -53,12 +59,16 @@ WINDOW_FIELDS = {
     "frontier": ("steps", "steps_in_epoch", "r", "p", "centers", "used_rows", "use_counts", "last_counts", "rng"),
 }
 LEGACY_KEYS = HEADER_KEYS + WINDOW_FIELDS["reference"]
+# saved when skip is on, after the window's fields: rows with a solved / failed streak, the streak's length
+SKIP_FIELDS = ("solved_rows", "solved_streaks", "failed_rows", "failed_streaks", "skipped")
 # Config fields added with the frontier window: a legacy state had them at these (the defaults).
 _NEW_FIELDS = ("window", "frontier_target", "frontier_gain", "frontier_band", "frontier_weight_floor")
+# Config fields added with skipping: a version-1 or -2 state had them at these (the defaults: off).
+_SKIP_KNOBS = ("skip", "skip_solved_rate", "skip_failed_rate", "skip_max")
 
 
-def ads_state_keys(window: str) -> tuple[str, ...]:
-    return HEADER_KEYS + ("window",) + WINDOW_FIELDS[window]
+def ads_state_keys(window: str, skip: bool = False) -> tuple[str, ...]:
+    return HEADER_KEYS + ("window",) + WINDOW_FIELDS[window] + (SKIP_FIELDS if skip else ())
 
 
 class ADSShape(Protocol):
@@ -94,9 +104,14 @@ def ads_state_dict(sampler: ADSShape, state: ADSState) -> dict[str, Any]:
         "use_counts": [],
         "last_counts": state.last_counts.tolist(),
         "rng": state.rng.bit_generator.state,
+        "skipped": state.skipped.tolist(),
     }
     used = np.asarray(values["used_rows"], dtype=np.int64)
     values["use_counts"] = state.uses[sampler.sorted_index_of(used)].tolist() if len(used) else []
+    for name, sign in (("solved", 1), ("failed", -1)):  # only the rows with a streak, by row position, like uses
+        rows = np.sort(sampler.rows_in_order()[np.flatnonzero(sign * state.streaks.astype(np.int32) > 0)])
+        values[f"{name}_rows"] = rows.tolist()
+        values[f"{name}_streaks"] = (sign * state.streaks[sampler.sorted_index_of(rows)].astype(np.int64)).tolist()
     window = sampler.cfg.window
     header = {
         "kind": "ADSSampler",
@@ -106,7 +121,7 @@ def ads_state_dict(sampler: ADSShape, state: ADSState) -> dict[str, Any]:
         "fingerprint": sampler.fingerprint,
         "window": window,
     }
-    return {**header, **{key: values[key] for key in WINDOW_FIELDS[window]}}
+    return {**header, **{key: values[key] for key in ads_state_keys(window, sampler.cfg.skip)[len(header) :]}}
 
 
 def _resolved(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,7 +162,12 @@ def check_ads_state(state: Any, sampler: ADSShape) -> ADSState:
     if isinstance(state, Mapping) and "kind" in state and state["kind"] != "ADSSampler":
         refuse("state['kind']", "'ADSSampler'", state["kind"])  # another sampler's state: say so first
     legacy, window = _saved_window(state, cfg)
-    keys, version = (LEGACY_KEYS, LEGACY_VERSION) if legacy else (ads_state_keys(window), ADS_STATE_VERSION)
+    no_skip = legacy or (isinstance(state, Mapping) and _is_version(state.get("version"), NO_SKIP_VERSION))
+    if legacy:
+        keys, version = LEGACY_KEYS, LEGACY_VERSION
+    else:
+        version = NO_SKIP_VERSION if no_skip else ADS_STATE_VERSION
+        keys = ads_state_keys(window, cfg.skip and not no_skip)
     s = state_header(state, "ADSSampler", keys, n_rows, version)
     fp = s["fingerprint"]
     if not (isinstance(fp, str) and fp == sampler.fingerprint):
@@ -155,9 +175,10 @@ def check_ads_state(state: Any, sampler: ADSShape) -> ADSState:
             "state['fingerprint']", "state was saved for another artifact (clustering or row order differ)"
         )
     saved_config = s["config"]
-    if legacy and isinstance(saved_config, Mapping):
+    if no_skip and isinstance(saved_config, Mapping):
         defaults = ADSSamplerConfig().model_dump()
-        saved_config = {**{key: defaults[key] for key in _NEW_FIELDS}, **saved_config}
+        added = _SKIP_KNOBS + (_NEW_FIELDS if legacy else ())
+        saved_config = {**{key: defaults[key] for key in added}, **saved_config}
     if isinstance(saved_config, Mapping):
         saved_config = _resolved(saved_config)
     state_config(saved_config, cfg, ignore_seed=True, expected=_resolved(cfg.model_dump()))
@@ -188,7 +209,52 @@ def check_ads_state(state: Any, sampler: ADSShape) -> ADSState:
             f"expected counts summing to at most {total} (rows in all windows), got {sum(counts)}",
         )
     rng = state_rng(s["rng"], "state['rng']")
-    return ADSState(steps, steps_in_epoch, r, p, win, centers, uses, np.array(counts, dtype=np.int64), rng)
+    streaks, skipped = np.zeros(0, dtype=np.int16), np.zeros(3, dtype=np.int64)
+    if cfg.skip:  # a version-2 state with skip on was refused by its config above
+        streaks = _check_streaks(s, sampler)
+        skipped = _check_skipped(s["skipped"], n_rows)
+    return ADSState(
+        steps, steps_in_epoch, r, p, win, centers, uses, np.array(counts, dtype=np.int64), rng, streaks, skipped
+    )
+
+
+def _is_version(value: Any, version: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value == version
+
+
+def _check_streaks(s: Mapping[str, Any], sampler: ADSShape) -> np.ndarray:
+    """Skipping's per-row streaks: for solved and for failed streaks, ascending distinct rows, each with a
+    length in [1, cap]; no row in both."""
+    n = sampler.n_rows
+    streaks = np.zeros(n, dtype=np.int16)
+    for name, sign in (("solved", 1), ("failed", -1)):
+        where = f"state['{name}_rows']"
+        rows = state_list(s[f"{name}_rows"], where, n, "row positions (ascending)", at_most=True)
+        parsed, prev = [], -1
+        for i, v in enumerate(rows):
+            prev = state_int(v, f"{where}[{i}]", prev + 1, n - 1, " (ascending row positions)")
+            parsed.append(prev)
+        lengths = state_list(s[f"{name}_streaks"], f"state['{name}_streaks']", len(parsed), "streaks, one per row")
+        checked = [state_int(v, f"state['{name}_streaks'][{i}]", 1, STREAK_CAP) for i, v in enumerate(lengths)]
+        if parsed:
+            index = sampler.sorted_index_of(np.array(parsed, dtype=np.int64))
+            both = np.flatnonzero(streaks[index] != 0)
+            if len(both):
+                raise SamplerStateError(
+                    f"{where}[{int(both[0])}]", f"row {parsed[int(both[0])]} has a solved streak too"
+                )
+            streaks[index] = sign * np.array(checked, dtype=np.int16)
+    return streaks
+
+
+def _check_skipped(value: Any, most: int) -> np.ndarray:
+    """The skip counters: solved and failed rows skipped in the last draw (together at most ``most``, the rows),
+    and in all draws."""
+    items = state_list(value, "state['skipped']", 3, "counts (solved, failed in the last draw; all draws)")
+    solved = state_int(items[0], "state['skipped'][0]", 0, most)
+    failed = state_int(items[1], "state['skipped'][1]", 0, most - solved)
+    total = state_int(items[2], "state['skipped'][2]", solved + failed)
+    return np.array([solved, failed, total], dtype=np.int64)
 
 
 def _check_uses(rows_value: Any, counts_value: Any, sampler: ADSShape) -> np.ndarray:

@@ -22,8 +22,8 @@ from ads_core.sampler.ads import ADSSampler
 from ads_core.sampler.base import Sampler
 from ads_core.sampler.dynamic import fill_step
 from ads_core.sampler.kinds import build_sampler
-from ads_core.simulator.learners import World, make_learner, make_world
 from ads_core.sampler.plots import WindowTrace
+from ads_core.simulator.learners import World, make_learner, make_world
 
 
 @dataclass
@@ -44,25 +44,36 @@ class SimulationResult:
 
         Returns (ratio, number of seeds that never reached the target): with any, the ratio is a lower bound.
         """
-        base = self.steps_to_target[self.config.baseline]
-        mine = self.steps_to_target[name]
-        full = self.config.steps
-        ratios = [
-            (m if m is not None else full) / max(b if b is not None else full, 1)
-            for m, b in zip(mine, base, strict=True)
-        ]
-        return float(np.mean(ratios)), sum(m is None for m in mine)
+        return float(np.mean(self.seed_ratios(name))), self.missed(name)
 
     def rollout_ratio(self, name: str) -> tuple[float, int]:
         """Like ``ratio``, in prompts rolled out (each with n rollouts) until the target instead of steps."""
-        full = {n: p[:, -1] for n, p in self.prompts.items()}
-        base, mine = self.config.baseline, name
-        ratios = []
-        for i, (m, b) in enumerate(zip(self.steps_to_target[mine], self.steps_to_target[base], strict=True)):
-            spent = self.prompts[mine][i, list(self.eval_steps).index(m)] if m is not None else full[mine][i]
-            paid = self.prompts[base][i, list(self.eval_steps).index(b)] if b is not None else full[base][i]
-            ratios.append(spent / max(paid, 1))
-        return float(np.mean(ratios)), sum(m is None for m in self.steps_to_target[mine])
+        return float(np.mean(self.seed_rollout_ratios(name))), self.missed(name)
+
+    def missed(self, name: str) -> int:
+        """Seeds on which ``name`` never reached the target."""
+        return sum(m is None for m in self.steps_to_target[name])
+
+    def seed_ratios(self, name: str) -> np.ndarray:
+        """Per seed: steps(name) / steps(baseline) to the target; an unreached target counts as the full run."""
+        full = self.config.steps
+        pairs = zip(self.steps_to_target[name], self.steps_to_target[self.config.baseline], strict=True)
+        return np.array([(m if m is not None else full) / max(b if b is not None else full, 1) for m, b in pairs])
+
+    def seed_rollout_ratios(self, name: str) -> np.ndarray:
+        """Per seed: prompts rolled out to the target by ``name`` over the baseline's (the whole run if unreached)."""
+        base = self.config.baseline
+        return np.array(
+            [
+                self.prompts_to_target(name, i) / max(self.prompts_to_target(base, i), 1)
+                for i in range(len(self.targets))
+            ]
+        )
+
+    def prompts_to_target(self, name: str, seed_index: int) -> int:
+        """Prompts ``name`` rolled out on seed ``seed_index`` until it reached the target (all, if it never did)."""
+        step, prompts = self.steps_to_target[name][seed_index], self.prompts[name][seed_index]
+        return int(prompts[-1] if step is None else prompts[list(self.eval_steps).index(step)])
 
     def to_dict(self) -> dict[str, object]:
         """JSON-able summary: config, per-seed curves and targets, and the summary rows."""
@@ -111,6 +122,8 @@ SAMPLER_FACTORIES: dict[str, SamplerFactory] = {
     "ads-inverse": lambda w, c, s: _ads(w, c, s, inter_cluster_weighting="inverse"),
     "ads-noreset": lambda w, c, s: _ads(w, c, s, reset_every=0),
     "ads-floor": lambda w, c, s: _ads(w, c, s, prob_floor=0.5 / w.n_clusters),
+    "ads-skip": lambda w, c, s: _ads(w, c, s, skip=True),
+    "ads-frontier-skip": lambda w, c, s: _ads(w, c, s, window="frontier", skip=True),
 }
 assert set(SAMPLER_FACTORIES) == set(get_args(SimulatedSampler)), "one factory per SimulatedSampler name"
 
@@ -198,28 +211,42 @@ def _first_reach(steps: np.ndarray, curve: np.ndarray, target: float) -> int | N
 
 
 def summary_rows(result: SimulationResult) -> list[dict[str, object]]:
-    """One row per sampler: final accuracy, steps to the baseline's final accuracy and their ratio."""
+    """One row per sampler: final accuracy; steps and prompts rolled out to the baseline's final accuracy, as
+    means, and as ratios to the baseline's with their spread over seeds (min and max)."""
     rows = []
     for name, curve in result.curves.items():
         reached = [s for s in result.steps_to_target[name] if s is not None]
-        ratio, missed = result.ratio(name)
-        rollout_ratio, _ = result.rollout_ratio(name)
+        prompts = [
+            result.prompts_to_target(name, i) for i, s in enumerate(result.steps_to_target[name]) if s is not None
+        ]
+        ratios, rollout_ratios = result.seed_ratios(name), result.seed_rollout_ratios(name)
         rows.append(
             {
                 "sampler": name,
                 "final_mean": float(curve[:, -1].mean()),
                 "final_sd": float(curve[:, -1].std()),
                 "steps_mean": float(np.mean(reached)) if reached else None,
+                "prompts_mean": float(np.mean(prompts)) if prompts else None,
                 "reached": len(reached),
                 "seeds": len(curve),
-                "ratio": ratio,
-                "ratio_is_lower_bound": missed > 0,
+                "ratio": float(ratios.mean()),
+                "ratio_min": float(ratios.min()),
+                "ratio_max": float(ratios.max()),
+                "ratio_is_lower_bound": result.missed(name) > 0,
                 "prompts_per_step": float(result.prompts[name][:, -1].mean() / result.config.steps),
-                "rollout_ratio": rollout_ratio,
+                "rollout_ratio": float(rollout_ratios.mean()),
+                "rollout_ratio_min": float(rollout_ratios.min()),
+                "rollout_ratio_max": float(rollout_ratios.max()),
                 "seconds": result.seconds[name],
             }
         )
     return rows
+
+
+def spread(row: dict[str, object], key: str) -> str:
+    """``0.39 (0.33-0.45)``: a summary row's mean ratio and its min and max over seeds, ≥ for a lower bound."""
+    bound = "≥" if row["ratio_is_lower_bound"] else ""
+    return f"{bound}{row[key]:.2f} ({row[key + '_min']:.2f}-{row[key + '_max']:.2f})"
 
 
 def format_report(result: SimulationResult, columns: int = 9) -> str:
@@ -252,22 +279,25 @@ def format_summary(result: SimulationResult) -> str:
     cfg = result.config
     width = max(len(n) for n in result.curves) + 2
     lines = [
-        f"Steps to reach {cfg.baseline}'s final accuracy (per-seed target, mean {result.targets.mean():.3f}):",
+        f"Steps and prompts rolled out to reach {cfg.baseline}'s final accuracy (per-seed target, mean "
+        f"{result.targets.mean():.3f}):",
         "sampler".ljust(width)
-        + f"{'final acc':>16}{'steps':>9}{'reached':>9}{'ratio':>9}{'prompts/step':>14}{'rollout ratio':>15}"
-        + f"{'time s':>8}",
+        + f"{'final acc':>16}{'steps':>7}{'reached':>9}{'steps ratio (min-max)':>24}{'prompts':>9}"
+        + f"{'rollout ratio (min-max)':>26}{'prompts/step':>14}{'time s':>8}",
     ]
     for row in summary_rows(result):
         steps = f"{row['steps_mean']:.0f}" if row["steps_mean"] is not None else "-"
-        bound = "≥" if row["ratio_is_lower_bound"] else ""
-        ratio, rollouts = f"{bound}{row['ratio']:.2f}", f"{bound}{row['rollout_ratio']:.2f}"
+        prompts = f"{row['prompts_mean']:.0f}" if row["prompts_mean"] is not None else "-"
         lines.append(
             str(row["sampler"]).ljust(width)
             + f"{row['final_mean']:>9.3f} ± {row['final_sd']:.3f}"
-            + f"{steps:>9}{row['reached']:>6}/{row['seeds']:<2}{ratio:>9}{row['prompts_per_step']:>14.1f}"
-            + f"{rollouts:>15}{row['seconds']:>8.1f}"
+            + f"{steps:>7}{row['reached']:>6}/{row['seeds']:<2}{spread(row, 'ratio'):>24}{prompts:>9}"
+            + f"{spread(row, 'rollout_ratio'):>26}{row['prompts_per_step']:>14.1f}{row['seconds']:>8.1f}"
         )
-    lines.append("ratio = mean over seeds of steps(sampler) / steps(baseline); ≥: some seeds never reached it.")
+    lines.append(
+        "steps, prompts: means over the seeds that reached it; ratio = mean over seeds of steps(sampler) / "
+        "steps(baseline), (min-max) over seeds; ≥: some seeds never reached it (counted as the full run)."
+    )
     lines.append("rollout ratio = the same in prompts rolled out (dynamic sampling also pays for dropped groups).")
     if result.window_frac:
         fracs = ", ".join(f"{k} {v:.3f}" for k, v in result.window_frac.items())

@@ -53,6 +53,12 @@ CASES: dict[str, Callable[[], Any]] = {
     "ads_frontier": lambda: ADSSampler(
         CID, RANK, ADSSamplerConfig(active_clusters=2, mini_cluster_size=3, window="frontier", frontier_band=0.3)
     ),
+    "ads_skip": lambda: ADSSampler(
+        CID, RANK, ADSSamplerConfig(active_clusters=3, mini_cluster_size=4, reset_every=5, skip=True, skip_max=0.5)
+    ),
+    "ads_frontier_skip": lambda: ADSSampler(
+        CID, RANK, ADSSamplerConfig(active_clusters=2, mini_cluster_size=3, window="frontier", skip=True)
+    ),
     "uniform": lambda: UniformSampler(CID, RANK, UniformSamplerConfig(batch_size=7, seed=3)),
     "dynamic": lambda: DynamicSamplingSampler(CID, RANK, DynamicSamplingConfig(batch_size=5, max_draws=3, seed=2)),
     "dots": lambda: DifficultyTargetedSampler(
@@ -60,11 +66,14 @@ CASES: dict[str, Callable[[], Any]] = {
     ),
 }
 # Two fields checked against each other: a plausible change to one may be reported on the other.
+AT_MOST_LISTS = {("used_rows",), ("solved_rows",), ("failed_rows",)}  # one more entry names the entry
 PARTNERS = {
     "steps": {"steps", "steps_in_epoch"},
     "memory_rows": {"memory_rows", "memory_success"},
     "draws": {"draws", "informative"},
     "used_rows": {"used_rows", "use_counts"},
+    "solved_rows": {"solved_rows", "solved_streaks", "failed_rows"},
+    "failed_rows": {"failed_rows", "failed_streaks"},
 }
 
 
@@ -132,9 +141,14 @@ def invalid_leaf_values(case: str, path: Path, value: Any) -> list[Any]:
     if value is not None:
         out.append(None)
     if is_exact(case, path):
-        same_type_other = {int: lambda v: v + 1, float: lambda v: v + 0.125, str: lambda v: v + "x"}
+        same_type_other = {
+            int: lambda v: v + 1,
+            float: lambda v: v + 0.125,
+            str: lambda v: v + "x",
+            bool: lambda v: not v,
+        }
         out.append(same_type_other[type(value)](value) if value is not None else 0)
-        return out
+        return [v for v in out if not (type(v) is type(value) and v == value)]  # a bool's True/False above
     if isinstance(value, int):
         out += [value + 0.5, float(value), -1 - value, -(2**200), float("nan"), float("inf")]
         if path != ("config", "seed"):  # the only int with no upper bound
@@ -152,6 +166,10 @@ def invalid_mutations(case: str) -> list[tuple[Path, Any, set[str]]]:
         "memory_success": "memory_rows",
         "used_rows": "use_counts",
         "use_counts": "used_rows",
+        "solved_rows": "solved_streaks",
+        "solved_streaks": "solved_rows",
+        "failed_rows": "failed_streaks",
+        "failed_streaks": "failed_rows",
     }
     for path, value in nodes(state):
         if isinstance(value, dict):
@@ -162,7 +180,7 @@ def invalid_mutations(case: str) -> list[tuple[Path, Any, set[str]]]:
             named = {field(path)} | ({field((partner[path[0]],))} if path in {(k,) for k in partner} else set())
             extra = copy.deepcopy(value[-1]) if value else 0
             # an at-most list (used rows) takes one more entry: then the repeated entry itself is named
-            longer = named | ({field((*path, len(value)))} if path == ("used_rows",) else set())
+            longer = named | ({field((*path, len(value)))} if path in AT_MOST_LISTS else set())
             muts += [(path, {}, {field(path)}), (path, "abc", {field(path)}), (path, [*value, extra], longer)]
             if value:
                 muts += [(path, value[:-1], named)]
@@ -336,7 +354,7 @@ FULL = _SIZES.index(4)  # a window of B = 4 positions in a larger cluster
         (_set(("config", "mini_cluster_size"), 4.0), "state['config']['mini_cluster_size']: state was saved with"),
         (_set(("config", "seed"), -1), "state['config']['seed']: expected an int >= 0, got -1"),
         (_set(("kind",), "UniformSampler"), "state['kind']: expected 'ADSSampler', got 'UniformSampler'"),
-        (_set(("version",), True), "state['version']: expected state version 2, got True"),
+        (_set(("version",), True), "state['version']: expected state version 3, got True"),
         (_set(("n_rows",), 51), "state['n_rows']: state was saved for another artifact: expected 52 rows, got 51"),
         (_set(("fingerprint",), "0" * 32), "state['fingerprint']: state was saved for another artifact"),
         (_set(("rng",), MT19937_STATE), "state['rng']['bit_generator']: expected 'PCG64' (numpy's default_rng)"),

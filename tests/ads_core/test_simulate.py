@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from ads_cli.simulate_cmd import register
 from ads_core.config.simulate import SimulationConfig
-from ads_core.simulator.learners import CoupledLearner, ability_gain, group_signal, make_world
 from ads_core.sampler.plots import WindowTrace, save_plot, save_window_plot
+from ads_core.simulator.learners import CoupledLearner, ability_gain, group_signal, make_world
 from ads_core.simulator.run import SAMPLER_FACTORIES, format_report, run_simulation, summary_rows, train
 
 SMALL = SimulationConfig(
@@ -159,7 +159,11 @@ def test_cli_simulate_writes_table_json_and_png(tmp_path):
     args += ["--cluster-size", "80", "--samplers", "uniform,ads-inverse", "--out", str(out)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert "Steps to reach uniform's final accuracy" in result.output and "ads-inverse" in result.output
+    assert (
+        "to reach uniform's final accuracy" in result.output
+        and "rollout ratio (min-max)" in result.output
+        and "ads-inverse" in result.output
+    )
     assert (out / "simulation.png").exists() and (out / "simulation_windows.png").exists()  # ads-inverse is ADS
     data = json.loads((out / "simulation.json").read_text())
     assert data["config"]["steps"] == 30 and set(data["curves"]) == {"uniform", "ads-inverse"}
