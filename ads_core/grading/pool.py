@@ -170,13 +170,12 @@ class VerifierPool:
 
     def forget(self) -> None:
         """In a forked child: drop the parent's processes without touching them (close our copies of sockets)."""
-        sockets = [w.sock for w in self._idle]
+        for worker in [*self._idle, *self._busy]:
+            worker.close()
         if self._zygote is not None and self._zygote.control is not None:
-            sockets.append(self._zygote.control)
-        for sock in sockets:
             with contextlib.suppress(OSError):
-                sock.close()
-        self._idle, self._zygote, self._live = [], None, 0
+                self._zygote.control.close()
+        self._idle, self._busy, self._zygote, self._live = [], {}, None, 0
 
 
 def cpu_cores() -> int:

@@ -31,9 +31,14 @@ class WorkerUnavailable(RuntimeError):
 
 
 class Worker:
+    """One verifier process, talked to over its socket; `kill` is safe even once its pid could be reused."""
+
     def __init__(self, sock: socket.socket, pid: int) -> None:
         self.sock, self.pid = sock, pid
         self.buffer = b""
+        self.pidfd: int | None = None
+        with contextlib.suppress(AttributeError, OSError):  # Linux 5.3+: a handle that never names another process
+            self.pidfd = os.pidfd_open(pid)
 
     def read_line(self, deadline: float) -> bytes | None:
         """One line from the worker, or None at the deadline; EOFError when it is gone."""
@@ -60,9 +65,20 @@ class Worker:
 
     def kill(self) -> None:
         with contextlib.suppress(OSError):
-            os.kill(self.pid, signal.SIGKILL)  # still running (it missed the limit): its pid is not reused
+            if self.pidfd is not None:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            else:
+                os.kill(self.pid, signal.SIGKILL)  # it was still running at the limit: its pid is still its own
+        self.close()
+
+    def close(self) -> None:
+        """Let go of the process without signalling it (our socket and pid handle)."""
         with contextlib.suppress(OSError):
             self.sock.close()
+        if self.pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.pidfd)
+            self.pidfd = None
 
 
 class Zygote:
