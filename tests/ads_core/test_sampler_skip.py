@@ -230,3 +230,48 @@ def test_the_simulator_reports_steps_and_rollouts_with_their_spread():
     ):
         if steps is not None and base is not None:  # one batch per step: the two ratios agree
             assert result.seed_rollout_ratios("ads-skip")[i] == pytest.approx(steps / base)
+
+
+def test_under_trl_the_skip_state_resumes_exactly_from_the_checkpoint_file(tmp_path):
+    """TRL's prefetch leaves one drawn batch pending; the checkpoint file restores streaks, generator and
+    pending batch, so the resumed run draws what the uninterrupted one draws, one generation batch per step."""
+    pytest.importorskip("torch")
+    from ads_core.config.train import TrainConfig
+    from ads_core.sampler import checkpoint as ck
+    from ads_core.sampler.kinds import build_sampler
+    from ads_core.train.trl.feed import FeedbackSampler
+
+    section = TrainConfig().sampler
+    section = section.replaced(ads=section.ads.replaced(skip=True, window="frontier", mini_cluster_size=8))
+    batch = section.ads.batch_size
+
+    def feed() -> FeedbackSampler:
+        return FeedbackSampler(build_sampler("ads", CID, RANK, section, batch), "ads", 2, 1, len(CID), 50)
+
+    rng = np.random.default_rng(5)
+    a = feed()
+    it = iter(a)
+    for _ in range(30):  # draw, then feed back, one generation batch per step
+        rows = [next(it) for _ in range(batch * 2)]
+        a.feedback(rows, agreeing(np.asarray(rows), rng), np.zeros(len(rows)))
+    assert a.draws == a.updates == 30 and a.extra_draws == 0 and a.sampler.metrics()["ads/skipped_total"] > 0
+    prefetched = [next(it) for _ in range(batch * 2)]  # the dataloader's look-ahead: drawn, not yet rewarded
+    assert len(a.pending) == 1
+    ck.write_checkpoint(tmp_path, a.checkpoint(30))
+    back, _ = ck.read_checkpoint(tmp_path, 30)
+    b = feed()
+    b.load_state_dict(FeedbackSampler.state_of(back), build_sampler("ads", CID, RANK, section, batch))
+    it_b = iter(b)
+    assert [next(it_b) for _ in range(batch * 2)] == prefetched  # the pending batch comes first
+    state, runs = rng.bit_generator.state, []
+    for f, stream in ((a, it), (b, it_b)):
+        rng.bit_generator.state = state
+        rows, out = prefetched, []
+        for _ in range(20):
+            f.feedback(rows, agreeing(np.asarray(rows), rng), np.zeros(len(rows)))
+            rows = [next(stream) for _ in range(batch * 2)]
+            out.append(rows)
+        runs.append(out)
+    assert runs[0] == runs[1]
+    assert a.sampler.state_dict() == b.sampler.state_dict()
+    assert a.draws == b.draws and a.extra_draws == b.extra_draws == 0  # one generation batch per step
