@@ -97,6 +97,13 @@ def test_auto_picks_verl_only_where_it_can_train(monkeypatch: pytest.MonkeyPatch
     chosen, why = trainers.choose_trainer(cfg.replaced(trainer="trl"))
     assert (chosen.name, why) == ("trl", "trainer=trl as set")
     assert trainers.choose_trainer(cfg.replaced(trainer="verl"))[0].name == "verl"
+    for kind in ("dots", "uniform"):  # verl trains every kind without extra rollouts per step
+        assert (
+            trainers.choose_trainer(TrainConfig(verl={"ray_address": address}, sampler={"kind": kind}))[0].name
+            == expected
+        )
+    dynamic, why = trainers.choose_trainer(TrainConfig(verl={"ray_address": address}, sampler={"kind": "dynamic"}))
+    assert dynamic.name == "trl" and "extra batches" in why  # its steps roll out more: verl's v0 loop can't
     with pytest.raises(ValueError, match="unknown trainer 'nope'; choose one of auto, verl, trl"):
         trainers.choose_trainer(cfg.replaced(trainer="nope"))
 
@@ -124,3 +131,24 @@ def test_every_sampler_kind_is_one_registry_entry():
         assert fresh.state_dict() == sampler.state_dict()
     with pytest.raises(ValueError, match="unknown sampler kind 'nope'"):
         kinds.build_sampler("nope", cid, rank, cfg, 8)
+
+
+def test_every_simulated_sampler_is_made_by_build_sampler(monkeypatch: pytest.MonkeyPatch):
+    """The kinds registry is the only factory: the simulator's samplers (all of them, the ads-* variants too) are
+    made through `build_sampler` (the artifact check's: tests/integrations/test_train_config.py)."""
+    from ads_core.config.simulate import SimulationConfig
+    from ads_core.simulator import learners
+    from ads_core.simulator import run as sim
+
+    made: list[str] = []
+
+    def counting(kind: str, *args, **kwargs):
+        made.append(kind)
+        return kinds.build_sampler(kind, *args, **kwargs)
+
+    monkeypatch.setattr(sim, "build_sampler", counting)
+    cfg = SimulationConfig(n_clusters=4, median_cluster_size=40)
+    world = learners.make_world(cfg, seed=0)
+    for factory in sim.SAMPLER_FACTORIES.values():
+        assert factory(world, cfg, 0).batch_size == cfg.ads.batch_size
+    assert len(made) == len(sim.SAMPLER_FACTORIES) and set(made) == set(kinds.kind_names())

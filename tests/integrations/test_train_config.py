@@ -152,6 +152,20 @@ def test_verl_trains_the_baselines_too(kind: str, final_artifact: Path, tmp_path
     assert section.kind == kind and getattr(section, kind).seed == 7
 
 
+def test_the_artifact_check_makes_the_runs_sampler_by_kind(final_artifact: Path, monkeypatch: pytest.MonkeyPatch):
+    from ads_core.sampler import kinds
+
+    made: list[str] = []
+
+    def counting(kind: str, *args, **kwargs):
+        made.append(kind)
+        return kinds.build_sampler(kind, *args, **kwargs)
+
+    monkeypatch.setattr(ta, "build_sampler", counting)
+    info = ta.validate_artifact(str(final_artifact), TrainConfig(sampler={"kind": "dots"}).sampler)
+    assert made == ["dots"] and info.rows == 300 and info.cluster_size_min <= info.cluster_size_max
+
+
 def test_dynamic_sampling_under_verl_is_refused_in_one_line(final_artifact: Path):
     result = CliRunner().invoke(app, ["train", str(final_artifact), *VERL, "--dry-run", "--sampler", "dynamic"])
     assert result.exit_code == 2
