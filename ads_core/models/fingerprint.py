@@ -80,7 +80,7 @@ def directory_fingerprint(directory: Path) -> str:
 
 def model_fingerprint(model: str | None) -> str:
     """Identity of the policy model: content of a local directory, or a hub id's cached revision."""
-    from ads_core.models import resolve_model
+    from ads_core.models.tiny import resolve_model
 
     resolved = resolve_model(model)
     path = Path(resolved).expanduser()

@@ -98,6 +98,7 @@ def test_the_model_stage_builds_a_missing_preset_with_progress_then_only_fingerp
     from contextlib import contextmanager
 
     from ads_core import models
+    from ads_core.models import tiny
 
     monkeypatch.setenv("ADS_CACHE_DIR", str(tmp_path / "cache"))
     small = models.TinyModelSpec(
@@ -105,8 +106,8 @@ def test_the_model_stage_builds_a_missing_preset_with_progress_then_only_fingerp
         tokenizer_vocab=300, pad_vocab_to=300, max_position_embeddings=512, train_steps=3, train_batch=2,
     )  # fmt: skip
     monkeypatch.setitem(models.TINY_PRESETS, "tiny", small)
-    lines = models._training_lines
-    monkeypatch.setattr(models, "_training_lines", lambda: lines(extra_lines=0))  # a quick tokenizer
+    lines = tiny._training_lines
+    monkeypatch.setattr(tiny, "_training_lines", lambda: lines(extra_lines=0))  # a quick tokenizer
     seen: list[tuple[str, int | None, str, int]] = []
 
     @contextmanager
