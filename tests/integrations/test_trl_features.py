@@ -164,7 +164,8 @@ def test_vllm_without_cuda_stops_in_one_line_and_the_dry_run_shows_it(final_arti
 
 def test_the_hf_hooks_used_keep_their_shape():
     """What ADSGRPOTrainer.create_scheduler and RunHooks rely on: HF's scheduler hook takes the horizon, the
-    optimizer-step callback gets the optimizer, TensorBoard's callback has a logging_dir to point elsewhere."""
+    optimizer-step callback gets the optimizer, TensorBoard's callback has a logging_dir to point elsewhere; and
+    every trl setting passed on is a GRPOConfig field."""
     import inspect
 
     from transformers import Trainer, TrainerCallback
@@ -173,3 +174,10 @@ def test_the_hf_hooks_used_keep_their_shape():
     assert list(inspect.signature(Trainer.create_scheduler).parameters) == ["self", "num_training_steps", "optimizer"]
     assert "on_pre_optimizer_step" in vars(TrainerCallback)
     assert "self.logging_dir = os.path.join(args.output_dir" in inspect.getsource(TensorBoardCallback.on_train_begin)
+    from dataclasses import fields
+
+    from trl import GRPOConfig
+
+    from ads_core.train.trl.settings import grpo_kwargs
+
+    assert set(grpo_kwargs(TrainConfig())) <= {f.name for f in fields(GRPOConfig)}  # TRL's own names
