@@ -81,6 +81,13 @@ def evaluate(
     started = time.perf_counter()
     run = {"policy": policy, "identity": dict(identity or {}), "generation": _generation(cfg)}
     done = _claim(out, run) if out else {}
+    wanted = {(p.set, p.problem_id) for ps in problems.values() for p in ps}
+    extra = [key for key in done if key not in wanted]
+    if extra:  # completions.parquet holds exactly the summary's problems: never drop finished work silently
+        raise InputError(
+            f"{out} holds completions of {len(extra)} problems this evaluation does not include (a smaller limit "
+            "or other sets); pick another output folder or delete it"
+        )
     advance = progress or (lambda n: None)
     resumed = sum(1 for ps in problems.values() for p in ps if (p.set, p.problem_id) in done)
     if resumed:

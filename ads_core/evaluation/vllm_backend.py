@@ -28,20 +28,28 @@ class VLLMBackend:
 
         return cls(LLM(model=path, seed=cfg.seed, dtype="auto"))
 
+    def _context(self) -> int | None:
+        """The engine's max_model_len: max_tokens is cut to what it leaves after the prompt, as transformers'."""
+        config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
+        value = getattr(config, "max_model_len", None)
+        return int(value) if value else None
+
     def generate(self, problems: Sequence[Problem], cfg: Any) -> list[list[Sample]]:
         from vllm import SamplingParams
 
-        prompts = [{"prompt_token_ids": render(self.tokenizer, p.messages)} for p in problems]
+        ids = [render(self.tokenizer, p.messages) for p in problems]
+        context = self._context()
         params = [
             SamplingParams(
                 n=cfg.k,
                 temperature=0.0 if cfg.greedy else cfg.temperature,
                 top_p=1.0 if cfg.greedy else cfg.top_p,
-                max_tokens=cfg.max_tokens,
+                max_tokens=max(1, min(cfg.max_tokens, context - len(x))) if context else cfg.max_tokens,
                 seed=mix(cfg.seed, problem_key(p)) & ((1 << 63) - 1),
             )
-            for p in problems
+            for p, x in zip(problems, ids, strict=True)
         ]
+        prompts = [{"prompt_token_ids": x} for x in ids]
         started = time.perf_counter()
         results = self.llm.generate(prompts, params, use_tqdm=False)
         seconds = (time.perf_counter() - started) / max(1, len(problems) * cfg.k)

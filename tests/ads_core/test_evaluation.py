@@ -235,3 +235,60 @@ def test_cli_evaluates_a_run_folder(tmp_path: Path, tiny_model_dir: Path, monkey
     assert summary["sets"]["amc23"]["n"] == 2 and summary["config"]["seed"] == 3
     table = pq.read_table(out / "completions.parquet")
     assert table.num_rows == 4 and pa.types.is_boolean(table.schema.field("correct").type)
+
+
+def test_auto_backend_and_the_vllm_backend_with_a_stand_in_engine(monkeypatch):
+    """vLLM is GPU-only: its backend is driven here through a stand-in engine with vLLM's call shapes."""
+    import sys
+    import types
+
+    from ads_core.evaluation import backends
+    from ads_core.evaluation.vllm_backend import VLLMBackend
+
+    assert backends.choose("auto", usable=lambda: False) == "transformers"
+    assert backends.choose("auto", usable=lambda: True) == "vllm"
+    with pytest.raises(ValueError, match="needs the vllm package"):
+        backends.choose("vllm", usable=lambda: False)
+
+    class SamplingParams:
+        def __init__(self, **kw):
+            self.__dict__.update(kw)
+
+    class Tokenizer:
+        chat_template = None
+
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": list(range(len(text.split())))}
+
+    class Engine:
+        llm_engine = types.SimpleNamespace(model_config=types.SimpleNamespace(max_model_len=10))
+
+        def get_tokenizer(self):
+            return Tokenizer()
+
+        def generate(self, prompts, params, use_tqdm=False):
+            self.seen = list(zip(prompts, params, strict=True))
+            return [
+                types.SimpleNamespace(
+                    outputs=[types.SimpleNamespace(index=i, text=f"s{i}", token_ids=[1] * (i + 1)) for i in (1, 0)]
+                )
+                for _ in prompts
+            ]
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=SamplingParams))
+    engine = Engine()
+    problems = _problems("alpha", 2)
+    out = VLLMBackend(engine).generate(problems, EvalConfig(k=2, max_tokens=100))
+    assert [[s.text for s in ps] for ps in out] == [["s0", "s1"], ["s0", "s1"]]  # in sample order
+    (p0, a), (p1, b) = engine.seen
+    assert p0 == {"prompt_token_ids": [0]} and a.n == 2 and a.max_tokens == 9  # cut to the context
+    assert a.seed != b.seed and (a.temperature, a.top_p) == (0.6, 0.95)
+
+
+def test_a_larger_limit_reuses_the_folder_and_a_smaller_one_is_refused(tmp_path: Path):
+    backend = ScriptedBackend()
+    evaluate(backend, {"alpha": _problems("alpha", 3)}, EvalConfig(k=2), out=str(tmp_path))
+    more = evaluate(backend, {"alpha": _problems("alpha", 5)}, EvalConfig(k=2), out=str(tmp_path))
+    assert more.generated == 2 and pq.read_table(tmp_path / "completions.parquet").num_rows == 10
+    with pytest.raises(InputError, match="holds completions of 2 problems this evaluation does not include"):
+        evaluate(backend, {"alpha": _problems("alpha", 3)}, EvalConfig(k=2), out=str(tmp_path))
