@@ -295,12 +295,14 @@ def test_window_trace_from_logged_metrics_matches_the_live_sampler():
         WindowTrace.from_metrics([{"ads/r/1": 0.5}])
 
 
-@pytest.mark.slow  # many seeded simulations at the documented sizes: ~25 s on 2 busy cores
+@pytest.mark.slow  # many seeded simulations at the documented sizes: ~30 s on 2 busy cores
 def test_defaults_reproduce_the_simple_learner_claims_of_docs_sampler_md():
     """docs/sampler.md, simple learner, 5 seeds x 800 steps: the reference ADS needs fewer steps than uniform;
     ads-frontier reaches uniform's final accuracy in <= 0.55 of its steps, ahead of DOTS-style and dynamic
-    sampling, in steps and in rollouts."""
-    simple = run_simulation(SimulationConfig(samplers=("uniform", "dots", "dynamic", "ads", "ads-frontier")))
+    sampling, in steps and in rollouts; ads-frontier-skip (pre-rollout skipping) in <= 0.45, with fewer rollouts
+    than every other sampler."""
+    names = ("uniform", "dots", "dynamic", "ads", "ads-frontier", "ads-frontier-skip")
+    simple = run_simulation(SimulationConfig(samplers=names))
     assert simple.ratio("ads")[1] == 0 and simple.ratio("ads")[0] < 1.0
     ratio, missed = simple.ratio("ads-frontier")
     assert missed == 0 and ratio <= 0.55
@@ -308,14 +310,23 @@ def test_defaults_reproduce_the_simple_learner_claims_of_docs_sampler_md():
         assert (
             ratio < simple.ratio(other)[0] and simple.rollout_ratio("ads-frontier")[0] < simple.rollout_ratio(other)[0]
         )
+    skip, missed = simple.rollout_ratio("ads-frontier-skip")
+    assert missed == 0 and simple.ratio("ads-frontier-skip")[0] <= 0.45
+    assert all(skip < simple.rollout_ratio(other)[0] for other in names if other != "ads-frontier-skip")
 
 
-@pytest.mark.slow  # many seeded simulations at the documented sizes: ~25 s on 2 busy cores
+@pytest.mark.slow  # many seeded simulations at the documented sizes: ~35 s on 2 busy cores
 def test_defaults_reproduce_the_coupled_learner_claims_of_docs_sampler_md():
     """docs/sampler.md, coupled learner, 5 seeds x 800 steps: ads-frontier beats uniform and the reference rule
-    (steps to uniform's final accuracy, and final accuracy)."""
-    coupled = run_simulation(SimulationConfig(learner="coupled", samplers=("uniform", "ads", "ads-frontier")))
+    (steps to uniform's final accuracy, and final accuracy); ads-frontier-skip needs fewer steps than
+    ads-frontier and rolls out fewer prompts than DOTS-style and dynamic sampling, but more steps than 0.45."""
+    names = ("uniform", "dots", "dynamic", "ads", "ads-frontier", "ads-frontier-skip")
+    coupled = run_simulation(SimulationConfig(learner="coupled", samplers=names))
     ratio, missed = coupled.ratio("ads-frontier")
     assert missed == 0 and ratio < 1.0 and ratio < coupled.ratio("ads")[0]
     finals = {name: curve[:, -1].mean() for name, curve in coupled.curves.items()}
     assert finals["ads-frontier"] > finals["uniform"] > finals["ads"]
+    skip = coupled.ratio("ads-frontier-skip")
+    assert skip[1] == 0 and 0.45 < skip[0] < ratio
+    rollouts = coupled.rollout_ratio("ads-frontier-skip")[0]
+    assert rollouts < coupled.rollout_ratio("dots")[0] and rollouts < coupled.rollout_ratio("dynamic")[0]
