@@ -146,3 +146,18 @@ def test_the_train_flow_shows_a_runs_validation_table_and_curve(runs):
     steps = [s | {"reward_mean": 0.5, "success_mean": 0.5} for s in read_steps(runs["ads"] / "steps.jsonl")]
     with_eval = plot_steps(steps, evals=read_evals(runs["ads"] / "eval.jsonl"))
     assert with_eval.startswith(b"\x89PNG") and with_eval != plot_steps(steps)  # the validation lines are drawn
+
+
+def test_a_verl_run_without_steps_jsonl_compares_on_its_records_alone(runs, tmp_path: Path):
+    from ads_core.train.verl.valmetrics import copy_val_metrics
+
+    folder = tmp_path / "verl-run"
+    folder.mkdir()
+    lines = [{"step": s, "data": {"val-core/math500/acc/mean@16": a}} for s, a in ((0, 0.2), (1, 0.5), (2, 0.7))]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    copy_val_metrics(folder / "metrics.jsonl", folder / "eval.jsonl", prompts_per_step=128)
+    groups = {"uniform": [load_run(str(runs["uniform"]))], "verl": [load_run(str(folder))]}
+    row = summarize(groups, "math500")[1]
+    assert (row["step_ratio"], row["rollout_ratio"], row["informative_share"]) == (0.25, 128 / 32, None)
+    result = write_comparison(groups, tmp_path / "out")
+    assert "| verl | 0.700 | 1/1 | 1 | 0.25 | 4.00 | 128.0 | - | 0 |" in result["markdown"]
