@@ -428,7 +428,7 @@ def test_feedback_falls_back_to_the_sign_of_the_score(cfg):
     by_tensor = sampler.feedback(batch)
     assert (with_acc.source, by_score.source, by_tensor.source) == ("acc", "score", "token_level_scores")
     for fb in (by_score, by_tensor):
-        np.testing.assert_array_equal(fb.idx, with_acc.idx)
+        np.testing.assert_array_equal(fb.rows, with_acc.rows)
         np.testing.assert_allclose(fb.success, with_acc.success)
 
 
@@ -452,4 +452,4 @@ def test_feedback_refuses_batches_it_cannot_map(cfg):
         sampler.feedback(batch)
     sampler.strict_ids = False
     fb = sampler.feedback(batch)
-    assert fb.unmatched == 1 and len(fb.idx) == 7
+    assert fb.unmatched == 1 and len(fb.rows) == 7

@@ -33,6 +33,7 @@ import torch.utils.data
 from ads_core.sampler.base import GroupFilter, Sampler
 from ads_core.sampler.checkpoint import SamplerCheckpoint
 from ads_core.sampler.dynamic import informative
+from ads_core.sampler.feedback import Feedback as SamplerFeedback
 from ads_core.sampler.state import SamplerStateError, refuse, state_int, state_list, state_mapping
 
 STATE_FORMAT = "ads-trl-sampler"
@@ -55,13 +56,12 @@ class Draw:
 
 
 @dataclass
-class Feedback:
-    """One generation batch's (or one step's) feedback: each prompt once (first appearance order) with its mean
-    reward and correctness, and each group (``num_generations`` completions of one drawn row) in draw order."""
+class Feedback(SamplerFeedback):
+    """One generation batch's (or one step's) feedback: each prompt once (first appearance order, ``rows``) with
+    its mean correctness (``success``: what update() got) and reward, and each group (``num_generations``
+    completions of one drawn row) in draw order."""
 
     draw: Draw
-    rows: np.ndarray  # unique rows of the batch
-    success: np.ndarray  # mean correctness of each row's completions, in [0, 1]: what update() got
     rewards: np.ndarray  # mean total reward (correctness + optional format reward) of each row's completions
     completions: int
     group_success: np.ndarray = field(default_factory=lambda: np.zeros(0))  # mean correctness of each group
@@ -158,9 +158,8 @@ class FeedbackSampler(torch.utils.data.Sampler[int]):
                 f"{drawn[:8]}...; TRL must consume exactly one drawn batch per generation batch "
                 "(num_iterations 1, steps_per_generation = gradient_accumulation_steps)"
             )
-        self.sampler.update(unique, success)
         groups = len(rows) // self.num_generations
-        return Feedback(
+        fb = Feedback(
             draw=draw,
             rows=unique,
             success=success,
@@ -169,6 +168,8 @@ class FeedbackSampler(torch.utils.data.Sampler[int]):
             group_success=correctness[: groups * self.num_generations].reshape(groups, -1).mean(axis=1),
             rollout_prompts=groups,
         )
+        fb.apply(self.sampler)  # the sampler's one update with this generation batch
+        return fb
 
     # -- state ---------------------------------------------------------------------------------------
 

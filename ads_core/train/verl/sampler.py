@@ -33,6 +33,7 @@ import torch.utils.data
 
 from ads_core.config.train import TrainSamplerConfig, VerlConfig
 from ads_core.sampler.base import Sampler
+from ads_core.sampler.feedback import Feedback
 from ads_core.sampler.kinds import build_sampler
 from ads_core.sampler.state import SamplerStateError, refuse, state_int, state_mapping
 
@@ -50,11 +51,10 @@ class BatchIdentityError(ValueError):
 
 
 @dataclass
-class BatchFeedback:
-    """One verl training batch as sampler feedback: each prompt group's row and mean success."""
+class BatchFeedback(Feedback):
+    """One verl training batch as sampler feedback: each prompt group's row in the RLHFDataset (``rows``) and the
+    mean correctness of its rollouts (``success``), and how the batch mapped onto rows."""
 
-    idx: np.ndarray  # row positions in the RLHFDataset, one per prompt group
-    success: np.ndarray  # mean correctness of each group's rollouts, in [0, 1]
     groups: int  # uid groups in the batch
     unmatched: int  # groups whose id is not a training row (skipped when not strict)
     rollouts: int
@@ -259,7 +259,7 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
             self._check_clusters(ntb["extra_info"], rows)
         keep = ~unknown
         return BatchFeedback(
-            idx=group_rows[keep],
+            rows=group_rows[keep],
             success=np.clip(group_success[keep], 0.0, 1.0),
             groups=len(group_rows),
             unmatched=int(unknown.sum()),
@@ -279,7 +279,7 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
     def update_from_batch(self, batch: Any, step: int | None = None) -> dict[str, float]:
         """``feedback`` + the sampler's ``update``; returns the metrics to log for this step."""
         fb = self.feedback(batch)
-        self.sampler.update(fb.idx, fb.success)
+        fb.apply(self.sampler)
         self.last_feedback = fb
         return self.metrics(step)
 
