@@ -24,7 +24,6 @@ COVERED_ELSEWHERE = {
 HELPERS = {
     "cpu_load.py": "embed_nll.py",
     "grpo_task.py": "grpo_curriculum.py",
-    "grpo_report.py": "grpo_curriculum.py",
 }
 # What each smoke run must print (its ratio line, or the line that says what it skipped without a GPU / server).
 EXPECTED = {
