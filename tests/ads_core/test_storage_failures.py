@@ -20,7 +20,6 @@ import pytest
 from typer.testing import CliRunner
 
 from ads_cli.main import app
-from ads_core import storage
 from ads_core.pipeline.build import build
 from ads_core.storage import manifest as mf
 from ads_core.storage.errors import StorageError
