@@ -8,7 +8,7 @@ build resumes from the stages whose inputs did not change. `run.force_from=<stag
 everything after it. A cached stage whose artifact has vanished or was overwritten is recomputed
 (`ads_prefect.tasks.stage_task.checked`). A sharded stage runs in-process by default, or on Dask
 (`dask="local"`, `"local-cuda"` for one worker per GPU, or a scheduler address), with its declared resources
-as Dask worker resources. Builds into one OUT run one at a time (`ads_prefect.locks.manager.owning`), and a build
+as Dask worker resources. Builds into one OUT run one at a time (`ads_core.locks.manager.owning`), and a build
 that lost its lock on OUT (paused past its lease, then taken over) publishes nothing more.
 
 With `run.trigger_training=on_change` (or `always`), the finished build starts the `ads-train` deployment with
@@ -28,6 +28,7 @@ from prefect import flow, get_run_logger
 from ads_core import storage
 from ads_core.common.errors import InputError
 from ads_core.config.build import BuildConfig, ClusterConfig, FormatConfig, ReportConfig, RunConfig, ScoreConfig
+from ads_core.locks.manager import owning
 from ads_core.pipeline import stages as declared
 from ads_core.pipeline.executor import execute
 from ads_core.pipeline.keys import outputs_digest
@@ -38,7 +39,6 @@ from ads_core.stages.base import StageContext
 from ads_core.storage import manifest as mf
 from ads_core.storage.errors import StorageError
 from ads_prefect.flows.executor import PrefectExecutor
-from ads_prefect.locks.manager import owning
 from ads_prefect.runtime.prefect_env import BUILD_TIMEOUT_ENV, BUILD_TIMEOUT_S, flow_timeout
 from ads_prefect.runtime.runs import mark_crashed, run_url
 from ads_prefect.tasks.handoff import start_training

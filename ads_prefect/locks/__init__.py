@@ -1,7 +1,18 @@
-"""Build locks with fencing tokens: one build at a time per OUT, and a build that lost its lock publishes nothing.
+"""The Prefect layer's part of the locks (the machinery is `ads_core.locks`): by default a build's locks live in
+$PREFECT_HOME/ads-locks. Imported by the `ads_prefect` package itself, so every flow and task sees it."""
 
-`manager` holds a lock for a whole build (`owning`) and renews its lease; `store` is the lock store interface and
-its folder implementation (and the lock settings); `objectstore` the same in an object store with conditional
-writes; `place` picks the store of an OUT; `fence` checks, right before every publish, that the build's token is
-still the newest. Below the flows and tasks; `ads_core` never imports it.
-"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ads_core.locks.store import set_default_lock_dir
+
+
+def prefect_lock_dir() -> Path:
+    """$PREFECT_HOME/ads-locks (Prefect's settings, read at call time)."""
+    from prefect.settings import get_current_settings
+
+    return Path(get_current_settings().home).expanduser().resolve() / "ads-locks"
+
+
+set_default_lock_dir(prefect_lock_dir)

@@ -59,8 +59,8 @@ def say_stderr(text: str) -> None:
 def check_before_start(source: str | None, out: str | None, cfg: BuildConfig) -> None:
     """Raise BuildFailed for what would otherwise fail only after Prefect's start-up."""
     from ads_core import storage
+    from ads_core.locks.store import LockSettingsError, lock_settings
     from ads_core.storage.errors import refuse_credentials
-    from ads_prefect.locks.store import LockSettingsError, lock_settings
     from ads_prefect.runtime.dask import check_scheduler
 
     try:
@@ -141,8 +141,8 @@ def run_build(
             )
         from prefect.exceptions import ParameterTypeError, TerminationSignal
 
+        from ads_core.locks.manager import LockWaitTimeout
         from ads_core.models import ModelLoadError
-        from ads_prefect.locks.manager import LockWaitTimeout
         from ads_prefect.runtime.progress import set_progress_factory
         from ads_prefect.runtime.runs import run_url
         from ads_prefect.runtime.server import start_temporary_server, stop_temporary_server
@@ -203,7 +203,7 @@ def stop_now(say: Say = say_stderr, crashed_run: str | None = None) -> None:
     here. A stage still computing in a worker thread (a score shard) would otherwise keep the process alive until
     it finished.
     """
-    from ads_prefect.locks.manager import release_everything
+    from ads_core.locks.manager import release_everything
     from ads_prefect.runtime.runs import mark_crashed
 
     release_everything()

@@ -42,11 +42,11 @@ _TRANSIENT_S3_CODES = {
 def expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that mean "fix your input or setup": one line in the run log, no traceback, never retried."""
     from ads_core.common.errors import OptionError
+    from ads_core.locks.manager import LockWaitTimeout
+    from ads_core.locks.store import LockSettingsError
     from ads_core.models import ModelLoadError
     from ads_core.storage.errors import StorageError
     from ads_core.storage.fencing import LockLost
-    from ads_prefect.locks.manager import LockWaitTimeout
-    from ads_prefect.locks.store import LockSettingsError
 
     return (OptionError, ModelLoadError, LockWaitTimeout, StorageError, LockLost, LockSettingsError)
 

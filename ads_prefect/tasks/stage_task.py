@@ -21,11 +21,11 @@ from prefect.context import TaskRunContext
 from prefect.states import Completed, State
 
 from ads_core.config.build import BuildConfig
+from ads_core.locks.fence import fenced, stopping_when_lost
 from ads_core.pipeline import lifecycle
 from ads_core.pipeline.keys import cache_key, outputs_digest, reusable, run_stage
 from ads_core.pipeline.stages import stage_context, stages_by_name
 from ads_core.stages.base import Stage, StageContext
-from ads_prefect.locks.fence import fenced, stopping_when_lost
 from ads_prefect.runtime.api_routing import route_services_by_api_url
 from ads_prefect.runtime.progress import progress
 from ads_prefect.tasks.faults import fault_point, pause_point, pausing_at_progress

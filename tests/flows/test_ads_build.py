@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from ads_core.locks.manager import held_locks
 from ads_core.stages.sort import check_invariants
-from ads_prefect.locks.manager import held_locks
 
 
 @pytest.fixture(scope="module")

@@ -235,9 +235,9 @@ def test_builds_on_a_long_lived_dask_cluster_of_separate_processes(
     from prefect.logging.handlers import APILogWorker
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from ads_prefect.locks.manager import out_lock_key
-    from ads_prefect.locks.place import store_for
-    from ads_prefect.locks.store import free_because
+    from ads_core.locks.manager import out_lock_key
+    from ads_core.locks.place import store_for
+    from ads_core.locks.store import free_because
 
     monkeypatch.delenv("ADS_LOCK_DIR")  # OUT's lock lives in its bucket: the workers share no folder with us
     options = dict(

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from ads_core import storage
+from ads_core.locks.manager import held_locks
 from ads_core.stages.format.sources import source_digest
 from ads_core.storage import manifest as mf
-from ads_prefect.locks.manager import held_locks
 
 EDIT = "Read the problem twice. "  # prefixed to every solution of build B
 ROWS = 16
@@ -138,10 +138,10 @@ def test_a_lost_fence_refuses_s3_puts(moto_s3: Any, tmp_path: Path, monkeypatch:
     """On object storage the check runs right before the PUT (one-shot and multipart-from-file alike)."""
     import boto3
 
+    from ads_core.locks.fence import Fence
+    from ads_core.locks.manager import BuildLockManager, out_lock_key
+    from ads_core.locks.store import LOCK_DIR_ENV, DirLockStore
     from ads_core.storage.fencing import LockLost, guarded
-    from ads_prefect.locks.fence import Fence
-    from ads_prefect.locks.manager import BuildLockManager, out_lock_key
-    from ads_prefect.locks.store import LOCK_DIR_ENV, DirLockStore
 
     monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path / "locks"))
     client = boto3.client("s3", endpoint_url=moto_s3.endpoint, region_name="us-east-1")

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from ads_prefect.locks.fence import Fence
-from ads_prefect.locks.manager import BuildLockManager, LockLost, LockWaitTimeout, out_lock_key
-from ads_prefect.locks.objectstore import ObjectLockStore
-from ads_prefect.locks.place import store_for
-from ads_prefect.locks.store import LOCK_DIR_ENV, DirLockStore, LockSettingsError
+from ads_core.locks.fence import Fence
+from ads_core.locks.manager import BuildLockManager, LockLost, LockWaitTimeout, out_lock_key
+from ads_core.locks.objectstore import ObjectLockStore
+from ads_core.locks.place import store_for
+from ads_core.locks.store import LOCK_DIR_ENV, DirLockStore, LockSettingsError
 
 BUCKET = "ads-object-locks"
 

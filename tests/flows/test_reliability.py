@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from ads_core.locks.manager import held_locks
 from ads_core.storage import manifest as mf
-from ads_prefect.locks.manager import held_locks
 
 BUILD_SCRIPT = (
     "import json, sys\n"

@@ -19,11 +19,9 @@ import pyarrow as pa
 import pytest
 
 from ads_core import storage
-from ads_core.storage import manifest as mf
-from ads_core.storage.fencing import LockLost, canonical_location, guarded
-from ads_prefect.locks.fence import Fence
-from ads_prefect.locks.manager import BuildLockManager, LockWaitTimeout, out_lock_key, owning
-from ads_prefect.locks.store import (
+from ads_core.locks.fence import Fence
+from ads_core.locks.manager import BuildLockManager, LockWaitTimeout, out_lock_key, owning
+from ads_core.locks.store import (
     HEARTBEAT_ENV,
     LEASE_ENV,
     LOCK_DIR_ENV,
@@ -34,6 +32,8 @@ from ads_prefect.locks.store import (
     lock_settings,
     process_start,
 )
+from ads_core.storage import manifest as mf
+from ads_core.storage.fencing import LockLost, canonical_location, guarded
 
 
 @pytest.fixture
@@ -167,7 +167,7 @@ import json, sys, time
 from pathlib import Path
 from ads_core import storage
 from ads_core.storage.fencing import LockLost
-from ads_prefect.locks.manager import fenced
+from ads_core.locks.manager import fenced
 
 fence, out, go = json.loads(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 with fenced(fence):

@@ -25,6 +25,7 @@ import re
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -65,14 +66,26 @@ def lock_settings() -> LockSettings:
     return LockSettings(lease_s=lease, heartbeat_s=heartbeat, wait_s=wait)
 
 
+_DEFAULT_DIR: list[Callable[[], Path]] = []  # set by the orchestration layer (ads_prefect: $PREFECT_HOME/ads-locks)
+
+
+def set_default_lock_dir(where: Callable[[], Path]) -> None:
+    """Where locks live when ADS_LOCK_DIR is unset: the layer above says (the Prefect layer: $PREFECT_HOME/ads-locks),
+    so this module never imports it; without one, `<ADS cache dir>/locks`."""
+    _DEFAULT_DIR[:] = [where]
+
+
 def lock_dir() -> Path:
-    """ADS_LOCK_DIR (a folder; `place.store_at` also takes an s3:// prefix) or $PREFECT_HOME/ads-locks."""
+    """ADS_LOCK_DIR (a folder; `place.store_at` also takes an s3:// prefix), else the registered default
+    (`set_default_lock_dir`), else `<ADS cache dir>/locks`."""
     explicit = os.environ.get(LOCK_DIR_ENV)
     if explicit:
         return Path(explicit).expanduser().resolve()
-    from prefect.settings import get_current_settings
+    if _DEFAULT_DIR:
+        return _DEFAULT_DIR[0]()
+    from ads_core.common.defaults import cache_dir
 
-    return Path(get_current_settings().home).expanduser().resolve() / "ads-locks"
+    return cache_dir().expanduser().resolve() / "locks"
 
 
 # ---------------------------------------------------------------------------------------------

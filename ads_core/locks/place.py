@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 
-from ads_prefect.locks.objectstore import ObjectLockStore
-from ads_prefect.locks.store import LOCK_DIR_ENV, DirLockStore, LockStore, lock_dir
+from ads_core.locks.objectstore import ObjectLockStore
+from ads_core.locks.store import LOCK_DIR_ENV, DirLockStore, LockStore, lock_dir
 
 OBJECT_LOCKS = ".ads-locks"  # the prefix of an object-store OUT's locks, in its bucket
 

@@ -30,11 +30,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ads_core.storage import fencing
-from ads_core.storage.fencing import LockLost
-from ads_prefect.locks.fence import Fence, fenced
-from ads_prefect.locks.place import store_at, store_for
-from ads_prefect.locks.store import (
+from ads_core.locks.fence import Fence, fenced
+from ads_core.locks.place import store_at, store_for
+from ads_core.locks.store import (
     WAIT_ENV,
     LockSettings,
     LockStore,
@@ -43,6 +41,8 @@ from ads_prefect.locks.store import (
     lock_settings,
     process_start,
 )
+from ads_core.storage import fencing
+from ads_core.storage.fencing import LockLost
 
 log = logging.getLogger("ads.locks")
 
@@ -52,7 +52,11 @@ __all__ = ["BuildLockManager", "Fence", "LockLost", "LockWaitTimeout", "fenced",
 
 
 class LockWaitTimeout(RuntimeError):
-    """Waited longer than ADS_LOCK_WAIT_S for another build's lock."""
+    """Waited longer than ADS_LOCK_WAIT_S for another build's lock (`holder`: who has it)."""
+
+    def __init__(self, message: str, holder: str = "?") -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 @dataclass
@@ -152,6 +156,7 @@ class BuildLockManager:
         hold_timeout: float | None = None,
         label: str | None = None,
         store: LockStore | None = None,
+        what: str = "build",
     ) -> bool:
         """Take the lock (the next generation) in `store` (default: this manager's), waiting while a live holder
         has it; LockWaitTimeout after the wait."""
@@ -173,7 +178,7 @@ class BuildLockManager:
                         self.taken_over[key] = {**newest.record, "stale_reason": why}
                     store.prune(key, below=number - 1)  # keep the previous generation, for diagnostics
                     fence = Fence(
-                        store.location, key, number, nonce, label or key, settings.lease_s, settings.heartbeat_s
+                        store.location, key, number, nonce, label or key, settings.lease_s, settings.heartbeat_s, what
                     )
                     with self._guard:
                         self._held[key] = _Held(holder, fence)
@@ -184,11 +189,12 @@ class BuildLockManager:
             now = time.monotonic()
             if now >= deadline:
                 raise LockWaitTimeout(
-                    f"gave up waiting for the build lock {label or key} held by {describe(newest.record)} "
-                    f"(set {WAIT_ENV} to wait longer, or stop that build)"
+                    f"gave up waiting for the {what} lock {label or key} held by {describe(newest.record)} "
+                    f"(set {WAIT_ENV} to wait longer, or stop that {what})",
+                    holder=describe(newest.record),
                 )
             if now >= next_log:
-                log.warning("waiting for the build lock %s held by %s", label or key, describe(newest.record))
+                log.warning("waiting for the %s lock %s held by %s", what, label or key, describe(newest.record))
                 next_log = now + _WAIT_LOG_EVERY
             time.sleep(_POLL)
 

@@ -21,7 +21,7 @@ import uuid
 from typing import Any
 
 from ads_core import storage
-from ads_prefect.locks.store import LOCK_DIR_ENV, Generation, LockSettingsError
+from ads_core.locks.store import LOCK_DIR_ENV, Generation, LockSettingsError
 
 _GENERATION = re.compile(r"(\d{12})\.json$")
 _PROBED: dict[str, bool] = {}

@@ -13,11 +13,11 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ads_core.locks.place import store_at
+from ads_core.locks.store import LEASE_ENV, Generation, LockStore, describe
 from ads_core.stages.base import ProgressFactory, after_each_tick
 from ads_core.storage import fencing
 from ads_core.storage.fencing import LockLost
-from ads_prefect.locks.place import store_at
-from ads_prefect.locks.store import LEASE_ENV, Generation, LockStore, describe
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class Fence:
     label: str  # what is locked, for messages (OUT)
     lease_s: float
     heartbeat_s: float
+    what: str = "build"  # who holds it, for messages: a build, a training run
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,10 +75,10 @@ class Fence:
             why = "its lock was released or rewritten by another process"
         else:
             why = (
-                f"build {describe(newest.record)} took it over (token {newest.number} > {self.token}) after this "
-                f"build's lease ({LEASE_ENV}={self.lease_s:g} s) lapsed"
+                f"{self.what} {describe(newest.record)} took it over (token {newest.number} > {self.token}) after this "
+                f"{self.what}'s lease ({LEASE_ENV}={self.lease_s:g} s) lapsed"
             )
-        return f"lost the build lock on {self.label}: {why}; this build published nothing more"
+        return f"lost the {self.what} lock on {self.label}: {why}; this {self.what} published nothing more"
 
 
 @contextmanager
