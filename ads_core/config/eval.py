@@ -23,6 +23,8 @@ class GraderConfig(FrozenSection):
 
 EvalBackend = Literal["auto", "transformers", "vllm"]
 PAPER_SETS = ["math500", "aime24", "amc23"]
+GPU_MAX_TOKENS = 14_336  # the ADS reference's validation response length
+CPU_MAX_TOKENS = 512  # long generations on a CPU take minutes per batch
 
 
 class EvalConfig(Section):
@@ -34,8 +36,11 @@ class EvalConfig(Section):
     )
     temperature: float = Field(0.6, gt=0, le=10, description="Sampling temperature.")
     top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling: the smallest token set with this mass.")
-    max_tokens: int = Field(
-        2048, ge=1, description="Tokens generated per completion at most (cut to the model's context)."
+    max_tokens: int | None = Field(
+        None,
+        ge=1,
+        description=f"Tokens generated per completion at most, cut to the model's context (default: "
+        f"{GPU_MAX_TOKENS} on a GPU, the paper's validation length; {CPU_MAX_TOKENS} on a CPU, a quick look).",
     )
     seed: int = Field(0, ge=0, description="Sampling seed; each (problem, sample) draws from its own seeded stream.")
     backend: EvalBackend = Field(
@@ -70,3 +75,9 @@ class EvalConfig(Section):
         if info.data.get("greedy") and k != 1:
             raise ValueError("greedy decoding gives one sample per problem; use k 1 or drop greedy")
         return k
+
+    def for_device(self, device: str) -> EvalConfig:
+        """This config with ``max_tokens`` resolved for DEVICE (cpu, cuda, ...) when it was left unset."""
+        if self.max_tokens is not None:
+            return self
+        return self.model_copy(update={"max_tokens": CPU_MAX_TOKENS if device == "cpu" else GPU_MAX_TOKENS})

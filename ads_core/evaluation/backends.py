@@ -48,6 +48,7 @@ class Sample:
 
 class Backend(Protocol):
     name: str
+    device: str  # cpu or cuda: an unset EvalConfig.max_tokens is sized by it
 
     def generate(self, problems: Sequence[Problem], cfg: Any) -> list[list[Sample]]:
         """``cfg.k`` samples for every problem, in sample order (``cfg`` is an ``EvalConfig``)."""

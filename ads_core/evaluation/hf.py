@@ -81,6 +81,11 @@ class TransformersBackend:
         self.tokenizer = tokenizer
         self._rendered: dict[tuple[str, int], list[int]] = {}
 
+    @property
+    def device(self) -> str:
+        """Where the model is (cpu, cuda): ``EvalConfig.for_device`` sizes max_tokens by it."""
+        return str(next(self.model.parameters()).device.type)
+
     @classmethod
     def from_pretrained(cls, path: str, cfg: Any) -> TransformersBackend:
         from ads_core.models import load_causal_lm

@@ -79,6 +79,7 @@ def evaluate(
     ``order`` gives each problem's sort key within its set (its prompt length); ``identity`` is what names the
     policy (model path and fingerprint), recorded and checked in ``OUT/eval.json``."""
     started = time.perf_counter()
+    cfg = cfg.for_device(getattr(backend, "device", "cpu"))
     run = {"policy": policy, "identity": dict(identity or {}), "generation": _generation(cfg)}
     done = _claim(out, run) if out else {}
     wanted = {(p.set, p.problem_id) for ps in problems.values() for p in ps}

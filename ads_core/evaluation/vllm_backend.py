@@ -17,6 +17,7 @@ from ads_core.evaluation.hf import render
 
 class VLLMBackend:
     name = "vllm"
+    device = "cuda"
 
     def __init__(self, llm: Any) -> None:
         self.llm = llm
