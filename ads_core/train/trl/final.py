@@ -68,7 +68,7 @@ def export_final(run_dir: str, checkpoint: str | os.PathLike[str], step: int, fa
 
     root = Path(run_dir)
     target, tmp, old = root / FINAL_DIR, root / f".{FINAL_DIR}.tmp-{os.getpid()}", root / f".{FINAL_DIR}.old"
-    for leftover in (tmp, old):
+    for leftover in (*root.glob(f".{FINAL_DIR}.tmp-*"), old):  # what a killed export left
         shutil.rmtree(leftover, ignore_errors=True)
     facts = {**facts, "step": int(step), "checkpoint": str(checkpoint)}
     try:
