@@ -84,7 +84,7 @@ def train_cmd(
     ] = False,
     **options: Any,
 ) -> None:
-    """Train GRPO with the ADS sampler (or a baseline): TRL on CPU or one GPU, verl on GPUs with Ray.
+    """Train GRPO with the ADS sampler (or a baseline): TRL on CPU or a node's GPUs, verl on GPUs with Ray.
 
     --trainer auto (the default) picks verl where CUDA GPUs, verl and a rollout engine are present, TRL
     otherwise. The same --name (or --run-dir) resumes from the newest checkpoint. Extra key=value arguments are
