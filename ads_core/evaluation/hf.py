@@ -113,14 +113,19 @@ class TransformersBackend:
         from transformers import GenerationConfig, LogitsProcessorList
 
         tok, model = self.tokenizer, self.model
-        prompts = [self.prompt_ids(problems[i]) for i, _ in rows]
+        owners = [i for i, _ in rows]
+        unique = list(dict.fromkeys(owners))  # rows are problem-major: each problem's rows are contiguous
+        repeats = {owners.count(i) for i in unique}
+        prompts = [self.prompt_ids(problems[i]) for i in unique]
         width = max(len(p) for p in prompts)
         pad = tok.pad_token_id if tok.pad_token_id is not None else eos_ids(model, tok)[0]
-        ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        uids = torch.full((len(unique), width), pad, dtype=torch.long)
+        umask = torch.zeros((len(unique), width), dtype=torch.long)
         for r, p in enumerate(prompts):
-            ids[r, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-            mask[r, width - len(p) :] = 1
+            uids[r, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            umask[r, width - len(p) :] = 1
+        counts = torch.tensor([owners.count(i) for i in unique])
+        ids, mask = uids.repeat_interleave(counts, dim=0), umask.repeat_interleave(counts, dim=0)
         device = next(model.parameters()).device
         max_new = max_new_tokens(model, width, cfg.max_tokens)
         eos = eos_ids(model, tok)
@@ -137,9 +142,12 @@ class TransformersBackend:
         started = time.perf_counter()
         try:
             with torch.inference_mode():
+                shared = len(repeats) == 1 and repeats != {1} and width > 1
+                cache = prefill(model, uids.to(device), umask.to(device), repeats.pop()) if shared else None
                 result = model.generate(
                     input_ids=ids.to(device),
                     attention_mask=mask.to(device),
+                    past_key_values=cache,
                     generation_config=gen,
                     logits_processor=processors,
                 )
@@ -153,6 +161,26 @@ class TransformersBackend:
             text = tok.decode(completion[:n], skip_special_tokens=True)
             samples.append(Sample(text=text, tokens=n, seconds=seconds))
         return samples
+
+
+def prefill(model: Any, ids: Any, mask: Any, repeats: int) -> Any:
+    """The KV cache of each prompt but its last token, computed once and repeated for the prompt's k rows.
+
+    ``generate`` then feeds only the last prompt token: the prompt is encoded once per problem, not k times.
+    Positions follow the attention mask, as ``generate`` computes them for left-padded rows."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
+    model(
+        input_ids=ids[:, :-1],
+        attention_mask=mask[:, :-1],
+        position_ids=positions[:, :-1],
+        past_key_values=cache,
+        use_cache=True,
+    )
+    cache.batch_repeat_interleave(repeats)
+    return cache
 
 
 def max_new_tokens(model: Any, prompt_width: int, wanted: int) -> int:

@@ -292,3 +292,15 @@ def test_a_larger_limit_reuses_the_folder_and_a_smaller_one_is_refused(tmp_path:
     assert more.generated == 2 and pq.read_table(tmp_path / "completions.parquet").num_rows == 10
     with pytest.raises(InputError, match="holds completions of 2 problems this evaluation does not include"):
         evaluate(backend, {"alpha": _problems("alpha", 3)}, EvalConfig(k=2), out=str(tmp_path))
+
+
+def test_a_prompt_encoded_once_for_its_k_rows_gives_the_same_samples(tiny_policy, monkeypatch):
+    from ads_core.evaluation import hf
+
+    problems = _eval_set()["amc23"][:3]
+    cfg = EvalConfig(k=3, max_tokens=6, temperature=1.0)
+    shared = tiny_policy.generate(problems, cfg)
+    monkeypatch.setattr(hf, "prefill", lambda *a: None)  # every row prefilled by generate itself
+    alone = tiny_policy.generate(problems, cfg)
+    assert [[s.text for s in ps] for ps in shared] == [[s.text for s in ps] for ps in alone]
+    assert len({s.text for ps in shared for s in ps}) > 3
