@@ -1,0 +1,87 @@
+"""`ads demo`'s settings: the synthetic task, the warmed-up policy, and the two GRPO runs per seed (ADS, uniform).
+
+The defaults are sized for about 6 minutes on 2 CPU cores (measured numbers in README.md); `smoke` shrinks
+everything so that the whole chain runs in seconds (tests). `bench/grpo_curriculum.py` uses the same task and
+policy sections at larger sizes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ads_core.config.base import FrozenSection, Section, tuning
+
+Family = Literal["max", "min", "sum"]
+
+
+class DemoTaskConfig(FrozenSection):
+    """The synthetic arithmetic task: families (the semantic groups) x levels (L + 1 one-digit operands, L = 1..4).
+
+    The held-out set is drawn first, then the train set, then the warm-up set, with no question in two of them.
+    Level 1 has 100 distinct questions per family, so train_per_cell + test_per_cell stays below 100."""
+
+    seed: int = Field(0, ge=0, description="Seed of the problem generator.", json_schema_extra={"flag": "--task-seed"})
+    families: tuple[Family, ...] = tuning(default=("max", "min", "sum"), min_length=1, description="Problem families.")
+    train_per_cell: int = Field(
+        30, ge=1, le=90, description="Training problems per (family, level): what the artifact is built from."
+    )
+    test_per_cell: int = Field(12, ge=1, le=50, description="Held-out problems per (family, level): the eval set.")
+    warmup_per_cell: int = Field(
+        300, ge=1, description="Warm-up problems drawn per (family, level) (those in another set are dropped)."
+    )
+
+
+class DemoPolicyConfig(FrozenSection):
+    """The policy: the default tiny model's architecture (0.75M parameters), built locally, then a short supervised
+    warm-up so that GRPO's rewards are not all zero. Replies are ``\\boxed{N}`` boxed_share of the time and
+    ``N`` / ``The answer is N.`` otherwise (a policy that knows some answers, mostly not in the rewarded form);
+    scoring_share of the examples use the build's scoring text, so the score stage measures this policy."""
+
+    hidden_size: int = tuning(default=128, ge=16, description="Hidden size of the tiny Qwen2 policy.")
+    num_hidden_layers: int = tuning(default=2, ge=1, description="Layers of the tiny Qwen2 policy.")
+    warmup_steps: int = Field(200, ge=1, description="Supervised warm-up steps.")
+    warmup_batch: int = tuning(default=32, ge=1, description="Warm-up batch size.")
+    warmup_lr: float = tuning(default=2e-3, gt=0, description="Warm-up peak learning rate.")
+    scoring_share: float = tuning(default=0.25, ge=0, le=1, description="Warm-up share in the scoring format.")
+    boxed_share: float = tuning(default=0.3, ge=0, le=1, description="Warm-up replies written as \\boxed{N}.")
+    seed: int = tuning(default=0, ge=0, description="Seed of the policy's init and warm-up.")
+
+
+class DemoConfig(Section):
+    """`ads demo`: build the synthetic task with the real pipeline, then train GRPO (TRL) with ADS and with uniform
+    sampling from the same warmed-up policy, same seeds and steps, validated on the held-out set as they train,
+    and compare them with `ads compare`'s code."""
+
+    out: str = Field("ads-out", description="Output root; the demo writes OUT/demo/.")
+    seeds: int = Field(2, ge=1, le=16, description="Seeds 0..N-1; each seed trains one ADS and one uniform run.")
+    steps: int = Field(24, ge=1, description="GRPO optimizer steps per run.")
+    eval_every: int = Field(4, ge=1, description="Validate on the held-out set every N steps (and at step 0).")
+    eval_k: int = tuning(default=2, ge=1, description="Completions per held-out problem (mean@k).")
+    jobs: int = Field(2, ge=1, le=64, description="Runs trained at a time, each in its own one-thread process.")
+    clusters: int = tuning(default=8, ge=2, description="K-Means clusters of the build.")
+    num_generations: int = tuning(default=4, ge=2, description="Completions per prompt (GRPO group size).")
+    max_completion_length: int = tuning(default=12, ge=1, description="Tokens per completion.")
+    learning_rate: float = tuning(default=3e-4, gt=0, description="GRPO learning rate.")
+    window: Literal["reference", "frontier"] = tuning(
+        default="reference", description="The ADS run's window (sampler.ads.window)."
+    )
+    smoke: bool = Field(
+        False, description="Tiny sizes, 1 seed, 4 steps: checks that everything runs, measures nothing."
+    )
+    task: DemoTaskConfig = DemoTaskConfig()
+    policy: DemoPolicyConfig = DemoPolicyConfig()
+
+    def effective(self) -> DemoConfig:
+        """The settings that run: with `smoke`, tiny sizes everywhere (the rest unchanged)."""
+        if not self.smoke:
+            return self
+        return self.replaced(
+            seeds=1,
+            steps=4,
+            eval_every=2,
+            clusters=4,
+            task=self.task.replaced(train_per_cell=4, test_per_cell=2, warmup_per_cell=4),
+            policy=self.policy.replaced(warmup_steps=4, warmup_batch=8),
+        )

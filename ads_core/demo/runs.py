@@ -1,0 +1,181 @@
+"""The demo's pieces, each reusable from what an earlier (or killed) demo left in OUT/demo/:
+
+* `prepare`: the task's sets, the warmed-up policy and the held-out eval set;
+* `build_config`: the real pipeline's settings for the task (the ``ads-build`` flow or ``build()`` runs them);
+* `train_run`: one GRPO run (TRL, ``ads_core.train.run.train`` as ``ads train`` runs it) with validation on the
+  held-out set during training, in a worker process of `workers` (one thread each; they die with this process);
+* `load_groups`: the runs as ``ads compare`` groups them (uniform, the baseline, then ADS; one run per seed).
+
+A finished run (its final policy and its last validation record are there) is reused; an unfinished one is
+removed and trained again from the start, so a killed demo run again gives the same result.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ads_core.config.build import BuildConfig
+from ads_core.config.demo import DemoConfig
+from ads_core.config.train import TrainConfig
+
+HELDOUT = "heldout"  # the held-out set's name in each run's eval.jsonl
+BASELINE = "uniform"
+CANDIDATE = "ads"
+DEMO_DIR = "demo"
+DATASET = "arith"
+
+
+@dataclass(frozen=True)
+class DemoPaths:
+    """Where everything goes: OUT/demo/{task, policy, build, heldout, runs} and the comparison files."""
+
+    root: Path
+
+    @classmethod
+    def of(cls, cfg: DemoConfig) -> DemoPaths:
+        return cls(Path(cfg.out) / DEMO_DIR)
+
+    @property
+    def policy(self) -> Path:
+        return self.root / "policy"
+
+    @property
+    def source(self) -> Path:
+        return self.root / "task" / "train.jsonl"
+
+    @property
+    def build(self) -> Path:
+        return self.root / "build"
+
+    def run(self, sampler: str, seed: int) -> Path:
+        return self.root / "runs" / f"{sampler}-seed{seed}"
+
+
+@dataclass(frozen=True)
+class Prepared:
+    policy: str
+    source: str
+    heldout: str
+    counts: dict[str, int]
+
+
+def prepare(cfg: DemoConfig) -> Prepared:
+    """The task's sets, the warmed-up policy (reused when its settings did not change) and the held-out eval set."""
+    from ads_core.demo.policy import build_policy
+    from ads_core.demo.task import make_task, write_heldout, write_source
+
+    paths = DemoPaths.of(cfg)
+    task = make_task(cfg.task)
+    policy = build_policy(paths.policy, cfg.policy, cfg.task, task.warmup)
+    source = write_source(task.train, paths.source)
+    heldout = write_heldout(task.test, paths.root, HELDOUT)
+    counts = {"train": len(task.train), "heldout": len(task.test), "warmup": len(task.warmup)}
+    return Prepared(str(policy), str(source), str(heldout), counts)
+
+
+def build_config(cfg: DemoConfig, policy: str) -> BuildConfig:
+    """The build of the task: scored by the warmed-up policy (difficulty = its NLL of the reference answer)."""
+    return BuildConfig(
+        format={"name": DATASET, "template": "plain"},
+        score={"model": policy},
+        cluster={"num_clusters": cfg.clusters},
+        report={"decontaminate": False, "map_iterations": 250},
+    )
+
+
+def sampler_section(cfg: DemoConfig, sampler: str, seed: int) -> dict[str, Any]:
+    """TrainConfig.sampler for SAMPLER (ads or uniform) with its seed set; the knobs stay the defaults."""
+    if sampler == CANDIDATE:
+        return {"kind": "ads", "ads": {"seed": seed, "window": cfg.window}}
+    return {"kind": sampler, sampler: {"seed": seed}}
+
+
+def train_config(cfg: DemoConfig, sampler: str, seed: int, policy: str, heldout: str) -> TrainConfig:
+    """One run, as ``ads train --trainer trl --eval-set HELDOUT --eval-steps N --eval-limit 0 --eval-k K``."""
+    steps = cfg.steps
+    return TrainConfig(
+        trainer="trl",
+        model=policy,
+        steps=steps,
+        run_dir=str(DemoPaths.of(cfg).run(sampler, seed)),
+        eval_sets=[heldout],
+        validation={"steps": cfg.eval_every, "limit": 0, "k": cfg.eval_k},
+        decontaminate="off",
+        sampler=sampler_section(cfg, sampler, seed),
+        trl={
+            "num_generations": cfg.num_generations,
+            "max_completion_length": cfg.max_completion_length,
+            "learning_rate": cfg.learning_rate,
+            "seed": seed,
+            "save_steps": steps,
+            "keep_checkpoints": 1,
+        },
+    )
+
+
+def finished(run_dir: Path, steps: int) -> bool:
+    """The run trained all its steps and validated after the last one."""
+    from ads_core.evaluation.evallog import EVAL_FILE, read_evals
+
+    if not (run_dir / "final").is_dir():
+        return False
+    return any(r["step"] == steps for r in read_evals(run_dir / EVAL_FILE))
+
+
+def train_run(cfg: DemoConfig, sampler: str, seed: int, artifact: str, policy: str, heldout: str) -> str:
+    """One GRPO run with validation; returns its folder. Reused when finished, else trained from the start."""
+    from ads_core.train.run import train
+
+    run_dir = DemoPaths.of(cfg).run(sampler, seed)
+    if finished(run_dir, cfg.steps):
+        return str(run_dir)
+    shutil.rmtree(run_dir, ignore_errors=True)  # a killed run's partial steps: start again, for the same result
+    train(artifact, train_config(cfg, sampler, seed, policy, heldout))
+    return str(run_dir)
+
+
+def _worker_init() -> None:
+    """A worker process: one thread (the fastest per core at these sizes), and it dies with its parent (Linux),
+    so a killed demo leaves no runs going."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    import torch
+
+    torch.set_num_threads(1)
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+@contextmanager
+def workers(jobs: int) -> Iterator[ProcessPoolExecutor]:
+    """JOBS worker processes (spawned, one thread each) that `train_run` calls are sent to."""
+    import multiprocessing
+
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def load_groups(cfg: DemoConfig) -> dict[str, list[Any]]:
+    """The runs as ``ads compare`` groups them: uniform (the baseline) first, then ADS, one run per seed each."""
+    from ads_core.evaluation.compare import load_run
+
+    paths = DemoPaths.of(cfg)
+    return {
+        name: [load_run(str(paths.run(name, seed)), name=f"{name}-seed{seed}") for seed in range(cfg.seeds)]
+        for name in (BASELINE, CANDIDATE)
+    }
