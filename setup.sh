@@ -53,15 +53,23 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STATE" ] && .venv/bin/python -c 'i
 fi
 rm -f "$STAMP"
 
-# Never pull a multi-GB CUDA torch onto a machine without a GPU: install the CPU build first. pip, because pip's
-# configuration (find-links, extra indexes) is where a machine keeps its local CPU wheel, and uv does not read it.
-if [ "$GPU" = cpu ] && ! .venv/bin/python -c 'import torch' 2>/dev/null; then
-  "${PIP[@]}" install -q --no-deps "torch==$TORCH" ${ADS_TORCH_INDEX_URL:+--index-url "$ADS_TORCH_INDEX_URL"}
-fi
-
 UV=$(uv_bin)
 [ -n "$UV" ] || echo "note: uv could not be installed; installing with pip instead (slower, same pinned versions)"
-export VIRTUAL_ENV=$PWD/.venv
+
+# Never pull a multi-GB CUDA torch onto a machine without a GPU: install the CPU build first. pip finds it, because
+# pip's configuration (find-links, extra indexes) is where a machine keeps its local CPU wheel, and uv does not read
+# it; uv installs the wheel pip fetched (pip's own install of it takes twice as long: it byte-compiles all of torch).
+if [ "$GPU" = cpu ] && ! .venv/bin/python -c 'import torch' 2>/dev/null; then
+  torch_from=(${ADS_TORCH_INDEX_URL:+--index-url "$ADS_TORCH_INDEX_URL"})
+  if [ -n "$UV" ]; then
+    rm -rf .venv/.ads-wheels
+    "${PIP[@]}" download -q --no-deps --only-binary=:all: -d .venv/.ads-wheels "torch==$TORCH" "${torch_from[@]}"
+    "$UV" pip install -q --no-deps --python .venv/bin/python .venv/.ads-wheels/torch-*.whl
+    rm -rf .venv/.ads-wheels
+  else
+    "${PIP[@]}" install -q --no-deps "torch==$TORCH" "${torch_from[@]}"
+  fi
+fi
 if [ "$EXTRAS" = "$LOCKED_EXTRAS" ] && [ "$PYVER" = 3.11 ]; then
   # The lock pins every package, so nothing is resolved here (--no-deps). Without a GPU the CUDA stack stays out:
   # torch is the CPU build installed above, and triton / nvidia-* / cuda-* are what only CUDA torch needs.
@@ -72,13 +80,19 @@ if [ "$EXTRAS" = "$LOCKED_EXTRAS" ] && [ "$PYVER" = 3.11 ]; then
     cp "$LOCK" "$reqs"
   fi
   if [ -n "$UV" ]; then
-    "$UV" pip install -q --no-deps -r "$reqs" && "$UV" pip install -q --no-deps -e .
+    "$UV" pip install -q --no-deps --python .venv/bin/python -r "$reqs"
+    "$UV" pip install -q --no-deps --python .venv/bin/python -e .
   else
-    "${PIP[@]}" install -q --no-deps -r "$reqs" && "${PIP[@]}" install -q --no-deps -e .
+    "${PIP[@]}" install -q --no-deps -r "$reqs"
+    "${PIP[@]}" install -q --no-deps -e .
   fi
 else
   echo "note: $LOCK holds the extras $LOCKED_EXTRAS for Python 3.11; resolving .[$EXTRAS] for Python $PYVER now"
-  if [ -n "$UV" ]; then "$UV" pip install -q -e ".[${EXTRAS}]"; else "${PIP[@]}" install -q -e ".[${EXTRAS}]"; fi
+  if [ -n "$UV" ]; then
+    "$UV" pip install -q --python .venv/bin/python -e ".[${EXTRAS}]"
+  else
+    "${PIP[@]}" install -q -e ".[${EXTRAS}]"
+  fi
 fi
 # An editable install leaves our own modules uncompiled, and where PYTHONDONTWRITEBYTECODE is set every process
 # (each build, worker and test process) compiles them again: compile them once, as pip does for a regular install.
