@@ -10,6 +10,7 @@
 #   ADS_TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu ./setup.sh
 #                                             # where to get the CPU torch wheel if pip can't find it locally
 #   ADS_EXTRAS=dev,gpu ./setup.sh             # on a GPU node (vllm, cuML, dask-cuda): resolved by uv, not locked
+#   ADS_NO_UV=1 ./setup.sh                    # pip instead of uv (what happens where uv cannot be installed)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -25,7 +26,9 @@ STAMP=.venv/.ads-setup-stamp
 PIP=(.venv/bin/python -m pip --disable-pip-version-check)
 
 uv_bin() { # uv on PATH, else in .venv (installed there from the package index); empty when neither works
-  if command -v uv >/dev/null 2>&1; then
+  if [ -n "${ADS_NO_UV:-}" ]; then
+    return 0
+  elif command -v uv >/dev/null 2>&1; then
     command -v uv
   elif [ -x .venv/bin/uv ] || "${PIP[@]}" install -q uv >/dev/null 2>&1; then
     echo .venv/bin/uv
