@@ -27,6 +27,7 @@ SECTIONS = ("", *TrainConfig.sections())
 OWN_FLAGS = {
     "dry_run": "--dry-run",
     "eval_sets": "--eval-set",
+    "allow_change": "--allow-change",
     "overrides": "the command line (extra key=value arguments)",
 }
 
@@ -82,6 +83,14 @@ def train_cmd(
     no_eval: Annotated[
         bool, typer.Option("--no-eval", help="Train without validation sets (no validation, no decontamination).")
     ] = False,
+    allow_change: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-change",
+            help="On a resume, change this option on purpose (e.g. learning_rate), repeatable; recorded in "
+            "RUN_DIR/run.json. Any other option that differs from the run's refuses the resume.",
+        ),
+    ] = None,
     **options: Any,
 ) -> None:
     """Train GRPO with the ADS sampler (or a baseline): TRL on CPU or a node's GPUs, verl on GPUs with Ray.
@@ -107,6 +116,8 @@ def train_cmd(
     changes: dict[str, Any] = {}
     if no_eval or eval_set:
         changes["eval_sets"] = [] if no_eval else list(eval_set or [])
+    if allow_change:
+        changes["allow_change"] = list(allow_change)
     if extra:
         changes["verl.overrides"] = [*cfg.verl.overrides, *extra]
     try:

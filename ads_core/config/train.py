@@ -248,6 +248,13 @@ class TrainConfig(Section):
         "paths; default every set in OUT/eval; [] for none (ads train --no-eval).",
         json_schema_extra={"cli": False},
     )
+    allow_change: list[str] = Field(
+        default_factory=list,
+        description="Options a resume may change on purpose (a field that fixes the run's trajectory, e.g. "
+        "learning_rate or trl.learning_rate; RUN_DIR/run.json records the change); any other difference from the "
+        "run's options refuses the resume.",
+        json_schema_extra={"cli": False},
+    )
     decontaminate: DecontaminateMode = Field(
         "report", description="off, report, or drop training rows whose question is in an eval set."
     )

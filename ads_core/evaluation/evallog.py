@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ads_core.storage import fencing
+
 EVAL_FILE = "eval.jsonl"
 METRICS = ("mean_at_k", "pass_at_k", "maj_at_k", "ci_low", "ci_high")
 
@@ -48,6 +50,7 @@ def _write(path: Path, records: Iterable[dict[str, Any]]) -> None:
             f.write(json.dumps(record, allow_nan=False) + "\n")
         f.flush()
         os.fsync(f.fileno())
+    fencing.check_publish(str(path))  # a training run that lost its lock on the run folder writes nothing more
     os.replace(tmp, path)
 
 

@@ -25,3 +25,9 @@ def error_text(exc: BaseException, spell: Callable[[str], str]) -> str:
     render = getattr(exc, "render", None)
     text = render(spell) if callable(render) else str(exc)
     return " ".join(str(text).split())
+
+
+class RunStateError(OptionError, RuntimeError):
+    """The run folder can't be trained in as asked: another run holds it, no checkpoint verifies, the resume's
+    options differ from the run's, a save failed (a full disk), the loss went non-finite; the one line names the
+    file or option and what to do."""

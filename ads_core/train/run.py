@@ -13,7 +13,8 @@ driven the same way (`ads_core.train.trainers`).
 `trainer.processing_class`), e.g. for a held-out evaluation every N steps; `on_line(line)` gets the output of
 trainers that run as a subprocess (verl). `score(text, ground_truth) -> [0, 1]` replaces the math reward's
 correctness (TRL), for tasks with another answer format. The same `name` (or `run_dir`) resumes from the
-newest complete checkpoint.
+newest verified checkpoint (its manifest checked; a resume whose options differ from the run's is refused unless
+`allow_change` names them), and one run at a time holds a run folder.
 """
 
 from __future__ import annotations
@@ -64,10 +65,14 @@ def execute(
     on_line: OnLine | None = None,
     score: Score | None = None,
 ) -> TrainResult:
-    """Run a prepared plan with its trainer."""
+    """Run a prepared plan with its trainer, holding the run folder (one run per folder: a second is refused in
+    one line naming the holder; `ads_core.train.resume.lock`)."""
+    from ads_core.train.resume.lock import holding_run
+
     if plan.part is None:
         raise TypeError(f"not a prepared plan (trainer {plan.trainer}); call prepare() first")
-    return trainer_of(plan).execute(plan, on_step, on_line, score)
+    with holding_run(plan.run_dir):
+        return trainer_of(plan).execute(plan, on_step, on_line, score)
 
 
 def train(

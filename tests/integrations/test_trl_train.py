@@ -7,6 +7,7 @@ tiny policy's math rewards are all 0, which would leave the feedback untested.""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -92,9 +93,13 @@ def test_steps_2_then_4_under_one_name_resume_exactly(trl_run, final_artifact: P
 def test_a_truncated_or_flipped_sampler_checkpoint_stops_the_resume_in_one_line(
     trl_run, final_artifact: Path, tmp_path: Path
 ):
-    """The shared run's folder, copied: its newest checkpoint's sampler file damaged, the same command refuses to
-    resume, in one line naming the file, before anything is trained (the run folder is left as it was)."""
+    """The shared run's folder, copied: its only checkpoint's sampler file damaged, the same command refuses to
+    resume, in one line naming the file (its manifest catches it), before anything is trained (the run folder is
+    left as it was). Without the manifest's check, the sampler file's own checksum refuses it the same way."""
     import shutil
+
+    from ads_core.train.errors import RunStateError
+    from ads_core.train.resume.manifest import write_manifest
 
     cfg, result = trl_run
     run_dir = tmp_path / "run"
@@ -105,11 +110,17 @@ def test_a_truncated_or_flipped_sampler_checkpoint_stops_the_resume_in_one_line(
     flipped[len(good) // 3] ^= 0x02
     for bad in (good[: len(good) - 7], bytes(flipped)):
         path.write_bytes(bad)
-        with pytest.raises(CheckpointStateError) as info:
+        with pytest.raises(RunStateError) as info:
             train(str(final_artifact), cfg.replaced(run_dir=str(run_dir), steps=5))
         text = str(info.value)
-        assert text.startswith(f"{path}: bad sampler checkpoint: ") and "\n" not in text, text
+        assert f"{path}: " in text and "\n" not in text, text
         assert len(read_steps(run_dir / "steps.jsonl")) == 4  # nothing trained, nothing cut
+    run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
+    write_manifest(path.parent, 4, run_id)  # the manifest now vouches for the flipped file
+    with pytest.raises(CheckpointStateError) as info:
+        train(str(final_artifact), cfg.replaced(run_dir=str(run_dir), steps=5))
+    assert str(info.value).startswith(f"{path}: bad sampler checkpoint: ") and "\n" not in str(info.value)
+    assert len(read_steps(run_dir / "steps.jsonl")) == 4
 
 
 @pytest.mark.parametrize("kind", ["uniform", "dots"])

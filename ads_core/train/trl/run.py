@@ -1,18 +1,18 @@
 """Run a planned TRL training: rows, sampler, policy, rewards, ``GRPOConfig``; resume from the newest complete
 checkpoint; train; return where everything went.
 
-Resume. A checkpoint folder counts when it holds TRL's ``trainer_state.json`` (written last by HF) and our
-``ads_sampler.json`` (written first; ``ads_core.sampler.checkpoint``); the newest such folder is resumed from,
-after its sampler checkpoint passed every check (a bad one stops the run with a ``CheckpointStateError`` naming
-the file and the field, before anything is trained). Newer,
-incomplete folders (a save that was killed) are removed, and ``steps.jsonl`` is cut back to the resumed step.
+Resume. A checkpoint folder counts when it holds its manifest (``ads_manifest.json``, written last;
+``ads_core.train.resume.manifest``); the newest one that verifies (every file's size and sha256) is resumed from,
+once the run's recorded options match this command's (``ads_core.train.resume.identity``) and its sampler
+checkpoint passed every check (a bad one stops the run with a ``CheckpointStateError`` naming the file and the
+field, before anything is trained). Failed checkpoints are set aside (``rejected-checkpoint-N``), newer incomplete
+folders (a save that was killed) removed, and ``steps.jsonl`` is cut back to the resumed step (each step once).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +22,8 @@ from ads_core.common.text import last_boxed
 from ads_core.sampler.checkpoint import SamplerCheckpoint, has_checkpoint, read_checkpoint
 from ads_core.sampler.kinds import build_sampler
 from ads_core.train.plan import TrainPlan
+from ads_core.train.resume.manifest import has_manifest
+from ads_core.train.resume.point import find_resume
 from ads_core.train.reward import compute_score
 from ads_core.train.trainers import TrainResult
 from ads_core.train.trl import final, settings
@@ -70,7 +72,7 @@ def complete_checkpoints(folder: str) -> list[tuple[int, Path]]:
     found = []
     for child in root.iterdir() if root.is_dir() else ():
         m = _CHECKPOINT.fullmatch(child.name)
-        if m and (child / "trainer_state.json").is_file() and has_checkpoint(child):
+        if m and has_manifest(child) and (child / "trainer_state.json").is_file() and has_checkpoint(child):
             found.append((int(m.group(1)), child))
     return sorted(found)
 
@@ -80,15 +82,19 @@ def read_checkpoint_state(folder: Path, step: int) -> SamplerCheckpoint:
     return read_checkpoint(folder, step, check=FeedbackSampler.state_of)[0]
 
 
-def resume_point(part: TRLPlan, feed: FeedbackSampler, make_sampler: Callable[[], Any]) -> tuple[int, str] | None:
-    """Restore the feed from the newest complete checkpoint; tidy what a killed run left after it."""
-    checkpoints = complete_checkpoints(part.checkpoints_dir)
-    if not checkpoints:
+def resume_point(
+    plan: TrainPlan, part: TRLPlan, feed: FeedbackSampler, make_sampler: Callable[[], Any]
+) -> tuple[tuple[int, str] | None, str, list[str]]:
+    """Restore the feed from the newest verified checkpoint; tidy what a killed run left after it. Returns the
+    resume point (None: step 0), the run's id and the lines to report."""
+    found = find_resume(plan, part.checkpoints_dir, settings.schedule_horizon(plan.config, plan.run_dir))
+    if found.point is None:
+        found.accept()
         if read_steps(part.steps_file):
             log.warning("%s has steps but no complete checkpoint: starting again from step 0", part.steps_file)
             keep_steps_up_to(part.steps_file, 0)
-        return None
-    step, folder = checkpoints[-1]
+        return None, found.run_id, found.notes
+    step, folder = found.point
 
     def fits(checkpoint: SamplerCheckpoint) -> tuple[dict[str, Any], Any]:
         state, fresh = FeedbackSampler.state_of(checkpoint), make_sampler()
@@ -98,13 +104,11 @@ def resume_point(part: TRLPlan, feed: FeedbackSampler, make_sampler: Callable[[]
     fix = f"resume with the options it was saved with, or delete {folder} (or start under a new name)"
     _, (state, fresh) = read_checkpoint(folder, step, check=fits, fix=fix)  # CheckpointStateError, one line
     feed.load_state_dict(state, fresh)
-    for child in Path(part.checkpoints_dir).iterdir():
-        m = _CHECKPOINT.fullmatch(child.name)
-        if m and int(m.group(1)) > step:  # a save that was killed: never complete
-            log.warning("removing the incomplete checkpoint %s", child)
-            shutil.rmtree(child, ignore_errors=True)
-    keep_steps_up_to(part.steps_file, step)
-    return step, str(folder)
+    found.accept()
+    problem = keep_steps_up_to(part.steps_file, step)
+    if problem:
+        log.warning("%s", problem)
+    return (step, str(folder)), found.run_id, found.notes
 
 
 def load_policy(model_path: str, device: str) -> tuple[Any, Any]:
@@ -140,7 +144,7 @@ def grpo_config(plan: TrainPlan, part: TRLPlan, reward_weights: list[float] | No
         logging_steps=1,
         save_strategy="steps",
         save_steps=trl.save_steps,
-        save_total_limit=trl.keep_checkpoints,
+        save_total_limit=None,  # rotation is ours, after a checkpoint's manifest (ads_core.train.resume.manifest)
         ignore_data_skip=True,  # the sampler resumes itself; skipping batches would draw and discard them
         dataloader_num_workers=0,  # workers would prefetch batches drawn before the last update
         remove_unused_columns=False,
@@ -181,8 +185,7 @@ def run_trl(
         rows.n_rows,
         plan.config.steps,
     )
-    resumed = resume_point(part, feed, make_sampler)
-    notes = []
+    resumed, run_id, notes = resume_point(plan, part, feed, make_sampler)
     if resumed is not None:
         notes.append(f"resumed from {resumed[1]} (step {resumed[0]})")
         if resumed[0] >= plan.config.steps:
@@ -224,6 +227,7 @@ def run_trl(
     for noisy in (PrinterCallback, ProgressCallback):
         trainer.remove_callback(noisy)
     trainer.resumed_rng = resumed[1] if resumed else None
+    trainer.run_id, trainer.keep_checkpoints = run_id, plan.config.trl.keep_checkpoints
     trainer.train(resume_from_checkpoint=resumed[1] if resumed else None)
     del trainer, model
     notes += final.finish(plan, part, complete_checkpoints(part.checkpoints_dir))

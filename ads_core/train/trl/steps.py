@@ -12,7 +12,8 @@ mean position, 0 = easiest end, 1 = hardest) and ``<prefix>/window_frac/<cluster
 baselines don't. Lines are flushed and fsynced one by one, so a killed run keeps what it logged; on resume
 the file is cut back (atomically) to the steps of the checkpoint it resumes from.
 
-Only numpy and matplotlib (for the plot) are imported.
+Only numpy and matplotlib (for the plot) are imported, and the storage layer's fencing (every write checks the
+run's lock on its folder).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from ads_core.storage import fencing
 
 WINDOW_MEAN_SUFFIX = "/window_frac_mean"
 WINDOW_CLUSTER_PART = "/window_frac/"
@@ -44,20 +47,32 @@ def read_steps(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return out
 
 
-def keep_steps_up_to(path: str | os.PathLike[str], last_step: int) -> int:
-    """Rewrite the log with only steps <= LAST_STEP (the resumed checkpoint), atomically; returns lines kept."""
+def keep_steps_up_to(path: str | os.PathLike[str], last_step: int) -> str | None:
+    """Rewrite the log with only steps <= LAST_STEP (the resumed checkpoint), each once (the last line of a step
+    logged twice: the run that reached the checkpoint wrote it last), atomically. Returns what was wrong with
+    the log (steps logged twice, steps missing), or None."""
     p = Path(path)
-    kept = [r for r in read_steps(p) if r["step"] <= last_step]
     if not p.exists():
-        return 0
+        return f"{p} is missing: it will hold only the steps after {last_step}" if last_step > 0 else None
+    records = [r for r in read_steps(p) if r["step"] <= last_step]
+    by_step = {r["step"]: r for r in records}
+    kept = [by_step[k] for k in sorted(by_step)]
     tmp = p.with_name(p.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         for record in kept:
             f.write(json.dumps(record) + "\n")
         f.flush()
         os.fsync(f.fileno())
+    fencing.check_publish(str(p))
     os.replace(tmp, p)
-    return len(kept)
+    problems = []
+    if len(records) > len(kept):
+        problems.append(f"held {len(records) - len(kept)} step line(s) twice (kept each step once)")
+    missing = [k for k in range(1, last_step + 1) if k not in by_step]
+    if missing:
+        shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
+        problems.append(f"lacks steps {shown} (cut or deleted): its records and plot miss them")
+    return f"{p} {' and '.join(problems)}" if problems else None
 
 
 class StepWriter:
@@ -68,6 +83,7 @@ class StepWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, record: dict[str, Any]) -> None:
+        fencing.check_publish(str(self.path))  # a run that lost its lock on the run folder logs nothing more
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record, allow_nan=False) + "\n")
             f.flush()

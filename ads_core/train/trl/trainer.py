@@ -12,9 +12,11 @@
   every other kind goes straight to TRL's;
 * ``create_scheduler``: builds the learning-rate schedule over the run's horizon (``schedule_steps``, recorded by
   the run's first command; ``ads_core.train.trl.settings``) rather than this command's ``max_steps``;
-* ``_save_checkpoint``: writes ``ads_sampler.json`` (the feed's whole state, in the one sampler checkpoint format of
-  ``ads_core.sampler.checkpoint``) into ``checkpoint-N`` first, then
-  lets TRL save; HF writes ``trainer_state.json`` last, so a checkpoint with both files is complete.
+* ``_save_checkpoint``: refuses non-finite weights (naming the step), writes ``ads_sampler.json`` (the feed's whole
+  state, in the one sampler checkpoint format of ``ads_core.sampler.checkpoint``) into ``checkpoint-N`` first,
+  lets TRL save, then writes the checkpoint's manifest (``ads_core.train.resume.manifest``: a checkpoint is
+  complete once it has one) and rotates; a full or read-only disk is one line (``resume.saving``);
+* ``_load_from_checkpoint``: a policy that does not fit the checkpoint is one line naming both.
 
 Nothing of TRL is copied; ``tests/integrations/test_trl_contract.py`` pins the hooks and signatures used.
 """
@@ -32,6 +34,9 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from ads_core.sampler.checkpoint import write_checkpoint
+from ads_core.storage import fencing
+from ads_core.train.errors import RunStateError
+from ads_core.train.resume import manifest, saving
 from ads_core.train.trl.data import TrainRows
 from ads_core.train.trl.dynamic import fill_generation_batch
 from ads_core.train.trl.feed import Draw, Feedback, FeedbackSampler
@@ -69,6 +74,8 @@ class ADSGRPOTrainer(GRPOTrainer):
         self.resumed_rng: str | None = None  # the checkpoint whose RNG state the first batch must start from
         self.schedule_steps: int | None = None  # the LR schedule's horizon (ads_core.train.trl.settings)
         self.record_extras: dict[str, Any] = {}  # added to the step's steps.jsonl line (ads_core.train.trl.hooks)
+        self.run_id = ""  # the run's identity, repeated in every checkpoint manifest (ads_core.train.resume)
+        self.keep_checkpoints = 2  # checkpoints with a manifest that rotation keeps
         super().__init__(*args, **kwargs)
 
     def _get_train_sampler(self, dataset: Any = None) -> FeedbackSampler:
@@ -134,6 +141,13 @@ class ADSGRPOTrainer(GRPOTrainer):
         return out
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        bad = saving.nonfinite_logs(logs) if self.model.training else None
+        if bad:  # logged before the step's save: nothing of this step is saved
+            raise RunStateError(
+                f"step {self.state.global_step}: {bad}; the run stopped before saving it (its last checkpoint is "
+                "intact): lower learning_rate, or resume with allow_change learning_rate",
+                options=("learning_rate", "allow_change"),
+            )
         super().log(logs, start_time)
         fb = self.last_feedback
         if fb is None or fb.draw.index != self.state.global_step or "loss" not in logs:
@@ -152,12 +166,49 @@ class ADSGRPOTrainer(GRPOTrainer):
         return super().create_scheduler(self.schedule_steps or num_training_steps, optimizer)
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        step = int(self.state.global_step)
+        folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{step}")
+        bad = saving.nonfinite_weights(self.model)
+        if bad:
+            raise RunStateError(
+                f"step {step}: {bad}; the run stopped before saving it (its last checkpoint is intact): lower "
+                "learning_rate, or resume with allow_change learning_rate",
+                options=("learning_rate", "allow_change"),
+            )
         if self.args.should_save:
-            name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            folder = os.path.join(self._get_output_dir(trial=trial), name)
-            os.makedirs(folder, exist_ok=True)
-            write_checkpoint(folder, self.feed.checkpoint(int(self.state.global_step)))  # atomic, fsynced
-        super()._save_checkpoint(model, trial)
+            fencing.check_publish(folder)  # a run that lost its lock on the run folder saves nothing more
+        try:
+            if self.args.should_save:
+                os.makedirs(folder, exist_ok=True)
+                write_checkpoint(folder, self.feed.checkpoint(step))  # atomic, fsynced
+            super()._save_checkpoint(model, trial)
+            if self.args.should_save:
+                manifest.write_manifest(folder, step, self.run_id)  # last: the checkpoint is complete
+                manifest.rotate(os.path.dirname(folder), self.keep_checkpoints)
+        except Exception as exc:
+            why = saving.save_failure(exc, folder)
+            if why is None:
+                raise
+            saving.remove_partial(folder)
+            done = [f for _, f in manifest.checkpoint_folders(os.path.dirname(folder)) if manifest.has_manifest(f)]
+            start = f"from {done[-1].name}" if done else "from step 0"
+            raise RunStateError(
+                f"could not save checkpoint {folder}: {why}; free space (or make the folder writable) and rerun the "
+                f"same command: it resumes exactly {start}"
+            ) from None
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
+        try:
+            super()._load_from_checkpoint(resume_from_checkpoint, model)
+        except RuntimeError as exc:
+            why = saving.mismatch_line(exc)
+            if why is None:
+                raise
+            raise RunStateError(
+                f"the policy (model) does not fit checkpoint {resume_from_checkpoint}: {why}; resume with the run's "
+                "model, or train under a new name",
+                options=("model", "name"),
+            ) from None
 
 
 def step_record(fb: Feedback, rows: TrainRows, metrics: dict[str, float], logs: dict[str, Any]) -> dict[str, Any]:

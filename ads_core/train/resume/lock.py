@@ -1,0 +1,81 @@
+"""One training run per run folder: a run holds a lease lock on RUN_DIR (the build's lock machinery,
+`ads_core.locks`) for as long as it trains, and a second run on the same folder is refused at once, in one line
+naming the holder (host:pid). While it holds the lock every write into RUN_DIR is fenced
+(`ads_core.storage.fencing`): ``steps.jsonl``, ``eval.jsonl``, a checkpoint's manifest and the atomic writes
+check, right before they land, that this run's token is still the newest, so a run that lost its lock (paused
+past its lease while another took the folder over) writes nothing more.
+
+Where the lock lives: ``ADS_LOCK_DIR`` when set (a shared folder or an s3:// prefix), an object-store run folder's
+own bucket (``s3://bucket/.ads-locks``), otherwise ``RUN_DIR/.lock`` beside what it guards.
+Under several processes (torchrun) rank 0 holds it: only rank 0 writes the run's logs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ads_core.locks.fence import Fence
+from ads_core.locks.manager import BuildLockManager, LockWaitTimeout
+from ads_core.locks.place import OBJECT_LOCKS, _is_object_store, store_at
+from ads_core.locks.store import LOCK_DIR_ENV, DirLockStore, LockStore
+from ads_core.storage import fencing
+from ads_core.train.errors import RunStateError
+
+log = logging.getLogger("ads.train")
+LOCK_FOLDER = ".lock"
+WHAT = "training run"
+_MANAGER: list[BuildLockManager] = []
+
+
+def _manager() -> BuildLockManager:
+    if not _MANAGER:
+        _MANAGER.append(BuildLockManager())
+    return _MANAGER[0]
+
+
+def run_lock_key(run_dir: str) -> str:
+    """Every spelling of one run folder is one lock."""
+    return "run-" + hashlib.sha256(fencing.canonical_location(run_dir).encode()).hexdigest()[:32]
+
+
+def run_lock_store(run_dir: str) -> LockStore:
+    """ADS_LOCK_DIR, an object-store run folder's bucket, or RUN_DIR/.lock (see the module)."""
+    if os.environ.get(LOCK_DIR_ENV):
+        return store_at()
+    if _is_object_store(run_dir):
+        scheme, _, rest = run_dir.partition("://")
+        return store_at(f"{scheme.lower()}://{rest.split('/', 1)[0]}/{OBJECT_LOCKS}")
+    return DirLockStore(Path(run_dir) / LOCK_FOLDER)
+
+
+@contextmanager
+def holding_run(run_dir: str) -> Iterator[Fence | None]:
+    """Hold RUN_DIR while the block trains; RunStateError at once when another live run holds it."""
+    if os.environ.get("RANK", "0") != "0":  # another rank of a torchrun: rank 0 holds the folder
+        yield None
+        return
+    manager, key = _manager(), run_lock_key(run_dir)
+    holder = f"ads-train:{os.getpid()}"
+    try:
+        manager.acquire_lock(key, holder, acquire_timeout=0, label=run_dir, store=run_lock_store(run_dir), what=WHAT)
+    except LockWaitTimeout as exc:
+        raise RunStateError(
+            f"run folder {run_dir} is in use by another training run ({exc.holder}); wait for it to finish (or stop "
+            "it), or train under another name",
+            options=("name",),
+        ) from None
+    fence = manager.fence(key)
+    assert fence is not None
+    try:
+        with fencing.guarded(run_dir, fence.check):
+            yield fence
+    finally:
+        try:
+            manager.release_lock(key, holder)
+        except ValueError:  # taken over meanwhile (our lease lapsed): nothing of ours to release
+            log.warning("the lock on %s was no longer this run's at its end", run_dir)

@@ -1,0 +1,78 @@
+"""Where a resume starts: the newest verified checkpoint (`manifest`), checked against the run's recorded
+trajectory (`identity`), and the per-step log repaired to it. Nothing in the run folder changes until the
+resume is accepted (`Resume.accept`), so a refused resume leaves the folder as it was."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ads_core.train.errors import RunStateError
+from ads_core.train.resume import identity, manifest
+
+log = logging.getLogger("ads.train")
+
+
+@dataclass
+class Resume:
+    run_id: str
+    point: tuple[int, Path] | None  # (step, checkpoint folder); None: from step 0
+    choice: manifest.Choice
+    notes: list[str] = field(default_factory=list)
+
+    def accept(self) -> list[str]:
+        """Set the failed checkpoints aside and remove incomplete ones newer than the resume point."""
+        lines = manifest.set_aside(self.choice)
+        for line in lines:
+            log.warning("%s", line)
+        return lines
+
+
+def _legacy(checkpoints_dir: str) -> list[Path]:
+    """Checkpoints that look complete but have no manifest (saved by an ads without checked checkpoints)."""
+    return [
+        f
+        for _, f in manifest.checkpoint_folders(checkpoints_dir)
+        if not manifest.has_manifest(f) and (f / "trainer_state.json").is_file()
+    ]
+
+
+def find_resume(plan: Any, checkpoints_dir: str, horizon: int | None) -> Resume:
+    """The run's resume point and identity; RunStateError (one line) when it can't resume exactly."""
+    now = identity.trajectory(plan, horizon)
+    doc = identity.read_run(plan.run_dir)
+    run_id = str(doc["run_id"]) if doc and isinstance(doc.get("run_id"), str) else None
+    choice = manifest.newest_verified(checkpoints_dir, run_id)
+    for warning in choice.warnings:
+        log.warning("%s", warning)
+    if choice.chosen is None:
+        if choice.rejected:
+            raise RunStateError(
+                f"no checkpoint of {plan.run_dir} verifies ({choice.warnings[0]}): restore the file, or delete "
+                f"{checkpoints_dir} to train again from step 0"
+            )
+        legacy = _legacy(checkpoints_dir)
+        if legacy:
+            raise RunStateError(
+                f"{legacy[-1]} has no {manifest.MANIFEST} (saved by an ads without checked checkpoints): resume it "
+                f"with that version, or delete {checkpoints_dir} to train again from step 0"
+            )
+        return Resume(identity.start_run(plan.run_dir, now), None, choice)
+    step, folder = choice.chosen
+    missing = manifest.missing_exact_state(folder)
+    if missing:
+        raise RunStateError(
+            f"{folder} holds no {missing}: a resume from it would not be exact; restore it, or delete {folder} to "
+            "resume from an older checkpoint"
+        )
+    notes = []
+    if doc is None:
+        run_id = manifest.manifest_run_id(folder)
+        log.warning("%s/%s is missing: recording this command's options as the run's", plan.run_dir, identity.RUN_FILE)
+        identity.start_run(plan.run_dir, now, run_id)
+    else:
+        notes = identity.check_resume(plan.run_dir, doc, now, list(plan.config.allow_change), step)
+    assert run_id is not None
+    return Resume(run_id, (step, folder), choice, notes)

@@ -1,0 +1,165 @@
+"""Training that never loses a step, without training (issue 35, groups 1-3): the run folder's lock (a second run is
+refused in one line naming the holder; a run that lost it writes nothing), checkpoint manifests (every changed,
+truncated or missing file fails its checkpoint, named; rotation keeps the newest verified), the run's recorded
+trajectory (a resume that differs is refused naming each field, unless allowed, then recorded) and steps.jsonl
+repaired to each step once. The real runs are in tests/integrations/test_trl_resume.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ads_core.storage.fencing import LockLost
+from ads_core.train.errors import RunStateError, TrainOptionError
+from ads_core.train.resume import identity, manifest
+from ads_core.train.resume.lock import holding_run, run_lock_key, run_lock_store
+from ads_core.train.trl.steps import StepWriter, keep_steps_up_to, read_steps
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from ads_core.train.resume.lock import holding_run
+with holding_run(sys.argv[1]):
+    Path(sys.argv[2]).write_text("held")
+    while not Path(sys.argv[3]).exists():
+        time.sleep(0.05)
+"""
+
+
+def test_a_second_run_on_the_folder_is_refused_in_one_line_naming_the_holder(tmp_path: Path):
+    run_dir, held, done = tmp_path / "run", tmp_path / "held", tmp_path / "done"
+    child = subprocess.Popen([sys.executable, "-c", HOLD, str(run_dir), str(held), str(done)])
+    try:
+        while not held.exists():  # the child's own signal that it holds the folder
+            assert child.poll() is None, "the holder died"
+            time.sleep(0.02)
+        with pytest.raises(RunStateError) as info:
+            with holding_run(str(run_dir) + "/"):  # another spelling of the same folder
+                pass
+        text = str(info.value)
+        assert "in use by another training run" in text and f":{child.pid} " in text and "\n" not in text
+    finally:
+        done.write_text("")
+        child.wait(30)
+    with holding_run(str(run_dir)):  # released at the holder's end: the next run gets it
+        pass
+
+
+def test_a_run_that_lost_its_lock_writes_no_step(tmp_path: Path):
+    run_dir = tmp_path / "run"
+    writer = StepWriter(run_dir / "steps.jsonl")
+    with holding_run(str(run_dir)) as fence:
+        writer.write({"step": 1})
+        store, key = run_lock_store(str(run_dir)), run_lock_key(str(run_dir))
+        assert fence is not None and store.create(key, fence.token + 1, {"holder": "thief", "pid": 1})  # taken over
+        with pytest.raises(LockLost, match="lost the training run lock"):
+            writer.write({"step": 2})
+    assert [r["step"] for r in read_steps(run_dir / "steps.jsonl")] == [1]
+
+
+def _checkpoint(root: Path, step: int, run_id: str = "r1") -> Path:
+    folder = root / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    for name, size in (("model.safetensors", 300), ("optimizer.pt", 200), ("rng_state.pth", 50)):
+        (folder / name).write_bytes(bytes(range(256)) * (size // 256) + bytes(size % 256))
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    manifest.write_manifest(folder, step, run_id)
+    return folder
+
+
+@pytest.mark.parametrize("attack", ["flip", "truncate", "delete", "global_step", "manifest"])
+def test_a_damaged_newest_checkpoint_is_skipped_naming_the_file(tmp_path: Path, attack: str):
+    _checkpoint(tmp_path, 1)
+    newest = _checkpoint(tmp_path, 2)
+    optimizer = newest / "optimizer.pt"
+    if attack == "flip":
+        data = bytearray(optimizer.read_bytes())
+        data[10] ^= 0xFF
+        optimizer.write_bytes(bytes(data))
+    elif attack == "truncate":
+        optimizer.write_bytes(optimizer.read_bytes()[:-9])
+    elif attack == "delete":
+        optimizer.unlink()
+    elif attack == "global_step":
+        (newest / "trainer_state.json").write_text(json.dumps({"global_step": 3}))
+    else:
+        (newest / manifest.MANIFEST).write_text("{")
+    choice = manifest.newest_verified(tmp_path, "r1")
+    assert choice.chosen == (1, tmp_path / "checkpoint-1")
+    assert len(choice.warnings) == 1 and "\n" not in choice.warnings[0]
+    named = {"global_step": "trainer_state.json", "manifest": manifest.MANIFEST}.get(attack, "optimizer.pt")
+    assert f"{newest / named}: " in choice.warnings[0], choice.warnings[0]
+    manifest.set_aside(choice)
+    assert (tmp_path / "rejected-checkpoint-2").is_dir() and not newest.exists()
+
+
+def test_another_runs_checkpoint_and_a_manifestless_save_do_not_count(tmp_path: Path):
+    _checkpoint(tmp_path, 1)
+    _checkpoint(tmp_path, 2, run_id="other")
+    killed = tmp_path / "checkpoint-3"
+    killed.mkdir()
+    (killed / "optimizer.pt").write_bytes(b"x")
+    choice = manifest.newest_verified(tmp_path, "r1")
+    assert choice.chosen is not None and choice.chosen[0] == 1 and "another run" in choice.warnings[0]
+    manifest.set_aside(choice)
+    assert not killed.exists()  # a killed save (no manifest) newer than the resume point is removed
+
+
+def test_rotation_keeps_the_newest_checkpoints_with_a_manifest(tmp_path: Path):
+    for step in (1, 2, 3):
+        _checkpoint(tmp_path, step)
+    unfinished = tmp_path / "checkpoint-4"
+    unfinished.mkdir()
+    assert manifest.rotate(tmp_path, 2) == [tmp_path / "checkpoint-1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-2", "checkpoint-3", "checkpoint-4"]
+
+
+def test_a_checkpoint_without_optimizer_or_rng_state_is_not_exact(tmp_path: Path):
+    folder = _checkpoint(tmp_path, 1)
+    assert manifest.missing_exact_state(folder) is None
+    (folder / "rng_state.pth").unlink()
+    assert "RNG state" in str(manifest.missing_exact_state(folder))
+
+
+TRAJ = {"model": "m", "model_weights": "sha256:a", "artifact": "sha256:b", "trl.learning_rate": 1e-5, "trl.seed": 42}
+
+
+def test_a_resume_with_other_options_is_refused_listing_each_unless_allowed(tmp_path: Path):
+    run_id = identity.start_run(tmp_path, dict(TRAJ))
+    doc = identity.read_run(tmp_path)
+    assert doc is not None and doc["run_id"] == run_id
+    now = {**TRAJ, "trl.learning_rate": 0.01, "trl.seed": 7}
+    with pytest.raises(RunStateError) as info:
+        identity.check_resume(str(tmp_path), doc, now, [], 3)
+    text = str(info.value)
+    assert "trl.learning_rate: run 1e-05, now 0.01" in text and "trl.seed: run 42, now 7" in text
+    assert "allow_change trl.learning_rate" in text and "\n" not in text
+    with pytest.raises(RunStateError, match=r"trl\.seed"):  # allowing one leaves the other refused
+        identity.check_resume(str(tmp_path), doc, now, ["learning_rate"], 3)
+    notes = identity.check_resume(str(tmp_path), doc, now, ["learning_rate", "trl.seed"], 3)
+    assert notes and "trl.learning_rate 1e-05 -> 0.01" in notes[0]
+    recorded = identity.read_run(tmp_path)
+    assert recorded is not None and recorded["trajectory"]["trl.learning_rate"] == 0.01
+    assert [(c["step"], c["field"]) for c in recorded["changes"]] == [(3, "trl.learning_rate"), (3, "trl.seed")]
+    with pytest.raises(TrainOptionError, match="not a field"):
+        identity.check_resume(str(tmp_path), recorded, now, ["learning_rat"], 3)
+    with pytest.raises(RunStateError, match="artifact can't change"):
+        identity.check_resume(str(tmp_path), recorded, {**now, "artifact": "sha256:c"}, ["artifact"], 3)
+
+
+def test_steps_logged_twice_are_repaired_to_each_step_once(tmp_path: Path):
+    path = tmp_path / "steps.jsonl"
+    path.write_text("".join(json.dumps({"step": s, "n": i}) + "\n" for i, s in enumerate([1, 1, 2, 2, 3, 3, 4, 4])))
+    problem = keep_steps_up_to(path, 3)
+    assert problem is not None and "twice" in problem
+    assert [(r["step"], r["n"]) for r in read_steps(path)] == [(1, 1), (2, 3), (3, 5)]
+    path.write_text(json.dumps({"step": 3}) + "\n")
+    assert "lacks steps 1, 2" in str(keep_steps_up_to(path, 3))
+    os.remove(path)
+    assert "missing" in str(keep_steps_up_to(path, 3))
