@@ -96,13 +96,17 @@ def test_lora_resumes_exactly_with_the_same_schedule_and_exports_the_merged_poli
 
     cfg, whole = lora_run
     run_dir = tmp_path / "run"
-    first = train(str(final_artifact), _config(trl_helpers, run_dir, 2, **LORA), score=trl_helpers.score)
+    first = train(str(final_artifact), _config(trl_helpers, run_dir, 2, **LORA, **TRACKED), score=trl_helpers.score)
     assert (run_dir / "final" / "ads_run.json").is_file()  # a final model after the first command, too
-    second = train(str(final_artifact), _config(trl_helpers, run_dir, 3, **LORA), score=trl_helpers.score)
+    with open(run_dir / "completions.jsonl", "a") as f:  # what a run killed in step 3 had logged
+        f.write(json.dumps({"step": 3, "prompt": "killed", "completion": "", "rewards": {}}) + "\n")
+    second = train(str(final_artifact), _config(trl_helpers, run_dir, 3, **LORA, **TRACKED), score=trl_helpers.score)
     assert first.resumed_from is None and second.resumed_from == 2
     for resumed, uninterrupted in zip(second.steps, whole.steps, strict=True):
         assert resumed["learning_rate"] == uninterrupted["learning_rate"]
         assert resumed["sample_ids"] == uninterrupted["sample_ids"] and resumed["success"] == uninterrupted["success"]
+    logged = [json.loads(x) for x in (run_dir / "completions.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in logged] == [1] * 8 + [2] * 8 + [3] * 8 and "killed" not in str(logged)
     final = run_dir / "final"
     assert (
         not (final / "adapter_config.json").exists() and json.loads((final / "ads_run.json").read_text())["step"] == 3

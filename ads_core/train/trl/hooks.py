@@ -9,7 +9,7 @@ tracker (TensorBoard, W&B, trackio, MLflow: ``trl.report_to``):
   ``ads/r/<cluster>``, ``uniform/...``) and the step's feedback (``ads/success_mean``, ``ads/informative_groups``,
   ``ads/rollout_prompts``, ``ads/lag``);
 * with ``trl.log_completions``, one completion per prompt of each step, with its rewards and advantage, in
-  ``RUN_DIR/completions.jsonl``;
+  ``RUN_DIR/completions.jsonl`` (cut back to the checkpoint on resume, as ``steps.jsonl``);
 * under several processes, after every step each process's sampler state and drawn rows are gathered and
   compared; a difference stops the run (the samplers would drift apart), and the step's line records the hashes.
 
@@ -29,7 +29,9 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from ads_core import storage
 from ads_core.config.train import TrainConfig
+from ads_core.train.trl.steps import read_steps
 
 COMPLETIONS_FILE = "completions.jsonl"
 ZERO_SIGNAL_WINDOW = 5  # steps without an informative group before the run warns
@@ -70,6 +72,12 @@ class RunHooks(TrainerCallback):
         for callback in trainer.callback_handler.callbacks:
             if isinstance(callback, TensorBoardCallback) and not os.environ.get("TENSORBOARD_LOGGING_DIR"):
                 callback.logging_dir = str(self.tensorboard_dir)
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        """A resumed run drops the completions a killed run logged after its checkpoint (as steps.jsonl)."""
+        if self.completions is not None and state.is_world_process_zero and self.completions.exists():
+            kept = [r for r in read_steps(self.completions) if r["step"] <= int(state.global_step)]
+            storage.write_bytes(str(self.completions), "".join(json.dumps(r) + "\n" for r in kept).encode())
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, optimizer: Any = None, **kw: Any) -> None:
         if optimizer is not None and optimizer.param_groups:
