@@ -304,3 +304,32 @@ def test_a_prompt_encoded_once_for_its_k_rows_gives_the_same_samples(tiny_policy
     alone = tiny_policy.generate(problems, cfg)
     assert [[s.text for s in ps] for ps in shared] == [[s.text for s in ps] for ps in alone]
     assert len({s.text for ps in shared for s in ps}) > 3
+
+
+def test_seeded_sampler_draws_from_the_tempered_nucleus(monkeypatch):
+    import numpy as np
+    import torch
+
+    from ads_core.evaluation import hf
+
+    logits = torch.log(torch.tensor([0.5, 0.25, 0.15, 0.06, 0.04], dtype=torch.float64))
+    rows = 20_000
+    seeds = np.array([mix(7, r) for r in range(rows)], dtype=np.uint64)
+    scores = logits.float().repeat(rows, 1)
+    ids = torch.zeros((rows, 3), dtype=torch.long)
+
+    def draw(temperature: float, top_p: float) -> np.ndarray:
+        out = hf.SeededSampler(seeds, 2, temperature, top_p)(ids, scores)
+        assert torch.isinf(out).sum(dim=-1).eq(4).all()  # one token left per row
+        return np.bincount(out.argmax(dim=-1).numpy(), minlength=5) / rows
+
+    # top_p 0.8: the nucleus is {0.5, 0.25, 0.15} (0.5 + 0.25 < 0.8), renormalised
+    assert np.allclose(draw(1.0, 0.8), [0.5 / 0.9, 0.25 / 0.9, 0.15 / 0.9, 0, 0], atol=0.015)
+    tempered = np.array([0.5, 0.25, 0.15, 0.06, 0.04]) ** 2
+    assert np.allclose(draw(0.5, 1.0), tempered / tempered.sum(), atol=0.015)
+    # a candidate list too short for the nucleus falls back to the full sort: the same tokens
+    full = hf.SeededSampler(seeds, 2, 1.0, 0.8)(ids, scores).argmax(dim=-1)
+    monkeypatch.setattr(hf, "NUCLEUS_CANDIDATES", 2)
+    assert torch.equal(hf.SeededSampler(seeds, 2, 1.0, 0.8)(ids, scores).argmax(dim=-1), full)
+    monkeypatch.setattr(hf, "NUCLEUS_CANDIDATES", 3)
+    assert torch.equal(hf.SeededSampler(seeds, 2, 1.0, 0.8)(ids, scores).argmax(dim=-1), full)
