@@ -79,7 +79,7 @@ def eval_cmd(
     """
     from ads_core.evaluation import backends, evaluate_model
     from ads_core.evaluation import policies as pol
-    from ads_core.evaluation.problems import resolve_sets
+    from ads_core.evaluation.problems import load_problems, resolve_sets
     from ads_core.evaluation.report import markdown_table
     from ads_core.models import ModelLoadError
 
@@ -89,6 +89,7 @@ def eval_cmd(
         if sets:
             cfg = cfg.with_overrides({"sets": list(sets)})
         resolved_sets = resolve_sets(cfg.sets)
+        load_problems(resolved_sets, cfg.template, cfg.limit)  # bad rows fail here, before any model loads
         found = pol.unique_names([pol.resolve_policy(p) for p in policies])
         backend = backends.choose(cfg.backend)
         cfg = cfg.replaced(backend=backend)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -102,7 +103,7 @@ _CACHE_DIR = tempfile.TemporaryDirectory(prefix="ads-eval-sets-")
 @functools.lru_cache(maxsize=32)
 def _formatted_copy(name: str, source: str, template: str, stamp: tuple[int, int] | None) -> str:
     """Format a raw set once per process (validation evaluates the same sets again and again)."""
-    out = os.path.join(_CACHE_DIR.name, f"{len(os.listdir(_CACHE_DIR.name))}")
+    out = os.path.join(_CACHE_DIR.name, uuid.uuid4().hex)
     return write_eval_sets(out, sources={name: source}, template=template)[name].uri
 
 

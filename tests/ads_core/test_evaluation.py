@@ -333,3 +333,25 @@ def test_seeded_sampler_draws_from_the_tempered_nucleus(monkeypatch):
     assert torch.equal(hf.SeededSampler(seeds, 2, 1.0, 0.8)(ids, scores).argmax(dim=-1), full)
     monkeypatch.setattr(hf, "NUCLEUS_CANDIDATES", 3)
     assert torch.equal(hf.SeededSampler(seeds, 2, 1.0, 0.8)(ids, scores).argmax(dim=-1), full)
+
+
+def test_cli_refuses_a_set_row_without_ground_truth(tmp_path: Path, tiny_model_dir: Path, monkeypatch):
+    from ads_cli.main import app
+
+    bad = tmp_path / "mine.parquet"
+    prompt = [{"role": "user", "content": "1+1?"}]
+    pq.write_table(
+        pa.table(
+            {
+                "prompt": [prompt, prompt],
+                "reward_model": [{"style": "rule", "ground_truth": "2"}, {"style": "rule", "ground_truth": " "}],
+                "sample_id": [1, 2],
+            }
+        ),
+        bad,
+    )
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["eval", str(tiny_model_dir), "--set", str(bad), "-k", "1"])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {bad}: row 1 has no ground truth"), result.output
