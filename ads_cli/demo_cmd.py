@@ -4,6 +4,7 @@ Registered by ``ads_cli.main``."""
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 import typer
@@ -33,6 +34,7 @@ def demo_cmd(**options: Any) -> None:
     from ads_prefect.flows.launch import run_demo
     from ads_prefect.runtime.runner import say_stderr
 
+    started = time.perf_counter()
     try:
         run = run_demo(cfg, progress=progress_bar, say=say_stderr)
     except (InputError, ValueError, OSError) as exc:
@@ -43,6 +45,20 @@ def demo_cmd(**options: Any) -> None:
         console.print(escape(line), highlight=False, soft_wrap=True)
     where = f": {run.run_url}" if run.run_url else " (ephemeral mode: `ads server` keeps the runs and shows them)"
     console.print(f"run {escape(result['flow_run']['name'])}{where}", highlight=False, soft_wrap=True)
+    console.print(
+        f"wall {time.perf_counter() - started:.0f} s, CPU {cpu_seconds():.0f} s (this process and its workers)",
+        highlight=False,
+    )
+
+
+def cpu_seconds() -> float:
+    """User + system CPU of this process and its finished children (the training workers, the temporary server)."""
+    import resource
+
+    return sum(
+        u.ru_utime + u.ru_stime
+        for u in (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))
+    )
 
 
 with_signature(

@@ -1,7 +1,8 @@
 """Real GRPO on a CPU with each sampler in TRL's loop: held-out accuracy against steps, and the steps each sampler
 needs to reach uniform's final held-out accuracy (issue 18 item 7, issue 19).
 
-What runs. A synthetic arithmetic task (``bench/grpo_task.py``: families max, min and sum of 2 to 5 one-digit
+What runs. A synthetic arithmetic task (``ads_core/demo/task.py``, the one ``ads demo`` runs at smaller sizes:
+families max, min and sum of 2 to 5 one-digit
 numbers as the semantic groups, the operand count as the latent difficulty; train, held-out test and warm-up
 sets drawn from seeds, no question in two of them). A small Qwen2-architecture policy (0.75M parameters) is
 built locally and warmed up with 300 supervised steps, which leave it answering in the rewarded ``\\boxed{}``
@@ -40,13 +41,13 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from grpo_task import PolicySpec, Problem, TaskSpec, build_policy, make_task, write_source  # noqa: E402
+from ads_core.config.demo import DemoPolicyConfig, DemoTaskConfig
+from ads_core.demo.policy import build_policy
+from ads_core.demo.task import make_task, write_heldout, write_source
 
 BASELINE = "uniform"
 HEADLINE = "ads-frontier"
@@ -73,8 +74,11 @@ class BenchConfig:
     learning_rate: float = 3e-4
     jobs: int = 2  # runs at a time, each in its own process with one thread
     eval_samples: int = 2  # completions per held-out problem (validation.k)
-    task: TaskSpec = field(default_factory=TaskSpec)
-    policy: PolicySpec = field(default_factory=PolicySpec)
+    # The benchmark's sizes (larger than `ads demo`'s): 720 training rows, 300 held-out problems, 300 warm-up steps.
+    task: DemoTaskConfig = field(
+        default_factory=lambda: DemoTaskConfig(train_per_cell=60, test_per_cell=25, warmup_per_cell=300)
+    )
+    policy: DemoPolicyConfig = field(default_factory=lambda: DemoPolicyConfig(warmup_steps=300))
 
     def quick(self) -> BenchConfig:
         """Smoke-run sizes: everything runs, nothing is measured."""
@@ -84,9 +88,15 @@ class BenchConfig:
             steps=4,
             eval_every=2,
             clusters=4,
-            task=replace(self.task, train_per_cell=4, test_per_cell=2, warmup_per_cell=4),
-            policy=replace(self.policy, warmup_steps=4, warmup_batch=8),
+            task=self.task.replaced(train_per_cell=4, test_per_cell=2, warmup_per_cell=4),
+            policy=self.policy.replaced(warmup_steps=4, warmup_batch=8),
         )
+
+
+def config_of(cfg: BenchConfig) -> dict[str, Any]:
+    """The settings as grpo_curriculum.json records them (the task and policy sections as their fields)."""
+    out: dict[str, Any] = {f.name: getattr(cfg, f.name) for f in fields(cfg)}
+    return out | {"task": cfg.task.model_dump(mode="json"), "policy": cfg.policy.model_dump(mode="json")}
 
 
 def sampler_section(name: str, seed: int) -> dict[str, Any]:
@@ -95,16 +105,6 @@ def sampler_section(name: str, seed: int) -> dict[str, Any]:
     for kind in ("ads", "uniform", "dots", "dynamic"):
         section.setdefault(kind, {})["seed"] = seed
     return section
-
-
-def write_heldout(problems: list[Problem], out: Path) -> Path:
-    """The held-out problems as an eval set (``ads eval-sets``' format stage, the training set's plain template)."""
-    from ads_core.stages.format.eval_sets import write_eval_sets
-    from ads_core.stages.format.schema import TEMPLATES
-
-    source = write_source(problems, out / "task" / f"{HELDOUT}.jsonl")
-    written = write_eval_sets(str(out / HELDOUT), sources={HELDOUT: str(source)}, names=[], template=TEMPLATES["plain"])
-    return Path(written[HELDOUT].uri)
 
 
 def prepare(cfg: BenchConfig, log: Any = print) -> tuple[Path, Path, Path]:
@@ -127,7 +127,7 @@ def prepare(cfg: BenchConfig, log: Any = print) -> tuple[Path, Path, Path]:
     t0 = time.perf_counter()
     result = build(str(source), str(cfg.out / "build"), build_cfg)
     log(f"artifact: {result.final_uri} ({time.perf_counter() - t0:.0f} s)")
-    return write_heldout(task.test, cfg.out), policy, Path(result.final_uri)
+    return write_heldout(task.test, cfg.out, HELDOUT), policy, Path(result.final_uri)
 
 
 def run_one(cfg: BenchConfig, name: str, seed: int, artifact: Path, policy: Path, heldout: Path) -> str:
@@ -278,7 +278,7 @@ def bench(cfg: BenchConfig) -> dict[str, Any]:
     print(comparison["markdown"])
     wall = time.perf_counter() - started
     results = {
-        "config": json.loads(json.dumps(asdict(cfg), default=str)),
+        "config": json.loads(json.dumps(config_of(cfg), default=str)),
         "runs": {
             name: [run_summary(r, seed, cfg.num_generations) for r, seed in zip(runs, cfg.seeds, strict=True)]
             for name, runs in groups.items()

@@ -12,6 +12,8 @@ removed and trained again from the start, so a killed demo run again gives the s
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import sys
 from collections.abc import Iterator
@@ -30,6 +32,7 @@ BASELINE = "uniform"
 CANDIDATE = "ads"
 DEMO_DIR = "demo"
 DATASET = "arith"
+RUN_MARKER = "demo_run.json"  # written when a run finished: the settings it ran with
 
 
 @dataclass(frozen=True)
@@ -73,11 +76,25 @@ def prepare(cfg: DemoConfig) -> Prepared:
 
     paths = DemoPaths.of(cfg)
     task = make_task(cfg.task)
-    policy = build_policy(paths.policy, cfg.policy, cfg.task, task.warmup)
+    with one_thread():
+        policy = build_policy(paths.policy, cfg.policy, cfg.task, task.warmup)
     source = write_source(task.train, paths.source)
     heldout = write_heldout(task.test, paths.root, HELDOUT)
     counts = {"train": len(task.train), "heldout": len(task.test), "warmup": len(task.warmup)}
     return Prepared(str(policy), str(source), str(heldout), counts)
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Torch on one thread: at the tiny policy's sizes a second thread costs more CPU than it saves time."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def build_config(cfg: DemoConfig, policy: str) -> BuildConfig:
@@ -120,13 +137,23 @@ def train_config(cfg: DemoConfig, sampler: str, seed: int, policy: str, heldout:
     )
 
 
-def finished(run_dir: Path, steps: int) -> bool:
-    """The run trained all its steps and validated after the last one."""
+def run_key(cfg: DemoConfig, sampler: str, seed: int) -> str:
+    """What a run's result depends on: every setting but where it writes and how many run at a time."""
+    settings = cfg.model_dump(mode="json", exclude={"out", "jobs", "seeds", "smoke"})
+    blob = json.dumps({"demo": settings, "sampler": sampler, "seed": seed}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def finished(cfg: DemoConfig, sampler: str, seed: int) -> bool:
+    """The run trained all its steps with these settings and validated after the last one."""
     from ads_core.evaluation.evallog import EVAL_FILE, read_evals
 
-    if not (run_dir / "final").is_dir():
+    run_dir = DemoPaths.of(cfg).run(sampler, seed)
+    try:
+        done = json.loads((run_dir / RUN_MARKER).read_text()).get("key") == run_key(cfg, sampler, seed)
+    except (OSError, ValueError):
         return False
-    return any(r["step"] == steps for r in read_evals(run_dir / EVAL_FILE))
+    return done and any(r["step"] == cfg.steps for r in read_evals(run_dir / EVAL_FILE))
 
 
 def train_run(cfg: DemoConfig, sampler: str, seed: int, artifact: str, policy: str, heldout: str) -> str:
@@ -134,10 +161,11 @@ def train_run(cfg: DemoConfig, sampler: str, seed: int, artifact: str, policy: s
     from ads_core.train.run import train
 
     run_dir = DemoPaths.of(cfg).run(sampler, seed)
-    if finished(run_dir, cfg.steps):
+    if finished(cfg, sampler, seed):
         return str(run_dir)
     shutil.rmtree(run_dir, ignore_errors=True)  # a killed run's partial steps: start again, for the same result
     train(artifact, train_config(cfg, sampler, seed, policy, heldout))
+    (run_dir / RUN_MARKER).write_text(json.dumps({"key": run_key(cfg, sampler, seed)}))
     return str(run_dir)
 
 

@@ -36,7 +36,11 @@ def prepare_demo(cfg: DemoConfig) -> runs.Prepared:
 def train_demo_run(cfg: DemoConfig, sampler: str, seed: int, artifact: str, prepared: runs.Prepared) -> str:
     """One GRPO run with validation on the held-out set, in a worker process; reused when already finished."""
     args = (cfg, sampler, seed, artifact, prepared.policy, prepared.heldout)
-    folder = _pool.submit(runs.train_run, *args).result() if _pool is not None else runs.train_run(*args)
+    if runs.finished(cfg, sampler, seed):  # reused: no worker process started
+        folder = str(runs.DemoPaths.of(cfg).run(sampler, seed))
+        get_run_logger().info("%s seed %d: finished earlier, reused (%s)", sampler, seed, folder)
+    else:
+        folder = _pool.submit(runs.train_run, *args).result() if _pool is not None else runs.train_run(*args)
     from ads_core.evaluation.compare_report import validation_report
 
     report = validation_report(folder)

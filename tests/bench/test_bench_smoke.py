@@ -23,7 +23,6 @@ COVERED_ELSEWHERE = {
 # Modules the benches import, not benches: module -> the bench whose smoke run exercises it (it must import it).
 HELPERS = {
     "cpu_load.py": "embed_nll.py",
-    "grpo_task.py": "grpo_curriculum.py",
 }
 # What each smoke run must print (its ratio line, or the line that says what it skipped without a GPU / server).
 EXPECTED = {

@@ -1,13 +1,12 @@
-"""`bench/grpo_curriculum.py`: its task generator (fast), and a smoke run of the whole benchmark at `--smoke` sizes
-(the real pipeline builds the artifact, then 4 GRPO steps per sampler through TRL, validated on the held-out set
-with `ads eval`'s code and reported with `ads compare`'s; no figure is checked, only that everything runs and the
-report has its parts)."""
+"""`bench/grpo_curriculum.py`: a smoke run of the whole benchmark at `--smoke` sizes (the real pipeline builds the
+artifact, then 4 GRPO steps per sampler through TRL, validated on the held-out set with `ads eval`'s code and
+reported with `ads compare`'s; no figure is checked, only that everything runs and the report has its parts).
+Its task generator and warm-up, shared with `ads demo`, are tested in tests/ads_core/test_demo.py."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -24,37 +23,6 @@ def _load(name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
-
-
-def _answer(question: str) -> int:
-    numbers = [int(x) for x in re.findall(r"\d+", question)]
-    if "largest" in question:
-        return max(numbers)
-    if "smallest" in question:
-        return min(numbers)
-    return sum(numbers)
-
-
-def test_the_task_is_seeded_disjoint_and_correct():
-    task = _load("grpo_task")
-    spec = task.TaskSpec(seed=3, train_per_cell=20, test_per_cell=10, warmup_per_cell=5)
-    a, b = task.make_task(spec), task.make_task(spec)
-    assert a == b  # everything from the seed
-    questions = [{p.question for p in split} for split in (a.train, a.test, a.warmup)]
-    assert not (questions[0] & questions[1]) and not (questions[2] & (questions[0] | questions[1]))
-    assert len(a.train) == 20 * 12 and len(questions[0]) == len(a.train) and len(a.test) == 10 * 12
-    for family in task.FAMILIES:
-        for level in task.LEVELS:
-            assert sum(p.family == family and p.level == level for p in a.train) == 20
-    for p in a.train + a.test + a.warmup:
-        assert p.answer == _answer(p.question) and p.solution == f"\\boxed{{{p.answer}}}"
-    assert task.make_task(task.TaskSpec(seed=4, train_per_cell=20, test_per_cell=10)).test != a.test
-
-
-def test_too_many_problems_for_a_level_is_an_error():
-    task = _load("grpo_task")
-    with pytest.raises(ValueError, match="level 1: fewer than"):
-        task.make_task(task.TaskSpec(train_per_cell=80, test_per_cell=30))  # 110 > the 100 two-operand questions
 
 
 @pytest.mark.slow  # the real build (tokenizer, warm-up, score, K-Means, report), 3 x 4 TRL steps: ~1 min on 2 cores
