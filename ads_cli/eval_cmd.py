@@ -38,10 +38,12 @@ def register(app: typer.Typer) -> None:
 
 
 class RateColumn(ProgressColumn):
-    """Problems per second, from rich's recent samples."""
+    """Problems per second: rich's recent rate, else the whole run's (one chunk gives rich no rate)."""
 
     def render(self, task: Any) -> Text:
         speed = task.finished_speed or task.speed
+        if not speed and task.completed and task.elapsed:
+            speed = task.completed / task.elapsed
         return Text(f"{speed:.2f} problems/s" if speed else "– problems/s")
 
 

@@ -5,6 +5,7 @@ and the CLI's one-line errors."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -230,6 +231,7 @@ def test_cli_evaluates_a_run_folder(tmp_path: Path, tiny_model_dir: Path, monkey
     )
     assert result.exit_code == 0, result.output
     assert "mean@2" in result.output and "pass@2" in result.output and "amc23" in result.output
+    assert re.search(r"2/2 [\d.]+ problems/s", result.output), result.output  # the bar's rate
     out = tmp_path / "ads-eval" / "r1@3"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["sets"]["amc23"]["n"] == 2 and summary["config"]["seed"] == 3
