@@ -81,7 +81,9 @@ def check_sampler_columns(cluster_id: np.ndarray, rank: np.ndarray, cluster_size
         fractional = ~np.isfinite(rank) | (rank != np.round(rank))
         if fractional.any():
             row, count = _first(fractional)
-            raise RowError(f"row {row}: field 'rank_in_cluster' is {float(rank[row])!r}, not a whole number{_more(count)}")
+            raise RowError(
+                f"row {row}: field 'rank_in_cluster' is {float(rank[row])!r}, not a whole number{_more(count)}"
+            )
     rank = rank.astype(np.int64)
     if (rank < 0).any():
         row, count = _first(rank < 0)

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ads_core.config.build import ClusterConfig
 from ads_core.common.registry import UnknownBackendError
+from ads_core.config.build import ClusterConfig
 from ads_core.stages.cluster import kmeans
 from ads_core.stages.cluster.fit import cluster_embeddings
 

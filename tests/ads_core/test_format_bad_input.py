@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ads_cli.main import app
-from ads_core.config.build import FormatConfig
 from ads_core.common.errors import InputError
+from ads_core.config.build import FormatConfig
 from ads_core.stages.format.schema import REJECT_REASONS
 from ads_core.stages.format.stage import format_dataset
 

@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ads_core.config.build import FormatConfig
 from ads_core.common.errors import InputError
+from ads_core.config.build import FormatConfig
 from ads_core.stages.format.evidence import SYNONYMS
 from ads_core.stages.format.stage import format_dataset
 

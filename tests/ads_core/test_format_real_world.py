@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ads_core.config.build import FormatConfig
 from ads_core.common.errors import InputError
+from ads_core.config.build import FormatConfig
 from ads_core.stages.format.readers import loads_limited
 from ads_core.stages.format.sources import dataset_name
 from ads_core.stages.format.stage import format_dataset

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from ads_core.config.build import FormatConfig
 from ads_core.common.names import safe_name
+from ads_core.config.build import FormatConfig
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,8 @@ from ads_core.config.simulate import SimulationConfig
 from ads_core.sampler.base import GroupFilter, Sampler
 from ads_core.sampler.baselines import UniformSampler
 from ads_core.sampler.dynamic import DynamicSamplingSampler, fill_step, informative
-from ads_core.simulator.run import run_simulation, summary_rows
 from ads_core.sampler.state import SamplerStateError
+from ads_core.simulator.run import run_simulation, summary_rows
 
 N = 200
 CID, RANK = np.repeat(np.arange(4), N // 4), np.tile(np.arange(N // 4), 4)

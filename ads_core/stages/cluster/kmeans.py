@@ -24,8 +24,8 @@ from typing import Protocol
 
 import numpy as np
 
-from ads_core.config.build import ClusterConfig
 from ads_core.common.registry import Registry
+from ads_core.config.build import ClusterConfig
 from ads_core.stages.cluster.pca import chunk_rows
 
 _INIT_LLOYD_ITER = 10  # Lloyd iterations per candidate seeding on the init sample

@@ -29,8 +29,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ads_core import storage
-from ads_core.config.build import ScoreConfig
 from ads_core.common import defaults
+from ads_core.config.build import ScoreConfig
 from ads_core.storage.errors import redact
 
 log = logging.getLogger("ads.score")
