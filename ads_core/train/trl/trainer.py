@@ -16,6 +16,7 @@
   state, in the one sampler checkpoint format of ``ads_core.sampler.checkpoint``) into ``checkpoint-N`` first,
   lets TRL save, then writes the checkpoint's manifest (``ads_core.train.resume.manifest``: a checkpoint is
   complete once it has one) and rotates; a full or read-only disk is one line (``resume.saving``);
+* ``_load_optimizer_and_scheduler``: a learning rate changed on purpose (``allow_change``) takes effect;
 * ``_load_from_checkpoint``: a policy that does not fit the checkpoint is one line naming both.
 
 Nothing of TRL is copied; ``tests/integrations/test_trl_contract.py`` pins the hooks and signatures used.
@@ -196,6 +197,18 @@ class ADSGRPOTrainer(GRPOTrainer):
                 f"could not save checkpoint {folder}: {why}; free space (or make the folder writable) and rerun the "
                 f"same command: it resumes exactly {start}"
             ) from None
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        """A learning rate changed on purpose (``allow_change``; any other change is refused before this) takes
+        effect: the saved optimizer and schedule would keep the old peak rate."""
+        super()._load_optimizer_and_scheduler(checkpoint)
+        schedule, rate = self.lr_scheduler, float(self.args.learning_rate)
+        if checkpoint is None or not getattr(schedule, "base_lrs", None) or schedule.base_lrs[0] == rate:
+            return
+        schedule.base_lrs = [rate for _ in schedule.base_lrs]
+        for group, factor in zip(self.optimizer.param_groups, getattr(schedule, "lr_lambdas", []), strict=False):
+            group["initial_lr"] = rate
+            group["lr"] = rate * factor(schedule.last_epoch)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         try:
