@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ads_core import storage
-from ads_core.config.build import FormatConfig
 from ads_core.common.errors import InputError
 from ads_core.common.text import is_messages
+from ads_core.config.build import FormatConfig
 from ads_core.stages.format.evidence import MARGIN, MARKER, ColumnStats, column_stats, letter_option_columns, rank
 from ads_core.stages.format.records import RawRow
 from ads_core.stages.format.sources import folder_of

@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ads_core.config.build import FormatConfig
 from ads_core.common.text import clean_instruction, has_surrogates, is_messages, last_boxed, message_text
+from ads_core.config.build import FormatConfig
 from ads_core.stages.format.detect import Layout
 from ads_core.stages.format.evidence import MARKER, column_stats
 from ads_core.stages.format.values import (

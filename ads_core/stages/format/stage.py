@@ -22,10 +22,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ads_core import storage
-from ads_core.config.build import FormatConfig
 from ads_core.common import text
 from ads_core.common.errors import InputError
 from ads_core.common.text import sample_id_of
+from ads_core.config.build import FormatConfig
 from ads_core.stages.base import Stage, StageContext, UIItem, outputs_under
 from ads_core.stages.format import readers, records
 from ads_core.stages.format import sources as format_sources
