@@ -199,7 +199,8 @@ def timing(m: dict) -> str:
 
     return (
         f"linear 256 x {m['hidden']} x {4 * m['hidden']}: fp32 {m['float32_s'] * 1e3:.2f} ms, bf16 "
-        f"{m['bfloat16_s'] * 1e3:.2f} ms = bf16 {m['bf16_speedup']:.2f}x fp32 (bf16 needs > {dtype.MARGIN:.2f}x)"
+        f"{m['bfloat16_s'] * 1e3:.2f} ms (best rounds) = bf16 {m['bf16_speedup']:.2f}x fp32, bf16 won "
+        f"{m['bf16_rounds_won']} rounds (bf16 needs > {dtype.MARGIN:.2f}x and {dtype.MIN_WINS:.0%} of the rounds)"
     )
 
 

@@ -6,7 +6,8 @@ is several times faster (oneDNN's tile kernels). So:
 - AMX (`amx_bf16`): bf16, without measuring;
 - no native bf16 at all (AVX2 and older): fp32, without measuring (bf16 is emulated there, ~8-10x slower);
 - otherwise (`avx512_bf16` without AMX, Arm's `bf16`): a short timed matmul of both dtypes at the model's shape
-  (hidden size); bf16 only when it is clearly faster (`MARGIN`), so `auto` is never slower than fp32.
+  (hidden size, about 0.3 s in all); bf16 only when it is clearly faster (`MARGIN`, in its best round and in most
+  rounds), so `auto` is never slower than fp32, also when a busy machine makes the timings noisy.
 The measurement is cached per machine in `<ADS_CACHE_DIR>/dtype-choice.json`, keyed by CPU model, torch version,
 shape and thread count, and read without importing torch: a build whose rows all come from the score cache (whose
 namespace holds this choice) still never imports torch. The first process on a machine that needs the choice
@@ -20,7 +21,6 @@ import functools
 import json
 import logging
 import os
-import statistics
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -34,7 +34,8 @@ AMX_FLAGS = ("amx_bf16",)
 MEASURED_FLAGS = ("avx512_bf16", "bf16")  # native bf16 arithmetic without AMX: x86 AVX512-BF16, Arm's BF16
 MARGIN = 1.10  # bf16 must take at most 1/1.10 of fp32's time (> 10% faster) to be chosen
 DEFAULT_HIDDEN = 1024  # the shape timed when the model's hidden size cannot be read
-ROUNDS = 5  # timed rounds per dtype, interleaved; each dtype's median round counts
+ROUNDS = 7  # timed rounds per dtype, interleaved (see `measure`)
+MIN_WINS = 0.7  # the share of paired rounds bf16 must win by MARGIN
 ROUND_S = 0.02  # about this long per round
 CACHE_NAME = "dtype-choice.json"
 # (hidden, dtype name) -> seconds per matmul; the real one is `time_matmul`, tests pass a fake
@@ -101,8 +102,8 @@ def hidden_size(model: str | None) -> int | None:
 
 
 def time_matmul(hidden: int, dtype: str) -> float:
-    """Seconds per `linear` of 256 tokens through a hidden x 4*hidden weight (a transformer MLP's shape) in DTYPE:
-    the median of `ROUNDS` rounds of about `ROUND_S` each, after a warm-up. Interleaving is the caller's."""
+    """Seconds per `linear` of 256 tokens through a hidden x 4*hidden weight (a transformer MLP's shape) in DTYPE,
+    averaged over about `ROUND_S` of repeats after a warm-up: one round (`measure` interleaves them)."""
     import torch
 
     dt = getattr(torch, dtype)
@@ -121,18 +122,22 @@ def time_matmul(hidden: int, dtype: str) -> float:
 
 
 def measure(hidden: int, timer: Timer = time_matmul, rounds: int = ROUNDS) -> dict[str, Any]:
-    """Both dtypes timed in alternating rounds (a neighbour's load hits both alike); the median round of each."""
+    """Both dtypes timed in alternating rounds (a neighbour's load hits both alike). bf16 is chosen only when it is
+    clearly faster both in the best rounds (the least disturbed: min over rounds) and round by round (in at least
+    `MIN_WINS` of the paired rounds): a busy machine's noise leaves fp32, which is never slower than itself."""
     times: dict[str, list[float]] = {"float32": [], "bfloat16": []}
     for _ in range(rounds):
         for name in times:
             times[name].append(timer(hidden, name))
-    fp32, bf16 = statistics.median(times["float32"]), statistics.median(times["bfloat16"])
+    fp32, bf16 = min(times["float32"]), min(times["bfloat16"])
     speedup = fp32 / bf16 if bf16 > 0 else 0.0
+    wins = sum(f > b * MARGIN for f, b in zip(times["float32"], times["bfloat16"], strict=True))
     return {
-        "choice": "bfloat16" if speedup > MARGIN else "float32",
+        "choice": "bfloat16" if speedup > MARGIN and wins >= MIN_WINS * rounds else "float32",
         "float32_s": fp32,
         "bfloat16_s": bf16,
         "bf16_speedup": round(speedup, 3),
+        "bf16_rounds_won": f"{wins}/{rounds}",
         "hidden": hidden,
     }
 
