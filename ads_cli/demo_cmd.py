@@ -41,8 +41,7 @@ def demo_cmd(**options: Any) -> None:
         raise fail(str(exc)) from None
     result = run.result
     sys.stdout.write("\n" + result["markdown"] + "\n")
-    for line in result["lines"]:
-        console.print(escape(line), highlight=False, soft_wrap=True)
+    sys.stdout.write("\n".join(result["lines"]) + "\n")  # plain text on stdout, beside the tables
     where = f": {run.run_url}" if run.run_url else " (ephemeral mode: `ads server` keeps the runs and shows them)"
     console.print(f"run {escape(result['flow_run']['name'])}{where}", highlight=False, soft_wrap=True)
     console.print(

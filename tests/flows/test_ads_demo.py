@@ -1,0 +1,95 @@
+"""`ads demo --smoke` end to end, as a user runs it (the CLI in its own process, reporting to the session's Prefect
+server): the task, the warmed-up policy, the real build, ADS and uniform trained through TRL with validation,
+`ads compare`'s outputs in OUT/demo/, the printed table equal to compare.json's numbers, the whole demo in the
+server (flow, build subflow, one task per run, the comparison artifact), and a rerun that reuses everything."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ADS = str(Path(sys.executable).with_name("ads"))
+
+
+def _demo(out: Path, env: dict[str, str]) -> tuple[str, str]:
+    """What `ads demo --smoke` printed on stdout (tables, verdict, plot) and on stderr (progress, run name)."""
+    proc = subprocess.run(
+        [ADS, "demo", "--smoke", "--out", str(out)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout, proc.stderr
+
+
+def _reach_rows(printed: str) -> dict[str, list[str]]:
+    """The printed reach table's rows (run -> its cells), the one after 'Steps and prompts rolled out to reach'."""
+    block = printed.split("Steps and prompts rolled out to reach", 1)[1]
+    rows = {}
+    for line in block.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and cells[0] not in ("run",) and not set(cells[0]) <= {"-"}:
+            rows[cells[0]] = cells
+        elif rows and not line.startswith("|"):
+            break
+    return rows
+
+
+@pytest.mark.slow  # the whole chain at smoke sizes: tokenizer, warm-up, build, 2 x 4 TRL steps, 6 validations
+def test_the_smoke_demo_runs_the_whole_chain_and_prints_what_compare_json_holds(
+    prefect_api: Any, ads_env: dict[str, str], helpers: Any, tmp_path: Path
+):
+    pytest.importorskip("trl")
+    out = tmp_path / "out"
+    env = prefect_api.env(**ads_env)
+    printed, notes = _demo(out, env)
+    demo = out / "demo"
+    for name in ("compare.png", "compare.md", "compare.json", "build/final/train.parquet", "policy/config.json"):
+        assert (demo / name).is_file(), name
+    assert (demo / "compare.png").stat().st_size > 1000
+    result = json.loads((demo / "compare.json").read_text())
+    assert result["baseline"] == "uniform" and result["groups"] == {"uniform": ["uniform-seed0"], "ads": ["ads-seed0"]}
+    for run in ("uniform-seed0", "ads-seed0"):  # validated at 0, 2 and 4 on the held-out set
+        records = [json.loads(x) for x in (demo / "runs" / run / "eval.jsonl").read_text().splitlines()]
+        assert [(r["step"], r["set"]) for r in records] == [(0, "heldout"), (2, "heldout"), (4, "heldout")]
+
+    # the printed tables are compare.md, and their numbers are compare.json's
+    assert (demo / "compare.md").read_text().strip() in printed
+    rows = _reach_rows(printed)
+    for row in result["reach"]["heldout"]:
+        cells = rows[row["name"]]
+        assert cells[1] == f"{row['final_mean']:.3f}" and cells[2] == f"{row['reached']}/{row['runs']}"
+    for run in result["runs"]:
+        final = run["final"]["heldout"]
+        assert f"| {run['name']} | {final['mean_at_k']:.3f} [" in printed
+    uniform = next(r for r in result["reach"]["heldout"] if r["name"] == "uniform")
+    assert f"final accuracy uniform: {uniform['final_mean']:.3f}" in printed
+    plot_line = next(line for line in printed.splitlines() if line.startswith("plot: "))
+    assert Path(plot_line.removeprefix("plot: ")).resolve() == (demo / "compare.png").resolve()
+
+    # the whole demo is in the server: the flow, its build subflow, a task per run, the comparison artifact
+    name = re.search(r"^run (demo-\d{8}-\d{6})", notes, re.M).group(1)
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName, FlowRunFilterParentFlowRunId
+
+    with get_client(sync_client=True) as client:
+        (flow_run,) = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[name])))
+        children = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run.id]))
+        )
+    assert flow_run.state.is_completed()
+    assert [c.name.startswith("build-arith-") for c in children] == [True]
+    tasks = {t.name for t in helpers.task_runs(flow_run.id)}
+    assert {"train-uniform-seed0", "train-ads-seed0"} <= tasks
+    keys = {a.key for a in helpers.artifacts_of(flow_run.id)}
+    assert {"ads-demo-compare", "ads-demo-uniform-seed0", "ads-demo-ads-seed0"} <= keys
+
+    # a rerun reuses the policy, the build and both runs, and prints the same numbers
+    stamps = {p: p.stat().st_mtime_ns for p in (demo / "runs").rglob("eval.jsonl")}
+    again, _ = _demo(out, env)
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    assert _reach_rows(again) == rows
