@@ -56,6 +56,10 @@ def prepare(artifact_uri: str, cfg: TrainConfig, dry_run: bool = False) -> Train
     check_machine(cfg, dry_run)
     plan = tplan.plan_training(artifact_uri, cfg, materialize=not dry_run)
     plan.part = trainer_of(plan).plan(plan, not dry_run)
+    if not dry_run:
+        from ads_core.train.resume.lock import refuse_if_held
+
+        refuse_if_held(plan.run_dir)  # another run trains in this folder: one line now, before any output
     return plan
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from ads_core.locks.fence import Fence
 from ads_core.locks.manager import BuildLockManager, LockWaitTimeout
 from ads_core.locks.place import OBJECT_LOCKS, _is_object_store, store_at
-from ads_core.locks.store import LOCK_DIR_ENV, DirLockStore, LockStore
+from ads_core.locks.store import LOCK_DIR_ENV, DirLockStore, LockStore, describe, free_because
 from ads_core.storage import fencing
 from ads_core.train.errors import RunStateError
 
@@ -53,6 +53,24 @@ def run_lock_store(run_dir: str) -> LockStore:
     return DirLockStore(Path(run_dir) / LOCK_FOLDER)
 
 
+def _busy(run_dir: str, holder: str) -> RunStateError:
+    return RunStateError(
+        f"run folder {run_dir} is in use by another training run ({holder}); wait for it to finish (or stop it), "
+        "or train under another name",
+        options=("name",),
+    )
+
+
+def refuse_if_held(run_dir: str) -> None:
+    """Refuse at once, before any work, a run folder another live run holds (`holding_run` still takes the lock:
+    two runs that pass this check together are told apart there)."""
+    if os.environ.get("RANK", "0") != "0":
+        return
+    newest = run_lock_store(run_dir).newest(run_lock_key(run_dir))
+    if newest is not None and free_because(newest) is None:
+        raise _busy(run_dir, describe(newest.record))
+
+
 @contextmanager
 def holding_run(run_dir: str) -> Iterator[Fence | None]:
     """Hold RUN_DIR while the block trains; RunStateError at once when another live run holds it."""
@@ -64,11 +82,7 @@ def holding_run(run_dir: str) -> Iterator[Fence | None]:
     try:
         manager.acquire_lock(key, holder, acquire_timeout=0, label=run_dir, store=run_lock_store(run_dir), what=WHAT)
     except LockWaitTimeout as exc:
-        raise RunStateError(
-            f"run folder {run_dir} is in use by another training run ({exc.holder}); wait for it to finish (or stop "
-            "it), or train under another name",
-            options=("name",),
-        ) from None
+        raise _busy(run_dir, exc.holder) from None
     fence = manager.fence(key)
     assert fence is not None
     try:
