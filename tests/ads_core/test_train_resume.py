@@ -6,6 +6,7 @@ repaired to each step once. The real runs are in tests/integrations/test_trl_res
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 
 from ads_core.storage.fencing import LockLost
 from ads_core.train.errors import RunStateError, TrainOptionError
-from ads_core.train.resume import identity, manifest
+from ads_core.train.resume import identity, manifest, saving
 from ads_core.train.resume.lock import holding_run, run_lock_key, run_lock_store
 from ads_core.train.trl.steps import StepWriter, keep_steps_up_to, read_steps
 
@@ -163,3 +164,39 @@ def test_steps_logged_twice_are_repaired_to_each_step_once(tmp_path: Path):
     assert "lacks steps 1, 2" in str(keep_steps_up_to(path, 3))
     os.remove(path)
     assert "missing" in str(keep_steps_up_to(path, 3))
+
+
+def test_a_model_that_does_not_fit_the_checkpoint_is_one_short_line():
+    """PyTorch's wall of size mismatches (4,510 characters on the issue's policy) summed up: the first tensor, the
+    count; the trainer adds the checkpoint and the option (``_load_from_checkpoint``)."""
+    import torch
+
+    saved = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(6)]).state_dict()
+    model = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(6)])
+    with pytest.raises(RuntimeError) as info:
+        model.load_state_dict(saved)
+    line = saving.mismatch_line(info.value)
+    assert line is not None and line.startswith("12 weights differ in shape (0.weight: checkpoint torch.Size([8, 8])")
+    assert len(line) < 200 and saving.mismatch_line(RuntimeError("probability tensor contains nan")) is None
+
+
+def test_non_finite_loss_gradients_or_weights_are_named():
+    import torch
+
+    assert saving.nonfinite_logs({"loss": 0.5, "grad_norm": 1.0}) is None
+    assert saving.nonfinite_logs({"loss": float("nan")}) == "the loss is nan"
+    assert saving.nonfinite_logs({"loss": 0.1, "grad_norm": float("inf")}) == "the gradient norm is inf"
+    model = torch.nn.Linear(2, 2)
+    assert saving.nonfinite_weights(model) is None
+    with torch.no_grad():
+        model.bias[1] = float("nan")
+    assert saving.nonfinite_weights(model) == "weight bias holds NaN or infinite values"
+
+
+def test_disk_errors_during_a_save_are_recognised_whoever_raised_them(tmp_path: Path):
+    folder = str(tmp_path / "checkpoint-3")
+    full = saving.save_failure(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), folder)
+    assert full is not None and full.startswith("No space left on device, ") and "MiB free" in full
+    torch_zip = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 6464 vs 6356")
+    assert saving.save_failure(torch_zip, folder) is not None
+    assert saving.save_failure(ValueError("something else"), folder) is None

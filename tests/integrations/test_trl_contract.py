@@ -44,6 +44,9 @@ def test_the_hooks_we_override_keep_their_signatures():
     assert params(GRPOTrainer._save_checkpoint) == ["self", "model", "trial"]
     assert params(Trainer.get_batch_samples) == ["self", "epoch_iterator", "num_batches", "device"]
     assert params(Trainer._load_rng_state) == ["self", "checkpoint"]
+    assert params(Trainer._load_optimizer_and_scheduler) == ["self", "checkpoint"]  # an allowed learning-rate change
+    assert params(Trainer._load_from_checkpoint) == ["self", "resume_from_checkpoint", "model"]  # the one-line misfit
+    assert "save_total_limit" in inspect.getsource(Trainer._save_checkpoint)  # None: HF rotates nothing, we do
     source = inspect.getsource(GRPOTrainer._calculate_rewards)
     assert "gather(rewards_per_func)" in source  # the rewards we read are already gathered over processes
     assert "self._calculate_rewards(inputs" in inspect.getsource(GRPOTrainer._generate_and_score_completions)

@@ -85,6 +85,8 @@ def read_run(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 
 def _write(run_dir: str | os.PathLike[str], doc: dict[str, Any]) -> None:
+    if os.environ.get("RANK", "0") != "0":  # under torchrun rank 0 records the run (its manifests carry its id)
+        return
     storage.write_json(str(Path(run_dir) / RUN_FILE), doc)  # atomic, fenced by the run's lock
 
 

@@ -5,6 +5,7 @@ resume is accepted (`Resume.accept`), so a refused resume leaves the folder as i
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,9 @@ class Resume:
     notes: list[str] = field(default_factory=list)
 
     def accept(self) -> list[str]:
-        """Set the failed checkpoints aside and remove incomplete ones newer than the resume point."""
+        """Set the failed checkpoints aside and remove incomplete ones newer than the resume point (rank 0)."""
+        if os.environ.get("RANK", "0") != "0":
+            return []
         lines = manifest.set_aside(self.choice)
         for line in lines:
             log.warning("%s", line)

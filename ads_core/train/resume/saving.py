@@ -22,8 +22,8 @@ _DISK_TEXT = (  # how libraries report a failed write without an errno (safetens
     "file write failed",
 )
 _MISMATCH = re.compile(
-    r"size mismatch for ([\w.]+): copying a param with shape (\S+) from checkpoint, "
-    r"the shape in current model is (\S+)"
+    r"size mismatch for ([\w.]+): copying a param with shape (.+?) from checkpoint, "
+    r"the shape in current model is (.+?)\.(?=\s|$)"
 )
 
 
