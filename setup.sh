@@ -57,7 +57,8 @@ fi
 rm -f "$STAMP"
 
 UV=$(uv_bin)
-[ -n "$UV" ] || echo "note: uv could not be installed; installing with pip instead (slower, same pinned versions)"
+why=$([ -n "${ADS_NO_UV:-}" ] && echo "ADS_NO_UV is set" || echo "uv could not be installed")
+[ -n "$UV" ] || echo "note: $why; installing with pip instead (slower, same pinned versions)"
 
 # Never pull a multi-GB CUDA torch onto a machine without a GPU: install the CPU build first. pip finds it, because
 # pip's configuration (find-links, extra indexes) is where a machine keeps its local CPU wheel, and uv does not read
