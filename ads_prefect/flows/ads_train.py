@@ -72,6 +72,7 @@ def ads_train(
     run_dir: str | None = DEFAULTS.run_dir,
     name: str | None = DEFAULTS.name,
     eval_sets: list[str] | None = DEFAULTS.eval_sets,
+    allow_change: list[str] = DEFAULTS.allow_change,
     decontaminate: DecontaminateMode = DEFAULTS.decontaminate,
     sampler: TrainSamplerConfig = TrainSamplerConfig(),
     verl: VerlConfig = VerlConfig(),
@@ -90,6 +91,8 @@ def ads_train(
         run_dir: checkpoints, the per-step log and staged inputs (default ./ads-runs/{name}).
         name: experiment name, default {dataset}-ads; the same name resumes from the newest checkpoint.
         eval_sets: names under OUT/eval (`ads eval-sets`) or .parquet paths; default all in OUT/eval; [] for none.
+        allow_change: options a resume may change on purpose (e.g. ["learning_rate"]); recorded in
+            RUN_DIR/run.json. Any other option that differs from the run's refuses the resume.
         decontaminate: off, report, or drop training rows whose question is in an eval set.
         sampler: which sampler (kind: ads, uniform, dots) and its knobs; e.g. {"ads": {"alpha": 0.5}}.
         verl: GPUs per node, nodes, Ray address, extra Hydra overrides (verl only).
@@ -107,6 +110,7 @@ def ads_train(
             run_dir=run_dir,
             name=name,
             eval_sets=eval_sets,
+            allow_change=allow_change,
             decontaminate=decontaminate,
             sampler=sampler,
             verl=verl,

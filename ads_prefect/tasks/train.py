@@ -27,13 +27,13 @@ from ads_core.common.errors import InputError, render_options
 from ads_core.config.train import TrainConfig
 from ads_core.train import artifact as ta
 from ads_core.train import run as trun
-from ads_core.train.errors import LaunchError, error_text
+from ads_core.train.errors import LaunchError, RunStateError, error_text
 from ads_core.train.plan import TrainPlan
 from ads_prefect.tasks.handoff import run_name
 from ads_prefect.tasks.keys import train_artifact_key as artifact_key
 from ads_prefect.tasks.publish import image_markdown
 
-EXPECTED_ERRORS: tuple[type[Exception], ...] = (ta.ArtifactError, LaunchError, ValueError, InputError)
+EXPECTED_ERRORS: tuple[type[Exception], ...] = (ta.ArtifactError, LaunchError, ValueError, InputError, RunStateError)
 PLAN_TASK = "plan-training"
 RUN_TASK = "run-training"  # run as `run-<trainer>` (run-trl, run-verl)
 
