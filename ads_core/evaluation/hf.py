@@ -14,7 +14,8 @@ messages' contents joined by blank lines.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -38,17 +39,18 @@ class SeededSampler:
 
         step = int(input_ids.shape[1]) - self.prompt_width
         u = torch.from_numpy(uniforms(self.seeds, step)).to(scores.device, torch.float64)
-        probs = torch.softmax(scores.float() / self.temperature, dim=-1).double()
+        probs = torch.softmax(scores.float() / self.temperature, dim=-1)
         if self.top_p < 1.0:
             # the nucleus from the top NUCLEUS_CANDIDATES tokens when they hold top_p of the mass (nearly always):
             # the same tokens as a sort of the whole vocabulary (150k for Qwen), at a fraction of its cost
             top, order = probs.topk(min(NUCLEUS_CANDIDATES, probs.shape[-1]), dim=-1)
-            if top.shape[-1] < probs.shape[-1] and bool((top.sum(dim=-1) < self.top_p).any()):
+            if top.shape[-1] < probs.shape[-1] and bool((top.double().sum(dim=-1) < self.top_p).any()):
                 top, order = probs.sort(dim=-1, descending=True)
+            top = top.double()  # sums in float64: the nucleus edge does not move with rounding
             keep = (top.cumsum(dim=-1) - top) < self.top_p  # the smallest prefix reaching top_p, at least one
             probs = top * keep
         else:
-            order = None
+            probs, order = probs.double(), None
         cdf = probs.cumsum(dim=-1)
         target = (u * cdf[:, -1]).unsqueeze(-1)
         pick = (cdf <= target).sum(dim=-1, keepdim=True).clamp_(max=probs.shape[-1] - 1)
@@ -147,9 +149,9 @@ class TransformersBackend:
         model.eval()
         started = time.perf_counter()
         try:
-            with torch.inference_mode():
-                shared = len(repeats) == 1 and repeats != {1} and width > 1
-                cache = prefill(model, uids.to(device), umask.to(device), repeats.pop()) if shared else None
+            with torch.inference_mode(), decode_attention(model):
+                shared = len(repeats) == 1 and repeats != {1} and min(len(p) for p in prompts) > 1
+                cache = prefill(model, prompts, width, repeats.pop()) if shared else None
                 result = model.generate(
                     input_ids=ids.to(device),
                     attention_mask=mask.to(device),
@@ -169,24 +171,71 @@ class TransformersBackend:
         return samples
 
 
-def prefill(model: Any, ids: Any, mask: Any, repeats: int) -> Any:
+def prefill(model: Any, prompts: Sequence[list[int]], width: int, repeats: int) -> Any:
     """The KV cache of each prompt but its last token, computed once and repeated for the prompt's k rows.
 
-    ``generate`` then feeds only the last prompt token: the prompt is encoded once per problem, not k times.
-    Positions follow the attention mask, as ``generate`` computes them for left-padded rows."""
+    Each prompt is encoded alone, at its own length (no padding work), and its keys and values are left-padded
+    with zeros to the batch's ``width - 1`` (those positions are masked out) before the rows are stacked.
+    ``generate`` then feeds only the last prompt token: a prompt is encoded once per problem, not k times."""
+    import torch
     from transformers import DynamicCache
 
+    device = next(model.parameters()).device
+    layers: list[tuple[list[Any], list[Any]]] = []
+    for prompt in prompts:
+        own = DynamicCache(config=model.config)
+        model(input_ids=torch.tensor([prompt[:-1]], device=device), past_key_values=own, use_cache=True)
+        for i, layer in enumerate(own.layers):
+            if i == len(layers):
+                layers.append(([], []))
+            for side, states in zip(layers[i], (layer.keys, layer.values), strict=True):
+                pad = width - 1 - states.shape[-2]
+                side.append(torch.nn.functional.pad(states, (0, 0, pad, 0)) if pad else states)
     cache = DynamicCache(config=model.config)
-    positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
-    model(
-        input_ids=ids[:, :-1],
-        attention_mask=mask[:, :-1],
-        position_ids=positions[:, :-1],
-        past_key_values=cache,
-        use_cache=True,
-    )
+    for i, (keys, values) in enumerate(layers):
+        cache.update(torch.cat(keys), torch.cat(values), i)
     cache.batch_repeat_interleave(repeats)
     return cache
+
+
+GQA_ATTENTION = "ads_gqa_sdpa"
+
+
+def gqa_decode_attention(
+    module: Any, query: Any, key: Any, value: Any, attention_mask: Any, scaling: float | None = None, **kw: Any
+) -> tuple[Any, None]:
+    """transformers' sdpa attention, except that a decoding step (one query token) with grouped KV heads runs
+    without copying the KV cache once per query head (``repeat_kv``, most of a CPU decoding step at long
+    contexts): each KV head's query heads are stacked as its queries. Same result, in float rounding."""
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    groups = int(getattr(module, "num_key_value_groups", 1))
+    if groups == 1 or query.shape[2] != 1 or kw.get("dropout", 0.0):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kw)
+    batch, heads, _, dim = query.shape
+    q = query.reshape(batch, heads // groups, groups, dim)  # head h = kv head h // groups, as repeat_kv orders them
+    out = torch.nn.functional.scaled_dot_product_attention(q, key, value, attn_mask=attention_mask, scale=scaling)
+    return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None
+
+
+@contextmanager
+def decode_attention(model: Any) -> Iterator[None]:
+    """Use ``gqa_decode_attention`` while generating with an sdpa model on a CPU; the model's own setting after."""
+    config = model.config
+    if getattr(config, "_attn_implementation", None) != "sdpa" or next(model.parameters()).device.type != "cpu":
+        yield
+        return
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(GQA_ATTENTION, gqa_decode_attention)
+    AttentionMaskInterface.register(GQA_ATTENTION, sdpa_mask)
+    config._attn_implementation = GQA_ATTENTION
+    try:
+        yield
+    finally:
+        config._attn_implementation = "sdpa"
 
 
 def max_new_tokens(model: Any, prompt_width: int, wanted: int) -> int:

@@ -357,3 +357,18 @@ def test_cli_refuses_a_set_row_without_ground_truth(tmp_path: Path, tiny_model_d
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {bad}: row 1 has no ground truth"), result.output
+
+
+def test_grouped_query_decoding_gives_the_samples_of_transformers_sdpa(tiny_policy, monkeypatch):
+    from contextlib import nullcontext
+
+    from ads_core.evaluation import hf
+
+    assert tiny_policy.model.config.num_attention_heads > tiny_policy.model.config.num_key_value_heads
+    problems = _eval_set()["amc23"][:3]
+    cfg = EvalConfig(k=2, max_tokens=8, temperature=1.0)
+    ours = tiny_policy.generate(problems, cfg)
+    assert tiny_policy.model.config._attn_implementation == "sdpa"  # restored
+    monkeypatch.setattr(hf, "decode_attention", lambda model: nullcontext())
+    theirs = tiny_policy.generate(problems, cfg)
+    assert [[s.text for s in ps] for ps in ours] == [[s.text for s in ps] for ps in theirs]
