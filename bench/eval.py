@@ -11,7 +11,8 @@ dir; nothing is downloaded) unless `--model` is given; fp32 on CPU, `torch.set_n
 (a) loop, the baseline: for each problem, one `model.generate(prompt, do_sample=True, temperature, top_p,
     num_return_sequences=k, max_new_tokens)`, the way a hand-written evaluation script does it;
 (b) batched: `TransformersBackend.generate` over chunks of `--batch-size` sequences (`batch_size // k` problems,
-    shortest prompts first, as `ads eval` runs them): left padding, KV cache, seeded per (problem, sample).
+    shortest prompts first, as `ads eval` runs them): each prompt encoded once for its k rows, left padding,
+    KV cache, grouped-KV decoding attention, seeded per (problem, sample).
 Back to back, (a) first, after one untimed warm-up call of each. The bench model never says end-of-sequence,
 so both generate exactly k x max_tokens tokens per problem (printed, so the work is seen to be equal).
 The last line is the speed-up: batched problems/s / loop problems/s. `--smoke`: the tiny model, 4 problems, k 2,
