@@ -183,6 +183,8 @@ class ADSGRPOTrainer(GRPOTrainer):
                 os.makedirs(folder, exist_ok=True)
                 write_checkpoint(folder, self.feed.checkpoint(step))  # atomic, fsynced
             super()._save_checkpoint(model, trial)
+            if self.args.world_size > 1:  # every process's files (rng_state_<rank>.pth) are in before the manifest
+                self.accelerator.wait_for_everyone()
             if self.args.should_save:
                 manifest.write_manifest(folder, step, self.run_id)  # last: the checkpoint is complete
                 manifest.rotate(os.path.dirname(folder), self.keep_checkpoints)
