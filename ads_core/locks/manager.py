@@ -174,7 +174,7 @@ class BuildLockManager:
                 number = (newest.number if newest else 0) + 1
                 if store.create(key, number, self._record(holder, nonce, settings)):
                     if newest is not None and why != "released":
-                        log.warning("taking over the build lock %s from %s: %s", key, describe(newest.record), why)
+                        log.warning("taking over the %s lock %s from %s: %s", what, key, describe(newest.record), why)
                         self.taken_over[key] = {**newest.record, "stale_reason": why}
                     store.prune(key, below=number - 1)  # keep the previous generation, for diagnostics
                     fence = Fence(

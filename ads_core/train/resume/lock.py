@@ -30,6 +30,7 @@ log = logging.getLogger("ads.train")
 LOCK_FOLDER = ".lock"
 WHAT = "training run"
 _MANAGER: list[BuildLockManager] = []
+_DEPTH: dict[str, int] = {}  # run lock key -> how many holding_run blocks of this process hold it
 
 
 def _manager() -> BuildLockManager:
@@ -78,17 +79,26 @@ def holding_run(run_dir: str) -> Iterator[Fence | None]:
         yield None
         return
     manager, key = _manager(), run_lock_key(run_dir)
-    holder = f"ads-train:{os.getpid()}"
+    if _DEPTH.get(key):  # this process holds it already (ads train holds it before its first line): nested
+        _DEPTH[key] += 1
+        try:
+            yield manager.fence(key)
+        finally:
+            _DEPTH[key] -= 1
+        return
+    holder = "ads train"
     try:
         manager.acquire_lock(key, holder, acquire_timeout=0, label=run_dir, store=run_lock_store(run_dir), what=WHAT)
     except LockWaitTimeout as exc:
         raise _busy(run_dir, exc.holder) from None
     fence = manager.fence(key)
     assert fence is not None
+    _DEPTH[key] = 1
     try:
         with fencing.guarded(run_dir, fence.check):
             yield fence
     finally:
+        _DEPTH.pop(key, None)
         try:
             manager.release_lock(key, holder)
         except ValueError:  # taken over meanwhile (our lease lapsed): nothing of ours to release
