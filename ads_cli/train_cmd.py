@@ -137,7 +137,7 @@ def train_cmd(
 
         console.print(f"starting: {escape(' '.join(command))}", highlight=False)
         raise typer.Exit(subprocess.call(command))
-    hold_run_folder(plan.run_dir)
+    hold_run_folder(ctx, plan.run_dir)
     if not trun.trainer_of(plan).streams_steps:  # a subprocess: its own output is the progress
         console.print(
             f"training with {escape(plan.trainer)} ({escape(plan.trainer_reason)}): {escape(plan.part.launch_line())}",
@@ -153,10 +153,9 @@ def train_cmd(
     train_with_progress(plan, trun)
 
 
-def hold_run_folder(run_dir: str) -> None:
-    """Hold the run folder for the rest of this command (released at its exit), before any output: a second
+def hold_run_folder(ctx: typer.Context, run_dir: str) -> None:
+    """Hold the run folder for the rest of this command (released when it ends), before any output: a second
     `ads train` on the same folder gets one `error:` line and nothing else (training nests in this hold)."""
-    import atexit
     from contextlib import ExitStack
 
     from ads_core.train.errors import error_text
@@ -167,7 +166,7 @@ def hold_run_folder(run_dir: str) -> None:
         stack.enter_context(holding_run(run_dir))
     except (ValueError, RuntimeError) as exc:
         raise fail(error_text(exc, spell_flag)) from None
-    atexit.register(stack.close)
+    ctx.call_on_close(stack.close)
 
 
 def show_dry_run(plan: Any) -> None:
