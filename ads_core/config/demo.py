@@ -25,9 +25,9 @@ class DemoTaskConfig(FrozenSection):
     seed: int = Field(0, ge=0, description="Seed of the problem generator.", json_schema_extra={"flag": "--task-seed"})
     families: tuple[Family, ...] = tuning(default=("max", "min", "sum"), min_length=1, description="Problem families.")
     train_per_cell: int = Field(
-        30, ge=1, le=90, description="Training problems per (family, level): what the artifact is built from."
+        60, ge=1, le=90, description="Training problems per (family, level): what the artifact is built from."
     )
-    test_per_cell: int = Field(12, ge=1, le=50, description="Held-out problems per (family, level): the eval set.")
+    test_per_cell: int = Field(25, ge=1, le=50, description="Held-out problems per (family, level): the eval set.")
     warmup_per_cell: int = Field(
         300, ge=1, description="Warm-up problems drawn per (family, level) (those in another set are dropped)."
     )
@@ -41,7 +41,7 @@ class DemoPolicyConfig(FrozenSection):
 
     hidden_size: int = tuning(default=128, ge=16, description="Hidden size of the tiny Qwen2 policy.")
     num_hidden_layers: int = tuning(default=2, ge=1, description="Layers of the tiny Qwen2 policy.")
-    warmup_steps: int = Field(200, ge=1, description="Supervised warm-up steps.")
+    warmup_steps: int = Field(300, ge=1, description="Supervised warm-up steps.")
     warmup_batch: int = tuning(default=32, ge=1, description="Warm-up batch size.")
     warmup_lr: float = tuning(default=2e-3, gt=0, description="Warm-up peak learning rate.")
     scoring_share: float = tuning(default=0.25, ge=0, le=1, description="Warm-up share in the scoring format.")
@@ -55,9 +55,9 @@ class DemoConfig(Section):
     and compare them with `ads compare`'s code."""
 
     out: str = Field("ads-out", description="Output root; the demo writes OUT/demo/.")
-    seeds: int = Field(2, ge=1, le=16, description="Seeds 0..N-1; each seed trains one ADS and one uniform run.")
-    steps: int = Field(24, ge=1, description="GRPO optimizer steps per run.")
-    eval_every: int = Field(4, ge=1, description="Validate on the held-out set every N steps (and at step 0).")
+    seeds: int = Field(6, ge=1, le=16, description="Seeds 0..N-1; each seed trains one ADS and one uniform run.")
+    steps: int = Field(30, ge=1, description="GRPO optimizer steps per run.")
+    eval_every: int = Field(3, ge=1, description="Validate on the held-out set every N steps (and at step 0).")
     eval_k: int = tuning(default=2, ge=1, description="Completions per held-out problem (mean@k).")
     jobs: int = Field(2, ge=1, le=64, description="Runs trained at a time, each in its own one-thread process.")
     clusters: int = tuning(default=8, ge=2, description="K-Means clusters of the build.")

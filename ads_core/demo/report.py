@@ -33,6 +33,13 @@ def summary_lines(result: dict[str, Any], groups: dict[str, list[Any]], steps: i
         f"  final accuracy {base_name}: {_spread(finals[base_name])}",
         f"  final accuracy {cand_name}: {_spread(finals[cand_name])}",
     ]
+    if seeds > 1 and len(finals[cand_name]) == len(finals[base_name]):
+        diffs = [c - b for c, b in zip(finals[cand_name], finals[base_name], strict=True)]
+        higher = sum(d > 0 for d in diffs)
+        lines.append(
+            f"  paired by seed: {cand_name} ended higher in {higher} of {seeds} seeds; difference "
+            f"{sum(diffs) / len(diffs):+.3f} on average (from {min(diffs):+.3f} to {max(diffs):+.3f})"
+        )
     step_ratio, rollout_ratio = ratio_text(cand, "step_ratio"), ratio_text(cand, "rollout_ratio")
     lines.append(
         f"  {cand_name} reached {base_name}'s final accuracy ({base['target']:.3f}) in {cand['reached']}/{seeds} "
