@@ -28,7 +28,8 @@ def summary_lines(result: dict[str, Any], groups: dict[str, list[Any]], steps: i
     n = result["runs"][0]["final"][key].get("n")
     k = result["runs"][0]["final"][key].get("k")
     lines = [
-        f"{cand_name} vs {base_name}: {seeds} seed(s) x {steps} GRPO steps each, from the same warmed-up policy; "
+        f"measured: {cand_name} vs {base_name}, {seeds} seed(s) x {steps} GRPO steps each, "
+        "from the same warmed-up policy; "
         f"held-out accuracy = mean@{k} on {n} problems (step 0: {sum(starts) / len(starts):.3f})",
         f"  final accuracy {base_name}: {_spread(finals[base_name])}",
         f"  final accuracy {cand_name}: {_spread(finals[cand_name])}",
@@ -42,8 +43,9 @@ def summary_lines(result: dict[str, Any], groups: dict[str, list[Any]], steps: i
         )
     step_ratio, rollout_ratio = ratio_text(cand, "step_ratio"), ratio_text(cand, "rollout_ratio")
     lines.append(
-        f"  {cand_name} reached {base_name}'s final accuracy ({base['target']:.3f}) in {cand['reached']}/{seeds} "
-        f"seed(s); steps needed: {step_ratio} of {base_name}'s, prompts rolled out: {rollout_ratio} of {base_name}'s"
+        f"  to {base_name}'s final accuracy ({base['target']:.3f}): {cand_name} reached it in "
+        f"{cand['reached']}/{seeds} seed(s); steps needed: {step_ratio} of {base_name}'s, "
+        f"prompts rolled out: {rollout_ratio} of {base_name}'s"
     )
     if cand["step_ratio"] is None:
         verdict = f"no verdict: {base_name} ended no better than it started, so there is no target to reach"
