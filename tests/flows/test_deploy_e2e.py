@@ -172,7 +172,15 @@ def test_deployment_run_builds_publishes_and_starts_training(
             while not (child := client.read_flow_run(trains[0].id)).state.is_final() and time.monotonic() < deadline:
                 time.sleep(1)
         dry = run_deployment_and_wait(
-            h, server, "ads-train/myds", f"artifact_uri={final_uri}", "dry_run=true", "trainer=verl", timeout=240
+            # trl={}: the deployment's TRL sizes would be refused under verl (options that don't apply stop a run)
+            h,
+            server,
+            "ads-train/myds",
+            f"artifact_uri={final_uri}",
+            "dry_run=true",
+            "trainer=verl",
+            "trl={}",
+            timeout=240,
         )
     finally:
         h.stop_process(train_worker)
