@@ -51,7 +51,7 @@ def test_smoke_shrinks_everything_and_the_defaults_stay():
     cfg = DemoConfig(out="x", seeds=3, smoke=True)
     small = cfg.effective()
     assert (small.seeds, small.steps, small.out) == (1, 4, "x")
-    assert small.task.train_per_cell < cfg.task.train_per_cell and small.policy.warmup_steps < 10
+    assert small.task.train_per_cell < cfg.task.train_per_cell and small.policy.warmup_steps < cfg.policy.warmup_steps
     assert DemoConfig().effective() == DemoConfig()
 
 

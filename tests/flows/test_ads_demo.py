@@ -66,6 +66,7 @@ def test_the_smoke_demo_runs_the_whole_chain_and_prints_what_compare_json_holds(
     for run in result["runs"]:
         final = run["final"]["heldout"]
         assert f"| {run['name']} | {final['mean_at_k']:.3f} [" in printed
+    assert 0 < result["runs"][0]["final"]["heldout"]["mean_at_k"] < 1  # the warmed-up policy solves some
     uniform = next(r for r in result["reach"]["heldout"] if r["name"] == "uniform")
     assert f"final accuracy uniform: {uniform['final_mean']:.3f}" in printed
     plot_line = next(line for line in printed.splitlines() if line.startswith("plot: "))
