@@ -186,16 +186,31 @@ def _worker_init() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+def _ready() -> None:
+    """A no-op: submitted once per worker so that every worker starts now, from the calling thread."""
+
+
 @contextmanager
-def workers(jobs: int) -> Iterator[ProcessPoolExecutor]:
-    """JOBS worker processes (spawned, one thread each) that `train_run` calls are sent to."""
+def workers(jobs: int) -> Iterator[ProcessPoolExecutor | None]:
+    """JOBS worker processes (spawned, one thread each) that `train_run` calls are sent to; None for 0 jobs.
+
+    They are all started here, from the calling thread: a worker dies with the thread that started it (Linux's
+    parent-death signal), and the threads that send it work come and go. On an error or Ctrl-C the pool is left
+    without waiting for the runs in flight; the caller's process ending takes the workers with it."""
+    if jobs <= 0:
+        yield None
+        return
     import multiprocessing
 
     pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
     try:
+        for started in [pool.submit(_ready) for _ in range(jobs)]:
+            started.result()
         yield pool
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 def load_groups(cfg: DemoConfig) -> dict[str, list[Any]]:

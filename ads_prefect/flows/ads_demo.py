@@ -47,14 +47,12 @@ def ads_demo(demo: DemoConfig = DemoConfig()) -> dict[str, Any]:
     sections = {name: getattr(build_cfg, name) for name in build_cfg.model_fields}
     built = ads_build(source=prepared.source, dataset=runs.DATASET, out=str(paths.build), **sections)
     artifact = built["final_uri"]
-    with runs.workers(min(cfg.jobs, 2 * cfg.seeds)) as pool:
+    pairs = [(sampler, seed) for seed in range(cfg.seeds) for sampler in (runs.BASELINE, runs.CANDIDATE)]
+    todo = sum(not runs.finished(cfg, sampler, seed) for sampler, seed in pairs)  # no workers for a full rerun
+    with runs.workers(min(cfg.jobs, todo)) as pool:
         td.set_pool(pool)
         try:
-            futures = [
-                td.train_demo_run.submit(cfg, sampler, seed, artifact, prepared)
-                for seed in range(cfg.seeds)
-                for sampler in (runs.BASELINE, runs.CANDIDATE)
-            ]
+            futures = [td.train_demo_run.submit(cfg, sampler, seed, artifact, prepared) for sampler, seed in pairs]
             folders = [f.result() for f in futures]
         finally:
             td.set_pool(None)
