@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ads_core.common.jsonl import read_records
 from ads_core.storage import fencing
 
 EVAL_FILE = "eval.jsonl"
@@ -28,18 +29,7 @@ METRICS = ("mean_at_k", "pass_at_k", "maj_at_k", "ci_low", "ci_high")
 
 def read_evals(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The records in file order; a line that is not a record (torn, hand-edited) is skipped."""
-    p = Path(path)
-    if not p.is_file():
-        return []
-    out = []
-    for line in p.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("step"), int) and isinstance(record.get("set"), str):
-            out.append(record)
-    return out
+    return read_records(path, lambda r: isinstance(r.get("step"), int) and isinstance(r.get("set"), str))
 
 
 def _write(path: Path, records: Iterable[dict[str, Any]]) -> None:

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ads_core.common.jsonl import read_records
 from ads_core.storage import fencing
 
 WINDOW_MEAN_SUFFIX = "/window_frac_mean"
@@ -33,18 +34,7 @@ WINDOW_CLUSTER_PART = "/window_frac/"
 
 def read_steps(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The logged steps in order; a torn last line (a killed writer) is skipped."""
-    p = Path(path)
-    if not p.exists():
-        return []
-    out = []
-    for line in p.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("step"), int):
-            out.append(record)
-    return out
+    return read_records(path, lambda r: isinstance(r.get("step"), int))
 
 
 def keep_steps_up_to(path: str | os.PathLike[str], last_step: int) -> str | None:
