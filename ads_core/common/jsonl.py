@@ -1,4 +1,7 @@
-"""Append-only JSONL logs (steps.jsonl, eval.jsonl): read back the records, skipping a torn or hand-edited line."""
+"""Append-only JSONL logs (steps.jsonl, eval.jsonl): read back the records, skipping a torn or hand-edited line.
+
+The steps log's reader lives here, not with the trainer that writes it, so that evaluation (`ads compare`) reads
+it without importing training."""
 
 from __future__ import annotations
 
@@ -23,3 +26,8 @@ def read_records(path: str | os.PathLike[str], keep: Callable[[dict[str, Any]], 
         if isinstance(record, dict) and keep(record):
             out.append(record)
     return out
+
+
+def read_steps(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """A run's logged steps (``steps.jsonl``) in order; a torn last line (a killed writer) is skipped."""
+    return read_records(path, lambda r: isinstance(r.get("step"), int))

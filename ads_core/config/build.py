@@ -18,12 +18,12 @@ from pydantic import Field, field_validator
 
 from ads_core.common.names import safe_name
 from ads_core.config.base import Section, tuning
-from ads_core.pipeline.order import STAGE_NAMES
+from ads_core.config.stage_order import STAGE_NAMES
 
 TemplateName = Literal["ads_think", "boxed", "plain"]
 # force_from is a plain choice (a dropdown in the Prefect UI; an optional one shows as a str/None switch):
 # "none" recomputes nothing that is reusable, a stage name recomputes that stage and every later one. The choices
-# come from the one stage list (`ads_core.pipeline.order`).
+# come from the one stage list (`ads_core.config.stage_order`).
 ForceFrom = Literal[("none", *STAGE_NAMES)]  # type: ignore[valid-type]
 DEFAULT_CLUSTERS = 16
 

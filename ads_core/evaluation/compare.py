@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ads_core.common.errors import InputError
+from ads_core.common.jsonl import read_steps
 from ads_core.evaluation.evallog import EVAL_FILE, read_evals
 
 AVERAGE = "average"
@@ -91,8 +92,6 @@ def resolve_run(ref: str, runs_root: str = RUNS_ROOT) -> Path:
 
 def load_run(ref: str, name: str | None = None, runs_root: str = RUNS_ROOT) -> RunData:
     """A run's steps and evaluations; a run without any validation record is refused (nothing to compare)."""
-    from ads_core.train.trl.steps import read_steps
-
     folder = resolve_run(ref, runs_root)
     evals = read_evals(folder / EVAL_FILE)
     if not evals:

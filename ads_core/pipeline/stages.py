@@ -1,4 +1,4 @@
-"""The declared `Stage` objects of the build, in the order of the one stage list (`ads_core.pipeline.order`).
+"""The declared `Stage` objects of the build, in the order of the one stage list (`ads_core.config.stage_order`).
 
 Each stage is declared once, in its own module (`ads_core.stages.*`); the list says which and in what order. Both
 executors (`ads_core.pipeline.executor`: the in-process `build()` and the Prefect flow `ads-build`) read `STAGES`
@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import import_module
 
 from ads_core.config.build import BuildConfig
-from ads_core.pipeline.order import BUILD_STAGES
+from ads_core.config.stage_order import BUILD_STAGES
 from ads_core.pipeline.resolve import Target
 from ads_core.stages.base import Stage, StageContext
 
@@ -20,7 +20,9 @@ def load(name: str, where: str) -> Stage:
     module, _, attribute = where.partition(":")
     stage = getattr(import_module(module), attribute)
     if not isinstance(stage, Stage) or stage.name != name:
-        raise TypeError(f"ads_core.pipeline.order lists {name!r} at {where}, which declares no Stage named {name!r}")
+        raise TypeError(
+            f"ads_core.config.stage_order lists {name!r} at {where}, which declares no Stage named {name!r}"
+        )
     return stage
 
 

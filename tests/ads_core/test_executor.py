@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from ads_core.config.build import BuildConfig, RunConfig
+from ads_core.config.stage_order import BUILD_STAGES, STAGE_NAMES
 from ads_core.pipeline import lifecycle
 from ads_core.pipeline import stages as declared
 from ads_core.pipeline.executor import execute
-from ads_core.pipeline.order import BUILD_STAGES, STAGE_NAMES
 from ads_core.stages.base import Stage, StageContext
 
 

@@ -25,16 +25,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ads_core.common.jsonl import read_records
+from ads_core.common.jsonl import read_steps
 from ads_core.storage import fencing
 
 WINDOW_MEAN_SUFFIX = "/window_frac_mean"
 WINDOW_CLUSTER_PART = "/window_frac/"
-
-
-def read_steps(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The logged steps in order; a torn last line (a killed writer) is skipped."""
-    return read_records(path, lambda r: isinstance(r.get("step"), int))
 
 
 def keep_steps_up_to(path: str | os.PathLike[str], last_step: int) -> str | None:

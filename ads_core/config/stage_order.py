@@ -2,10 +2,10 @@
 report).
 
 Each entry is a stage's name and where it is declared (`module:attribute`, a `Stage`). This module imports
-nothing, so the config tree derives the `force_from` choices from it (`ads_core.config.build`) without importing
-the stages, which import the config. `ads_core.pipeline.stages` loads the declared `Stage` objects from it, and
-both executors, the in-process `build()` and the Prefect flow `ads-build`, run that list: a stage added here runs
-in both, and `force_from` offers it, with no other edit.
+nothing and lives in the config tree, which derives the `force_from` choices from it (`ads_core.config.build`)
+without importing the stages (they import the config). `ads_core.pipeline.stages` loads the declared `Stage`
+objects from it, and both executors, the in-process `build()` and the Prefect flow `ads-build`, run that list:
+a stage added here runs in both, and `force_from` offers it, with no other edit.
 """
 
 from __future__ import annotations
