@@ -16,7 +16,9 @@ project's grader, ``ads eval``'s temperature and top-p), 2 completions per probl
 ``--eval-every`` steps, into each run's ``eval.jsonl``. Samplers: ``uniform``; ``ads`` (the reference window);
 ``ads-frontier`` (``window="frontier"``); ``dots`` (DOTS-style); ``dynamic`` (DAPO-style dynamic sampling: groups
 whose rewards all agree are dropped and more generation batches are rolled out in the same step, so its
-rollouts are counted too). Every sampler keeps its default knobs; a seed sets the samplers' and TRL's seeds.
+rollouts are counted too); ``ads-skip`` and ``ads-frontier-skip`` (either window with pre-rollout skipping,
+``skip=True``: rows whose recent groups all agreed are skipped before rollout). Every sampler keeps its default
+knobs; a seed sets the samplers' and TRL's seeds.
 
 Reported with ``ads compare``'s code (``ads_core.evaluation.compare``; printed, and written to OUT/compare.md,
 OUT/compare.json and the plot OUT/compare.png, plus OUT/grpo_curriculum.json): held-out accuracy mean +- sd over
@@ -58,6 +60,8 @@ SAMPLERS: dict[str, dict[str, Any]] = {  # name -> TrainConfig.sampler, before t
     "ads-frontier": {"kind": "ads", "ads": {"window": "frontier"}},
     "dots": {"kind": "dots"},
     "dynamic": {"kind": "dynamic"},
+    "ads-skip": {"kind": "ads", "ads": {"skip": True}},
+    "ads-frontier-skip": {"kind": "ads", "ads": {"window": "frontier", "skip": True}},
 }
 
 
