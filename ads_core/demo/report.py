@@ -41,7 +41,8 @@ def summary_lines(result: dict[str, Any], groups: dict[str, list[Any]], steps: i
             f"  paired by seed: {cand_name} ended higher in {higher} of {seeds} seeds; difference "
             f"{sum(diffs) / len(diffs):+.3f} on average (from {min(diffs):+.3f} to {max(diffs):+.3f})"
         )
-    step_ratio, rollout_ratio = ratio_text(cand, "step_ratio"), ratio_text(cand, "rollout_ratio")
+    step_ratio, rollout_ratio = ratio_text(cand, "step_ratio", True), ratio_text(cand, "rollout_ratio", True)
+    span = cand.get("step_ratio_interval")
     lines.append(
         f"  to {base_name}'s final accuracy ({base['target']:.3f}): {cand_name} reached it in "
         f"{cand['reached']}/{seeds} seed(s); steps needed: {step_ratio} of {base_name}'s, "
@@ -53,6 +54,8 @@ def summary_lines(result: dict[str, Any], groups: dict[str, list[Any]], steps: i
         verdict = f"{cand_name} did NOT reach {base_name}'s final accuracy in this run"
     elif cand["reached"] < seeds:
         verdict = f"mixed: {cand_name} reached it in {cand['reached']} of {seeds} seeds only"
+    elif span is not None and span[0] < 1.0 <= span[1]:
+        verdict = f"no order resolved: the steps ratio's interval over seeds spans 1 ({step_ratio})"
     elif cand["step_ratio"] < 1.0:
         verdict = f"{cand_name} got there in fewer steps than {base_name} (ratio {step_ratio})"
     else:

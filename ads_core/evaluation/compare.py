@@ -9,13 +9,17 @@ the first evaluation at or above it; a run that never gets there counts as its w
 sets every run evaluated (the paper's average column); each set has its own rows too.
 
 A comparison entry is a group of runs: one run for ``ads compare``, one run per seed for the benchmark, which then
-reports the mean and sd over seeds, seed i of a group measured against seed i of the baseline.
+reports the mean and sd over seeds, seed i of a group measured against seed i of the baseline, and each ratio's
+95% interval: a percentile bootstrap over the seeds (2000 resamples, seeded, so the same runs give the same
+interval). With few seeds it is optimistic (it cannot be wider than the seeds' own range); read it as the least
+uncertainty there is, and claim no order that it does not support.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +131,16 @@ def _sd(values: Sequence[float]) -> float:  # ddof 0, as ads simulate
     return math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
 
 
+def bootstrap_interval(values: Sequence[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
+    """95% percentile-bootstrap interval of the mean of VALUES (one per seed); None for fewer than two."""
+    if len(values) < 2:
+        return None
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(sum(rng.choice(values) for _ in range(n)) / n for _ in range(resamples))
+    return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+
+
 def common_sets(runs: Sequence[RunData]) -> list[str]:
     """The sets every run evaluated, in the first run's order."""
     first = runs[0].sets
@@ -177,8 +191,8 @@ def summarize(groups: dict[str, list[RunData]], set_name: str = AVERAGE) -> list
                 "target": _mean([b.curve(set_name, sets)[-1].accuracy for b in base_runs]),
                 "reached": len(steps_hit),
                 "steps_mean": _mean(steps_hit) if steps_hit else None,
-                "step_ratio": None if any(math.isnan(v) for v in step_ratios) else _mean(step_ratios),
-                "rollout_ratio": None if any(math.isnan(v) for v in prompt_ratios) else _mean(prompt_ratios),
+                **_ratio_fields("step_ratio", step_ratios),
+                **_ratio_fields("rollout_ratio", prompt_ratios),
                 "steps": _mean([r.total_steps for r in runs]),
                 "prompts_rolled_out": rolled / len(runs),
                 "prompts_per_step": rolled / max(1, sum(r.total_steps for r in runs)),
@@ -189,13 +203,24 @@ def summarize(groups: dict[str, list[RunData]], set_name: str = AVERAGE) -> list
     return rows
 
 
-def ratio_text(row: dict[str, Any], key: str) -> str:
+def _ratio_fields(key: str, per_seed: list[float]) -> dict[str, Any]:
+    """KEY (the mean over seeds), KEY_per_seed and KEY_interval; all None where the baseline had nothing to reach."""
+    if any(math.isnan(v) for v in per_seed):
+        return {key: None, f"{key}_per_seed": None, f"{key}_interval": None}
+    return {key: _mean(per_seed), f"{key}_per_seed": per_seed, f"{key}_interval": bootstrap_interval(per_seed)}
+
+
+def ratio_text(row: dict[str, Any], key: str, interval: bool = False) -> str:
+    """The ratio as the tables show it: ">=" where some seeds never reached the target, and with INTERVAL its
+    bootstrap interval over seeds in brackets (a censored seed counts as its whole run, so a ">=" interval is a
+    lower bound too)."""
     if row[key] is None:
         return "n/a"
     if row["reached"] == 0:
         return "not reached"
     bound = ">= " if row["reached"] < row["runs"] else ""
-    return f"{bound}{row[key]:.2f}"
+    span = row.get(f"{key}_interval") if interval else None
+    return f"{bound}{row[key]:.2f}" + (f" [{span[0]:.2f}, {span[1]:.2f}]" if span else "")
 
 
 def compare(groups: dict[str, list[RunData]]) -> dict[str, Any]:

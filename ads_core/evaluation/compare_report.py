@@ -61,16 +61,18 @@ def reach_table(result: dict[str, Any], key: str | None = None) -> str:
         final = f"{row['final_mean']:.3f}" + (f" +- {row['final_sd']:.3f}" if row["runs"] > 1 else "")
         at = f"{row['steps_mean']:.0f}" if row["steps_mean"] is not None else "-"
         share = f"{row['informative_share']:.2f}" if row["informative_share"] is not None else "-"
+        steps, prompts = ratio_text(row, "step_ratio", True), ratio_text(row, "rollout_ratio", True)
         lines.append(
-            f"| {row['name']} | {final} | {row['reached']}/{row['runs']} | {at} | {ratio_text(row, 'step_ratio')} | "
-            f"{ratio_text(row, 'rollout_ratio')} | {row['prompts_per_step']:.1f} | {share} | {row['seconds']:.0f} |"
+            f"| {row['name']} | {final} | {row['reached']}/{row['runs']} | {at} | {steps} | {prompts} | "
+            f"{row['prompts_per_step']:.1f} | {share} | {row['seconds']:.0f} |"
         )
     lines += [
         "",
         "at step: the first evaluation at or above the target (mean over the runs that reach it). steps / prompts: "
-        f"the run's steps (prompts rolled out) to the target over {base}'s; '>=': some runs never reached it (counted "
-        f"as the whole run); n/a: {base} ended no better than it started. informative: share of rolled-out groups "
-        "whose rewards disagree. time: seconds of its logged steps.",
+        f"the run's steps (prompts rolled out) to the target over {base}'s, mean over seeds [95% bootstrap interval "
+        f"over seeds]; '>=': some runs never reached it (counted as the whole run); n/a: {base} ended no better than "
+        "it started. informative: share of rolled-out groups whose rewards disagree. time: seconds of its logged "
+        "steps.",
     ]
     return "\n".join(lines)
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ads_core.common.errors import InputError
-from ads_core.evaluation.compare import AVERAGE, load_run, ratio_text, summarize
+from ads_core.evaluation.compare import AVERAGE, bootstrap_interval, load_run, ratio_text, summarize
 from ads_core.evaluation.compare_report import write_comparison
 from ads_core.evaluation.evallog import append_evals, eval_records, keep_evals_up_to, read_evals
 
@@ -80,6 +80,19 @@ def test_seeds_mean_ratios_and_a_seed_that_never_reaches_counts_as_its_whole_run
     (row,) = [r for r in summarize({"uniform": base, "mixed": mixed}, "math500") if r["name"] == "mixed"]
     assert row["reached"] == 1 and row["step_ratio"] == (0.5 + 1.0) / 2 and row["rollout_ratio"] == 0.75
     assert ratio_text(row, "step_ratio") == ">= 0.75" and row["final_sd"] == pytest.approx(0.1)
+    # each seed's ratio is kept, and the bootstrap interval of their mean lies within the seeds' own range
+    assert row["step_ratio_per_seed"] == [0.5, 1.0] and row["rollout_ratio_per_seed"] == [0.5, 1.0]
+    assert row["step_ratio_interval"] == (0.5, 1.0)
+    assert ratio_text(row, "step_ratio", interval=True) == ">= 0.75 [0.50, 1.00]"
+
+
+def test_the_bootstrap_interval_is_seeded_and_narrows_with_more_seeds():
+    assert bootstrap_interval([0.7]) is None  # one seed: no spread to resample
+    assert bootstrap_interval([0.4, 0.4, 0.4]) == pytest.approx((0.4, 0.4))
+    few, many = bootstrap_interval([0.2, 0.6, 1.0]), bootstrap_interval([0.2, 0.6, 1.0] * 10)
+    assert few == bootstrap_interval([0.2, 0.6, 1.0])  # the same seeds give the same interval
+    assert 0.2 <= few[0] < 0.6 < few[1] <= 1.0
+    assert few[0] < many[0] < 0.6 < many[1] < few[1]
 
 
 def test_nothing_to_reach_when_the_baseline_ends_where_it_started(tmp_path: Path):
