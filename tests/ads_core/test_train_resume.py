@@ -64,6 +64,31 @@ def test_a_run_that_lost_its_lock_writes_no_step(tmp_path: Path):
     assert [r["step"] for r in read_steps(run_dir / "steps.jsonl")] == [1]
 
 
+def test_a_run_that_lost_its_lock_exports_no_final_model_and_logs_no_completion(tmp_path: Path, tiny_model_dir: Path):
+    pytest.importorskip("trl")
+    from types import SimpleNamespace
+
+    from ads_core.config.train import TrainConfig
+    from ads_core.train.trl.final import FINAL_DIR, export_final
+    from ads_core.train.trl.hooks import COMPLETIONS_FILE, RunHooks
+
+    run_dir = tmp_path / "run"
+    hooks = RunHooks(TrainConfig(trl={"log_completions": True}), str(run_dir))
+    logs = {"prompt": ["1+1?"], "completion": ["\\boxed{2}"], "rewards": {"math": [1.0]}, "advantages": [0.0]}
+    hooks.trainer = SimpleNamespace(_logs=logs, num_generations=1)
+    with holding_run(str(run_dir)) as fence:
+        hooks._write_completions(1)  # while the run holds its folder
+        store, key = run_lock_store(str(run_dir)), run_lock_key(str(run_dir))
+        assert fence is not None and store.create(key, fence.token + 1, {"holder": "thief", "pid": 1})  # taken over
+        with pytest.raises(LockLost, match="lost the training run lock"):
+            hooks._write_completions(2)
+        with pytest.raises(LockLost, match="lost the training run lock"):
+            facts = {"base_model": str(tiny_model_dir), "artifact": "a.parquet", "sampler": "ads", "experiment": "x"}
+            export_final(str(run_dir), tiny_model_dir, 2, facts | {"prompts_per_step": 8, "lora_rank": 0})
+    assert [r["step"] for r in read_steps(run_dir / COMPLETIONS_FILE)] == [1]
+    assert not (run_dir / FINAL_DIR).exists() and not list(run_dir.glob(f".{FINAL_DIR}*"))  # no temp export left
+
+
 def _checkpoint(root: Path, step: int, run_id: str = "r1") -> Path:
     folder = root / f"checkpoint-{step}"
     folder.mkdir(parents=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ads_core import storage
+from ads_core.storage import fencing
 
 FINAL_DIR = "final"
 PLOT_FILE = "training.png"
@@ -77,6 +78,7 @@ def export_final(run_dir: str, checkpoint: str | os.PathLike[str], step: int, fa
         AutoTokenizer.from_pretrained(str(checkpoint)).save_pretrained(str(tmp))
         (tmp / "README.md").write_text(model_card(facts), encoding="utf-8")
         (tmp / RUN_FILE).write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
+        fencing.check_publish(str(target))  # a run that lost its lock on the run folder exports nothing
         if target.exists():
             os.replace(target, old)
         os.replace(tmp, target)

@@ -31,6 +31,7 @@ from transformers import TrainerCallback
 
 from ads_core import storage
 from ads_core.config.train import TrainConfig
+from ads_core.storage import fencing
 from ads_core.train.trl.steps import read_steps
 
 COMPLETIONS_FILE = "completions.jsonl"
@@ -140,6 +141,7 @@ class RunHooks(TrainerCallback):
                     "advantage": float(logged["advantages"][i]) if i < len(logged["advantages"]) else None,
                 }
             )
+        fencing.check_publish(str(self.completions))  # a run that lost its lock on the run folder logs nothing more
         with open(self.completions, "a", encoding="utf-8") as f:
             for line in lines:
                 f.write(json.dumps(line) + "\n")
