@@ -1,11 +1,13 @@
-"""The build runner: runs the `ads-build` flow in this process, as `ads build` does, and owns everything around it.
+"""The build runner: runs the `ads-build` flow in this process, as `ads build` does, and owns everything around it
+(`flow_session`, which `ads demo` runs its flow in too).
 
 Before Prefect starts (seconds of start-up) it refuses what would fail later in one line: credentials in SOURCE or
 OUT, a missing SOURCE file, bad lock settings, an OUT it cannot write, a Dask scheduler nobody answers at. Then it
-prepares Prefect's environment (`prefect_env`), starts the temporary server when no server is configured (stopped
-with this process, kill -9 included: `server`), turns SIGTERM into Ctrl-C, and runs the flow. On Ctrl-C / SIGTERM
-it releases the build's locks, marks the run Crashed (`runs.mark_crashed`) and exits at once with status 130;
-bad input or a lost lock ends the run with one line (`BuildFailed`, status 2).
+prepares Prefect's environment (`prefect_env`), starts the temporary server when no server is configured (in a
+session of its own, so a Ctrl-C at the terminal does not reach it; stopped with this process, kill -9 included:
+`server`), and runs the flow. On Ctrl-C / SIGTERM it unwinds the flow, releases the locks, marks the run Crashed
+(`runs.mark_crashed`) and exits with status 130, within GRACE_S even when work in a thread or a worker process
+keeps the flow from unwinding; bad input or a lost lock ends the run with one line (`BuildFailed`, status 2).
 
 The flow is passed in (`load_flow`, called once the environment is set, since Prefect reads it when first
 imported): this module sits below the flows and never imports them.
@@ -131,28 +133,15 @@ def run_build(
     Returns the flow's result and the run's page; raises BuildFailed (one line, exit status 2); on Ctrl-C /
     SIGTERM the process exits with status 130 after releasing its locks."""
     check_before_start(source, out, cfg)
-    from ads_prefect.runtime.prefect_env import local_prefect_env
-
-    with quiet_terminal(), local_prefect_env(cache_dir) as api_url:
-        if api_url is None:
-            say(
-                "no Prefect server configured: starting a temporary local one (ephemeral mode, ~10-20 s); "
-                "run `ads server` and set PREFECT_API_URL to skip this and watch in the UI"
-            )
-        from prefect.exceptions import ParameterTypeError, TerminationSignal
+    with flow_session(cache_dir, progress, say, "the build", "skip this and watch in the UI") as api_url:
+        from prefect.exceptions import ParameterTypeError
 
         from ads_core.locks.manager import LockWaitTimeout
         from ads_core.models import ModelLoadError
-        from ads_prefect.runtime.progress import set_progress_factory
         from ads_prefect.runtime.runs import run_url
-        from ads_prefect.runtime.server import start_temporary_server, stop_temporary_server
 
         flow = load_flow()
-        set_progress_factory(progress)
-        previous_term = signal.signal(signal.SIGTERM, _interrupt(say))  # SIGTERM stops the build like Ctrl-C
         try:
-            if api_url is None:
-                start_temporary_server()  # stopped with this process, kill -9 included
             sections = {name: getattr(cfg, name) for name in BuildConfig.model_fields}
             result = flow(source=source or None, dataset=dataset, out=out, **sections)
             page = run_url(result["flow_run"]["id"]) if api_url else None  # while the server's settings apply
@@ -166,19 +155,49 @@ def run_build(
             LockLost,
         ) as exc:  # one `error:` line; LockLost: another build took OUT over and this one published nothing more
             raise BuildFailed(exc) from None
-        except (KeyboardInterrupt, TerminationSignal):  # Ctrl-C, or SIGTERM (Prefect's handler while the flow runs)
-            stop_now(say)
-        finally:
-            signal.signal(signal.SIGTERM, previous_term)
-            set_progress_factory(None)
-            if api_url is None:
-                stop_temporary_server()  # its goodbye line would otherwise follow the summary or the error
     return BuildRun(result, page)
 
 
-def _interrupt(say: Say) -> Callable[[int, object], None]:
-    """A SIGTERM handler that unwinds like Ctrl-C; if a stage computing in a worker thread keeps the flow from
-    unwinding, a timer marks the run Crashed, releases our locks and exits after GRACE_S."""
+@contextmanager
+def flow_session(cache_dir: Path, progress: Any, say: Say, what: str, hint: str) -> Iterator[str | None]:
+    """Around a flow run in this process (`ads build`, `ads demo`): Prefect's environment, the temporary server
+    when none is configured (yields its API URL, None in ephemeral mode), the progress bars, SIGTERM turned into
+    Ctrl-C, and on either the exit with status 130 (`stop_now`). WHAT names the work in the interrupt line, HINT
+    ends the ephemeral-mode note."""
+    from ads_prefect.runtime.prefect_env import local_prefect_env
+
+    with quiet_terminal(), local_prefect_env(cache_dir) as api_url:
+        if api_url is None:
+            say(
+                "no Prefect server configured: starting a temporary local one (ephemeral mode, ~10-20 s); "
+                f"run `ads server` and set PREFECT_API_URL to {hint}"
+            )
+        from prefect.exceptions import TerminationSignal
+
+        from ads_prefect.runtime.progress import set_progress_factory
+        from ads_prefect.runtime.server import start_temporary_server, stop_temporary_server
+
+        set_progress_factory(progress)
+        interrupt = _interrupt(say, what)  # Ctrl-C and SIGTERM alike: unwind, and exit after GRACE_S regardless
+        previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            if api_url is None:
+                start_temporary_server()  # stopped with this process, kill -9 included
+            yield api_url
+        except (KeyboardInterrupt, TerminationSignal):  # Ctrl-C, or SIGTERM (Prefect's handler while the flow runs)
+            stop_now(say, what=what)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            set_progress_factory(None)
+            if api_url is None:
+                stop_temporary_server()  # its goodbye line would otherwise follow the summary or the error
+
+
+def _interrupt(say: Say, what: str) -> Callable[[int, object], None]:
+    """A SIGINT / SIGTERM handler that unwinds like Ctrl-C; if a stage computing in a worker thread (or a task
+    waiting on a training worker) keeps the flow from unwinding, a timer marks the run Crashed, releases our
+    locks and exits after GRACE_S."""
 
     def handler(signum: int, frame: object) -> None:
         try:
@@ -188,7 +207,7 @@ def _interrupt(say: Say) -> Callable[[int, object], None]:
             run_id = str(run.flow_run.id) if run and run.flow_run else None
         except Exception:  # noqa: BLE001 - no flow running yet
             run_id = None
-        timer = threading.Timer(GRACE_S, stop_now, args=(say,), kwargs={"crashed_run": run_id})
+        timer = threading.Timer(GRACE_S, stop_now, args=(say,), kwargs={"crashed_run": run_id, "what": what})
         timer.daemon = True
         timer.start()
         raise KeyboardInterrupt
@@ -196,7 +215,7 @@ def _interrupt(say: Say) -> Callable[[int, object], None]:
     return handler
 
 
-def stop_now(say: Say = say_stderr, crashed_run: str | None = None) -> None:
+def stop_now(say: Say = say_stderr, crashed_run: str | None = None, what: str = "the build") -> None:
     """After Ctrl-C / SIGTERM: release our locks, ship pending run logs, and exit at once with 130.
 
     The flow run is already marked Crashed by Prefect when it unwound; when it did not (CRASHED_RUN), it is marked
@@ -212,10 +231,7 @@ def stop_now(say: Say = say_stderr, crashed_run: str | None = None) -> None:
             mark_crashed(crashed_run, "stopped by SIGTERM / Ctrl-C")
         except Exception:  # noqa: BLE001 - the server may be gone too; the next build marks it instead
             pass
-    say(
-        "interrupted: the build stopped and released its locks; rerun the same command to resume from the "
-        "finished stages"
-    )
+    say(f"interrupted: {what} stopped and released its locks; rerun the same command to resume from what finished")
     try:
         from prefect.logging.handlers import APILogWorker
 

@@ -6,6 +6,9 @@ listed in `ads_core/common/private_apis.py` and pinned by `tests/integrations/te
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -28,7 +31,8 @@ def start_temporary_server() -> str:
     if spawn is not None and not server.running:
 
         def spawn_reaped() -> Any:
-            process = spawn()
+            with own_session():
+                process = spawn()
             reap_with_me(process.pid)
             return process
 
@@ -37,6 +41,26 @@ def start_temporary_server() -> str:
     if spawn is None and server.server_process is not None:  # an unknown Prefect: attach once it answers
         reap_with_me(server.server_process.pid)
     return server.api_url
+
+
+@contextmanager
+def own_session() -> Iterator[None]:
+    """Processes started in this block (from this thread) get a session of their own, so a Ctrl-C at the terminal,
+    which signals the whole foreground process group, does not reach them: the temporary server died of it while
+    the interrupted flow still had to report to it, and the command then hung retrying a server that was gone.
+    We stop the server ourselves (`stop_temporary_server`, or the watchdog when this process dies)."""
+    original = subprocess.Popen
+
+    class SessionPopen(original):  # type: ignore[valid-type,misc]  # a Popen still, for isinstance checks
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("start_new_session", True)
+            super().__init__(*args, **kwargs)
+
+    subprocess.Popen = SessionPopen  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        subprocess.Popen = original  # type: ignore[misc]
 
 
 def stop_temporary_server() -> None:

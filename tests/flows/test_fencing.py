@@ -13,6 +13,8 @@ import hashlib
 import json
 import os
 import signal
+import sqlite3
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -225,6 +227,47 @@ def test_kill_9_of_ads_build_takes_its_temporary_prefect_server_along(
         kill_9_and_assert_all_gone(proc, started)
     finally:
         h.stop_process(proc)
+
+
+@pytest.mark.slow
+def test_ctrl_c_at_the_terminal_stops_ads_build_and_its_temporary_server(
+    h: Any, prefect_server: Any, prefect_home_copy: Any, sample_source: Path, tiny_model: str, tmp_path: Path
+):
+    """A terminal's Ctrl-C signals the whole foreground process group. The temporary server died of it first,
+    and the interrupted build then hung, retrying a server that was gone, its run left Running (regression): the
+    server now has a session of its own, records the run Crashed, and the build exits with 130, taking it along."""
+    marker, log = tmp_path / "paused", tmp_path / "build.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}  # no server: ephemeral mode
+    env.update(
+        PREFECT_HOME=str(prefect_home_copy(prefect_server.home, tmp_path / "prefect-home")),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        ADS_LOCK_DIR=str(tmp_path / "locks"),
+        ADS_TEST_PAUSE_STAGE=f"format:{marker}",
+    )
+    args = ["build", str(sample_source), "--out", str(tmp_path / "out"), "-k", "4", "--max-length", "256"]
+    database = tmp_path / "prefect-home" / "prefect.db"  # a copy of the session server's: it holds other runs
+    with sqlite3.connect(database) as db:
+        before = {row[0] for row in db.execute("SELECT id FROM flow_run")}
+    proc = h.start_process([ads_cli(), *args], log, env)  # its own session: the group a terminal would signal
+    try:
+        wait_for(marker, proc)
+        started = descendants(proc.pid)
+        assert [p for p, cmd in started.items() if "prefect.server.api.server:create_app" in cmd], started
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            code = proc.wait(60)  # a bound, not a timing claim: it hung for minutes before the fix
+        except subprocess.TimeoutExpired:
+            pytest.fail("ads build was still running 60 s after Ctrl-C: " + log.read_text()[-2000:])
+    finally:
+        h.stop_process(proc)
+    assert code == 130 and "interrupted: the build stopped" in log.read_text(), log.read_text()[-3000:]
+    deadline = time.monotonic() + 20  # the server goes with the build (stopped, or by its watchdog)
+    while any(alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not {p: cmd for p, cmd in started.items() if alive(p)}
+    with sqlite3.connect(database) as db:  # the server lived to record the run's end
+        states = [state for run, state in db.execute("SELECT id, state_type FROM flow_run") if run not in before]
+    assert states == ["CRASHED"], states
 
 
 def answers(port: int) -> bool:
