@@ -169,6 +169,19 @@ def hold_run_folder(ctx: typer.Context, run_dir: str) -> None:
     ctx.call_on_close(stack.close)
 
 
+def interrupted(run_dir: str) -> typer.Exit:
+    """After Ctrl-C: which checkpoint a rerun of the same command resumes from (the newest complete one)."""
+    from pathlib import Path
+
+    from ads_core.train.resume.manifest import checkpoint_folders, has_manifest
+
+    found = checkpoint_folders(Path(run_dir) / "checkpoints")
+    done = [(step, folder) for step, folder in found if has_manifest(folder)]
+    where = f"from {done[-1][1]} (step {done[-1][0]})" if done else "from the start (no checkpoint was complete yet)"
+    console.print(f"interrupted: training stopped; rerun the same command to resume {where}", highlight=False)
+    return typer.Exit(code=130)
+
+
 def show_dry_run(plan: Any) -> None:
     """The trainer's dry-run text on stdout (verl: its resolved config and command; TRL: the resolved
     TrainConfig and batch layout), then one line on what was checked."""
@@ -230,6 +243,9 @@ def train_with_progress(plan: Any, trun: Any) -> None:
             result = trun.execute(plan, on_step=on_step)
         except (ValueError, RuntimeError) as exc:
             raise fail(error_text(exc, spell_flag)) from None
+        except KeyboardInterrupt:  # Ctrl-C: one line on what the run folder keeps, status 130
+            progress.stop()
+            raise interrupted(plan.run_dir) from None
         if result.steps:
             progress.update(task, completed=result.steps[-1]["step"])
     for note in result.notes:

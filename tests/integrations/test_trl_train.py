@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -154,6 +155,31 @@ def _command(artifact: Path, run_dir: Path, steps: int) -> list[str]:
         "--save-steps",
         "1",  # a checkpoint every step: the test kills the run once checkpoint 2 is complete
     ]
+
+
+def test_ctrl_c_stops_training_with_one_line_naming_the_checkpoint_a_rerun_resumes_from(
+    final_artifact: Path, tmp_path: Path
+):
+    """A terminal's Ctrl-C (SIGINT to the whole process group): status 130 and one line, not a traceback."""
+    run_dir = tmp_path / "run"
+    command = _command(final_artifact, run_dir, 200)  # far more steps than it gets to run
+    env = {**os.environ, "COLUMNS": "200"}
+    log = tmp_path / "train.log"
+    with open(log, "wb") as fh:  # a file, not a pipe: nobody reads a pipe while the run trains
+        proc = subprocess.Popen(command, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    marker = run_dir / "checkpoints" / "checkpoint-2" / "trainer_state.json"
+    deadline = time.monotonic() + 240
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), log.read_text()[-3000:]
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.wait(60)  # a bound, not a timing claim
+    printed = log.read_text()
+    assert proc.returncode == 130 and "Traceback" not in printed, printed[-3000:]
+    (line,) = [x for x in printed.splitlines() if x.startswith("interrupted:")]
+    assert re.fullmatch(
+        r"interrupted: training stopped; rerun the same command to resume from \S+/checkpoint-(\d+) \(step \1\)", line
+    )
 
 
 @pytest.mark.slow  # two `ads train` processes (each imports torch, transformers and TRL): ~25 s on an idle 2-core box
