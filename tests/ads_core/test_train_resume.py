@@ -73,6 +73,7 @@ def test_a_run_that_lost_its_lock_exports_no_final_model_and_logs_no_completion(
     from ads_core.train.trl.hooks import COMPLETIONS_FILE, RunHooks
 
     run_dir = tmp_path / "run"
+    run_dir.mkdir()  # training made it before the first step
     hooks = RunHooks(TrainConfig(trl={"log_completions": True}), str(run_dir))
     logs = {"prompt": ["1+1?"], "completion": ["\\boxed{2}"], "rewards": {"math": [1.0]}, "advantages": [0.0]}
     hooks.trainer = SimpleNamespace(_logs=logs, num_generations=1)
