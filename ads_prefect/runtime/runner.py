@@ -161,9 +161,9 @@ def run_build(
 @contextmanager
 def flow_session(cache_dir: Path, progress: Any, say: Say, what: str, hint: str) -> Iterator[str | None]:
     """Around a flow run in this process (`ads build`, `ads demo`): Prefect's environment, the temporary server
-    when none is configured (yields its API URL, None in ephemeral mode), the progress bars, SIGTERM turned into
-    Ctrl-C, and on either the exit with status 130 (`stop_now`). WHAT names the work in the interrupt line, HINT
-    ends the ephemeral-mode note."""
+    when none is configured (yields its API URL, None in ephemeral mode), the progress bars, and SIGINT / SIGTERM
+    handled alike: unwind, then exit with status 130 (`stop_now`), at the latest GRACE_S after the signal. WHAT
+    names the work in the interrupt line, HINT ends the ephemeral-mode note."""
     from ads_prefect.runtime.prefect_env import local_prefect_env
 
     with quiet_terminal(), local_prefect_env(cache_dir) as api_url:
