@@ -16,12 +16,12 @@ times the prompts per step.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ads_core.common.jsonl import read_records
 from ads_core.evaluation.evallog import append_evals, eval_records
 
 _CORE = re.compile(r"^val-core/(?P<set>.+)/(?P<var>[^/]+)/mean@(?P<k>\d+)$")
@@ -57,18 +57,7 @@ def val_records(
 
 def read_metric_lines(path: str | Path) -> list[dict[str, Any]]:
     """verl's metrics JSONL; a torn or foreign line is skipped."""
-    p = Path(path)
-    if not p.is_file():
-        return []
-    lines = []
-    for text in p.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            lines.append(record)
-    return lines
+    return read_records(path, lambda record: True)
 
 
 def copy_validation(plan: Any) -> int:
