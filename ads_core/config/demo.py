@@ -13,14 +13,15 @@ from pydantic import Field
 
 from ads_core.config.base import FrozenSection, Section, tuning
 
-Family = Literal["max", "min", "sum"]
+Family = Literal["max", "min", "sum", "range", "product"]
 
 
 class DemoTaskConfig(FrozenSection):
     """The synthetic arithmetic task: families (the semantic groups) x levels (L + 1 one-digit operands, L = 1..4).
 
     The held-out set is drawn first, then the train set, then the warm-up set, with no question in two of them.
-    Level 1 has 100 distinct questions per family, so train_per_cell + test_per_cell stays below 100."""
+    Level 1 has 100 distinct questions per family (64 for product, whose operands are 2..9), so
+    train_per_cell + test_per_cell stays below that. The study's task (docs/study.md) adds range and product."""
 
     seed: int = Field(0, ge=0, description="Seed of the problem generator.", json_schema_extra={"flag": "--task-seed"})
     families: tuple[Family, ...] = tuning(default=("max", "min", "sum"), min_length=1, description="Problem families.")

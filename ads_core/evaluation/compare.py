@@ -131,14 +131,17 @@ def _sd(values: Sequence[float]) -> float:  # ddof 0, as ads simulate
     return math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
 
 
-def bootstrap_interval(values: Sequence[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
-    """95% percentile-bootstrap interval of the mean of VALUES (one per seed); None for fewer than two."""
+def bootstrap_interval(
+    values: Sequence[float], resamples: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float] | None:
+    """LEVEL percentile-bootstrap interval of the mean of VALUES (one per seed); None for fewer than two."""
     if len(values) < 2:
         return None
     rng = random.Random(seed)
     n = len(values)
     means = sorted(sum(rng.choice(values) for _ in range(n)) / n for _ in range(resamples))
-    return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+    tail = (1.0 - level) / 2
+    return means[round(tail * resamples)], means[round((1.0 - tail) * resamples) - 1]
 
 
 def common_sets(runs: Sequence[RunData]) -> list[str]:
