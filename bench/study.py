@@ -21,7 +21,8 @@ Sizes: the declared one (default: seeds 1000-1015, 80 steps); ``--pilot`` (seeds
 ads-frontier: the spread that sizes the study); ``--smoke`` (tiny, 2 seeds, 2 steps: the suite's check that
 everything runs; it measures nothing). Any other seeds or steps are not the declared study and are labelled so.
 
-Run: ``.venv/bin/python bench/study.py [--pilot | --smoke] [--jobs 2] [--dask local] [--out DIR]``.
+Run: ``.venv/bin/python bench/study.py [--pilot | --smoke] [--jobs 2] [--dask local] [--out DIR]``;
+``--start-only`` warms up the policy and prints the step-0 shares of the training set, and nothing else.
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[StudyConfig, list[str]]:
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--smoke", "--quick", dest="smoke", action="store_true", help="tiny: runs, measures nothing")
     size.add_argument("--pilot", action="store_true", help="the pilot: seeds 900-903, uniform and both ADS windows")
+    parser.add_argument(
+        "--start-only", action="store_true", help="only warm up the policy and print the step-0 shares (no GRPO)"
+    )
     parser.add_argument("--out", default=None, help="output folder (default bench-out/study[-pilot|-smoke])")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time without Dask (default 2)")
     parser.add_argument("--dask", default=None, help="local, or a Dask scheduler address: spread the runs over it")
@@ -99,7 +103,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[StudyConfig, list[str]]:
     runnable, skipped = available(names, named_samplers())
     changes["samplers"] = runnable
     changes["out"] = args.out or ("bench-out/study" if kind == "study" else f"bench-out/study-{kind}")
-    return cfg.replaced(**changes), notes + skipped
+    return cfg.replaced(**changes), notes + skipped + (["start only"] if args.start_only else [])
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -107,6 +111,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     for note in notes:
         print(f"note: {note}", flush=True)
+    if "start only" in notes:
+        return start_only(cfg)
     known = named_samplers()
     sections = {name: known[name] for name in cfg.samplers}
     from ads_prefect.flows.launch import run_study
@@ -122,6 +128,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         flush=True,
     )
     return result
+
+
+def start_only(cfg: StudyConfig) -> dict[str, Any]:
+    """The task, the warmed-up policy and the step-0 shares (what docs/study.md's start regime states), no GRPO."""
+    from ads_core.demo.start import shares_table
+    from ads_core.demo.study import prepare_study
+
+    started = time.perf_counter()
+    prepared = prepare_study(cfg)
+    print(f"task: {prepared.counts}; policy {prepared.policy}")
+    print(shares_table(prepared.start))
+    print(f"wall {time.perf_counter() - started:.0f} s")
+    return prepared.start
 
 
 if __name__ == "__main__":

@@ -10,9 +10,8 @@ from __future__ import annotations
 from pydantic import Field
 
 from ads_core.config.base import Section, tuning
-from ads_core.config.demo import DemoPolicyConfig, DemoTaskConfig
+from ads_core.config.demo import STUDY_FAMILIES, DemoPolicyConfig, DemoTaskConfig
 
-STUDY_FAMILIES = ("max", "min", "sum", "range", "product")
 REPORTED_SEEDS = tuple(range(1000, 1016))  # docs/study.md: 1000 .. 1000 + N - 1, N = 16 unless the pilot says more
 PILOT_SEEDS = (900, 901, 902, 903)
 STUDY_SAMPLERS = ("uniform", "ads", "ads-frontier", "dots", "dots+rr", "dynamic")

@@ -135,6 +135,7 @@ def train_config(cfg: DemoConfig, sampler: str, seed: int, policy: str, heldout:
             "num_generations": cfg.num_generations,
             "max_completion_length": cfg.max_completion_length,
             "learning_rate": cfg.learning_rate,
+            "temperature": cfg.temperature,
             "seed": seed,
             "save_steps": steps,
             "keep_checkpoints": 1,

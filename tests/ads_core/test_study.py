@@ -17,7 +17,8 @@ from ads_core.evaluation.compare import RunData
 
 
 def test_the_demo_task_is_unchanged_and_the_study_task_adds_two_families():
-    demo = make_task(DemoTaskConfig())  # the demo's default task, as it was before the study's families
+    earlier = DemoTaskConfig(families=("max", "min", "sum"), train_per_cell=60, test_per_cell=25)
+    demo = make_task(earlier)  # the demo's earlier task: the same problems as before the study's families
     assert demo.train[0].question == "What is the largest of 2, 6, 7, 8?" and len(demo.warmup) == 2718
     cfg = StudyConfig()
     task = make_task(cfg.task)
