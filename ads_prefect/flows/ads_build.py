@@ -39,6 +39,7 @@ from ads_core.stages.base import StageContext
 from ads_core.storage import manifest as mf
 from ads_core.storage.errors import StorageError
 from ads_prefect.flows.executor import PrefectExecutor
+from ads_prefect.flows.setup import prepare_process
 from ads_prefect.runtime.prefect_env import BUILD_TIMEOUT_ENV, BUILD_TIMEOUT_S, flow_timeout
 from ads_prefect.runtime.runs import mark_crashed, run_url
 from ads_prefect.tasks.handoff import start_training
@@ -120,6 +121,7 @@ def ads_build(
         report: the build report.
         run: force_from, Dask, the ads-train hand-off and result storage.
     """
+    prepare_process()
     logger = get_run_logger()
     target = resolve(source, out, dataset, format.name)
     cfg = BuildConfig(format=format, score=score, cluster=cluster, report=report, run=run)

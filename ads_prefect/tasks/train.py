@@ -88,16 +88,15 @@ class _OneLineFailedRun(logging.Filter):
         return True
 
 
-def _install_filter() -> None:
+def install_log_filters() -> None:
+    """Failed training runs log one line (idempotent); applied by the flows when they start
+    (`ads_prefect.flows.setup`), never at import."""
     logger = logging.getLogger("prefect.task_runs")
     if not any(isinstance(f, _NoTracebackForExpectedErrors) for f in logger.filters):
         logger.addFilter(_NoTracebackForExpectedErrors())
     for name in ("prefect.flow_runs", "prefect.engine"):
         if not any(isinstance(f, _OneLineFailedRun) for f in logging.getLogger(name).filters):
             logging.getLogger(name).addFilter(_OneLineFailedRun())
-
-
-_install_filter()
 
 
 def failure_line(exc: BaseException, limit: int = 300) -> str:

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from ads_core.locks.store import DirLockStore
 from ads_core.storage.fencing import LockLost
 from ads_core.train.errors import RunStateError, TrainOptionError
 from ads_core.train.resume import identity, manifest, saving
-from ads_core.train.resume.lock import holding_run, run_lock_key, run_lock_store
+from ads_core.train.resume.lock import holding_run, refuse_if_held, run_lock_key, run_lock_store
 from ads_core.train.trl.steps import StepWriter, keep_steps_up_to, read_steps
 
 HOLD = """
@@ -50,6 +51,40 @@ def test_a_second_run_on_the_folder_is_refused_in_one_line_naming_the_holder(tmp
         child.wait(30)
     with holding_run(str(run_dir)):  # released at the holder's end: the next run gets it
         pass
+
+
+@pytest.mark.parametrize("lock_dir_for", ["holder", "second"])
+def test_two_runs_one_with_ads_lock_dir_one_without_never_both_train(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lock_dir_for: str
+):
+    """Issue 41: ADS_LOCK_DIR moved the run folder's lock instead of adding one, so a run with it and a run without
+    it both trained one folder (steps.jsonl = [1, 1, 2, 2, 3, 3])."""
+    run_dir, held, done, locks = tmp_path / "run", tmp_path / "held", tmp_path / "done", tmp_path / "locks"
+    env = {k: v for k, v in os.environ.items() if k != "ADS_LOCK_DIR"}
+    if lock_dir_for == "holder":
+        env["ADS_LOCK_DIR"] = str(locks)
+    else:
+        monkeypatch.setenv("ADS_LOCK_DIR", str(locks))
+    child = subprocess.Popen([sys.executable, "-c", HOLD, str(run_dir), str(held), str(done)], env=env)
+    try:
+        while not held.exists():
+            assert child.poll() is None, "the holder died"
+            time.sleep(0.02)
+        with pytest.raises(RunStateError, match=f":{child.pid} "):
+            refuse_if_held(str(run_dir))
+        with pytest.raises(RunStateError, match=f":{child.pid} "):
+            with holding_run(str(run_dir)):
+                pass
+    finally:
+        done.write_text("")
+        child.wait(30)
+    assert run_lock_store(str(run_dir)).location == str(run_dir / ".lock")  # the run folder's own, in both runs
+    with holding_run(str(run_dir)) as fence:  # released by the holder: ours now (and the lock dir's, when we see it)
+        assert fence is not None and fence.store == str(run_dir / ".lock")
+        newest = DirLockStore(locks).newest(run_lock_key(str(run_dir)))
+        assert newest is not None
+        holder = os.getpid() if lock_dir_for == "second" else child.pid
+        assert newest.record["pid"] == holder and bool(newest.record.get("released")) is (lock_dir_for == "holder")
 
 
 def test_a_run_that_lost_its_lock_writes_no_step(tmp_path: Path):
