@@ -210,7 +210,7 @@ def dtype_and_packing(model_dir: str, cfg, rows, fp32, real: int, rounds: int) -
     import torch
 
     from ads_core import models
-    from ads_core.stages.score.hf import TransformersScorer
+    from ads_core.stages.score.transformers_scorer import TransformersScorer
 
     name = models.dtype_name("cpu", "auto", model_dir)
     reason = auto_reason(model_dir)
@@ -276,8 +276,8 @@ def main() -> int:
 
     from ads_core import models
     from ads_core.config.build import ScoreConfig
-    from ads_core.stages.score.hf import TransformersScorer
     from ads_core.stages.score.scorer import tokenize_row
+    from ads_core.stages.score.transformers_scorer import TransformersScorer
 
     torch.set_num_threads(args.threads)
     model_dir = models.resolve_model(args.model or "bench")

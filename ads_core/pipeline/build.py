@@ -22,8 +22,8 @@ from ads_core.config.build import BuildConfig
 from ads_core.locks.manager import owning
 from ads_core.pipeline import lifecycle
 from ads_core.pipeline.executor import execute
-from ads_core.pipeline.keys import reusable, run_stage, stage_key
 from ads_core.pipeline.resolve import resolve
+from ads_core.pipeline.stage_keys import reusable, run_stage, stage_key
 from ads_core.pipeline.stages import context
 from ads_core.stages.base import SHARD_SLOT, ProgressFactory, Stage, StageContext
 from ads_core.storage import manifest as mf

@@ -23,7 +23,7 @@ from prefect.states import Completed, State
 from ads_core.config.build import BuildConfig
 from ads_core.locks.fence import fenced, stopping_when_lost
 from ads_core.pipeline import lifecycle
-from ads_core.pipeline.keys import cache_key, outputs_digest, reusable, run_stage
+from ads_core.pipeline.stage_keys import cache_key, outputs_digest, reusable, run_stage
 from ads_core.pipeline.stages import stage_context, stages_by_name
 from ads_core.stages.base import Stage, StageContext
 from ads_prefect.runtime.progress import progress
