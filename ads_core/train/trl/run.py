@@ -2,7 +2,7 @@
 checkpoint; train; return where everything went.
 
 Resume. A checkpoint folder counts when it holds its manifest (``ads_manifest.json``, written last;
-``ads_core.train.resume.manifest``); the newest one that verifies (every file's size and sha256) is resumed from,
+``ads_core.storage.manifest``); the newest one that verifies (every file's size and sha256) is resumed from,
 once the run's recorded options match this command's (``ads_core.train.resume.identity``) and its sampler
 checkpoint passed every check (a bad one stops the run with a ``CheckpointStateError`` naming the file and the
 field, before anything is trained). Failed checkpoints are set aside (``rejected-checkpoint-N``), newer incomplete
@@ -21,8 +21,8 @@ from typing import Any
 from ads_core.common.text import last_boxed
 from ads_core.sampler.checkpoint import SamplerCheckpoint, has_checkpoint, read_checkpoint
 from ads_core.sampler.kinds import build_sampler
+from ads_core.storage.manifest import has_checkpoint_manifest
 from ads_core.train.plan import TrainPlan
-from ads_core.train.resume.manifest import has_manifest
 from ads_core.train.resume.point import find_resume
 from ads_core.train.reward import compute_score
 from ads_core.train.trainers import TrainResult
@@ -72,7 +72,7 @@ def complete_checkpoints(folder: str) -> list[tuple[int, Path]]:
     found = []
     for child in root.iterdir() if root.is_dir() else ():
         m = _CHECKPOINT.fullmatch(child.name)
-        if m and has_manifest(child) and (child / "trainer_state.json").is_file() and has_checkpoint(child):
+        if m and has_checkpoint_manifest(child) and (child / "trainer_state.json").is_file() and has_checkpoint(child):
             found.append((int(m.group(1)), child))
     return sorted(found)
 
@@ -144,7 +144,7 @@ def grpo_config(plan: TrainPlan, part: TRLPlan, reward_weights: list[float] | No
         logging_steps=1,
         save_strategy="steps",
         save_steps=trl.save_steps,
-        save_total_limit=None,  # rotation is ours, after a checkpoint's manifest (ads_core.train.resume.manifest)
+        save_total_limit=None,  # rotation is ours, after a checkpoint's manifest (ads_core.train.resume.checkpoints)
         ignore_data_skip=True,  # the sampler resumes itself; skipping batches would draw and discard them
         dataloader_num_workers=0,  # workers would prefetch batches drawn before the last update
         remove_unused_columns=False,
