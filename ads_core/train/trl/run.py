@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ads_core.common.text import last_boxed
+from ads_core.models.loading import load_for_training
 from ads_core.sampler.checkpoint import SamplerCheckpoint, has_checkpoint, read_checkpoint
 from ads_core.sampler.kinds import build_sampler
 from ads_core.storage.manifest import has_checkpoint_manifest
@@ -111,19 +112,6 @@ def resume_point(
     return (step, str(folder)), found.run_id, found.notes
 
 
-def load_policy(model_path: str, device: str) -> tuple[Any, Any]:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    tokenizer.padding_side = "left"  # TRL generates from left-padded prompts
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return model, tokenizer
-
-
 def grpo_config(plan: TrainPlan, part: TRLPlan, reward_weights: list[float] | None) -> Any:
     from trl import GRPOConfig
 
@@ -194,7 +182,7 @@ def run_trl(
             return _result(plan, part, resumed, started, notes)
     validator = start_validation(plan, part.device, resumed[0] if resumed else 0, read_steps(part.steps_file))
     funcs, weights = reward_functions(score or math_score, plan.config.trl.format_reward)
-    model, tokenizer = load_policy(plan.model, part.device)
+    model, tokenizer = load_for_training(plan.model, part.device)  # ads_core.models.loading, as every policy load
     if validator is not None:  # eval.jsonl: step 0 now, then every validation.steps steps and the last
         validator.before_train(model, tokenizer)
         on_step = validator.chain(on_step)
