@@ -115,91 +115,48 @@ def _write_once(
     cfg: FormatConfig,
     progress: Callable[[int], None] | None,
 ) -> mf.Manifest:
-    template = template_string(cfg)
-    name = cfg.name or dataset_name(source)
-    stage_dir = mf.stage_dir_of(train_uri)
-    source_exists = storage.exists(source)  # a missing path is reported by the reader as an error: line
-    ledger = records.ReadLedger(source)
-
-    summary = FormatSummary()
-    layouts = FileLayouts(source, cfg)
-    seen: dict[int, tuple[str, int]] = {}
-
+    """One read of SOURCE: every row converted or rejected into the two Parquet files, then the manifest, then the
+    kept-rows check. SourceChanged when the source changed while it was read (the caller reads it again)."""
+    job = _Conversion(source, cfg)
     with (
         storage.atomic_local_file(train_uri, ".parquet") as train_tmp,
         storage.atomic_local_file(rejects_uri, ".parquet") as rejects_tmp,
     ):
-        train_writer = pq.ParquetWriter(train_tmp, OUTPUT_SCHEMA, compression="zstd")
-        rejects_writer = pq.ParquetWriter(rejects_tmp, REJECTS_SCHEMA, compression="zstd")
+        job.write_rows(train_tmp, rejects_tmp, progress)
+        if job.summary.rows_in == 0:
+            raise InputError(f"{source}: no rows (the file is empty)")
+    assert job.summary.rows_in == job.summary.rows_out + job.summary.rows_rejected
+    manifest = job.manifest(train_uri, rejects_uri)
+    mf.write(mf.stage_dir_of(train_uri), manifest)
+    _check_kept(source, job.summary, cfg.min_kept, rejects_uri)
+    return manifest
+
+
+class _Conversion:
+    """The state of one read of a source: its layouts, the questions seen (duplicates), the counts."""
+
+    def __init__(self, source: str, cfg: FormatConfig) -> None:
+        self.source, self.cfg = source, cfg
+        self.template = template_string(cfg)
+        self.name = cfg.name or dataset_name(source)
+        self.source_exists = storage.exists(source)  # a missing path is reported by the reader as an error: line
+        self.ledger = records.ReadLedger(source)
+        self.summary = FormatSummary()
+        self.layouts = FileLayouts(source, cfg)
+        self.seen: dict[int, tuple[str, int]] = {}  # sample_id -> where its question first appeared
+
+    def write_rows(self, train_path: str, rejects_path: str, progress: Callable[[int], None] | None) -> None:
+        """Each batch of the source: its kept rows into TRAIN_PATH, its rejects into REJECTS_PATH."""
+        train_writer = pq.ParquetWriter(train_path, OUTPUT_SCHEMA, compression="zstd")
+        rejects_writer = pq.ParquetWriter(rejects_path, REJECTS_SCHEMA, compression="zstd")
+        cfg = self.cfg
         try:
             for batch in format_sources.iter_source_batches(
-                source, cfg.split, cfg.batch_rows, ledger, cfg.csv_max_record_lines
+                self.source, cfg.split, cfg.batch_rows, self.ledger, cfg.csv_max_record_lines
             ):
-                out_rows: list[dict[str, Any]] = []
-                rejects: list[dict[str, Any]] = []
-
-                def reject(
-                    raw: RawRow, reason: str, message: str, preview: str | None, rejects: list[dict[str, Any]] = rejects
-                ) -> None:
-                    summary.rejects[reason] += 1
-                    summary.examples.setdefault(reason, f"{raw.source_file} row {raw.source_row}: {message}")
-                    rejects.append(
-                        {
-                            "source_file": raw.source_file,
-                            "source_row": raw.source_row,
-                            "reason": reason,
-                            "message": message,
-                            "raw": preview,
-                        }
-                    )
-
-                for raw in batch:
-                    summary.rows_in += 1
-                    if raw.data is None:
-                        reject(raw, raw.reject_reason or "bad_row", raw.reject_message or "unreadable row", raw.raw)
-                        continue
-                    layout = layouts.get(raw, batch)
-                    try:
-                        conv = convert_row(raw.data, layout, cfg)
-                    except Reject as rej:
-                        reject(raw, rej.reason, f"row {raw.source_row}: {rej.message}", _row_preview(raw.data))
-                        continue
-                    if any(text.has_surrogates(t) for t in (conv.question, conv.answer, conv.solution or "")):
-                        reject(
-                            raw,
-                            "bad_encoding",
-                            f"row {raw.source_row}: a field used in the output (options, "
-                            "body or solution) is not valid UTF-8",
-                            _row_preview(raw.data),
-                        )
-                        continue
-                    sid = sample_id_of(conv.question)
-                    if sid in seen:
-                        first_file, first_row = seen[sid]
-                        reject(
-                            raw,
-                            "duplicate",
-                            f"row {raw.source_row}: same question as row {first_row} of {first_file}",
-                            _row_preview(raw.data),
-                        )
-                        continue
-                    seen[sid] = (raw.source_file, raw.source_row)
-                    out_rows.append(
-                        _output_row(
-                            raw,
-                            layout,
-                            conv,
-                            cfg,
-                            name,
-                            template,
-                            sid,
-                            summary.rows_out,
-                            layouts.folders.get(raw.source_file),
-                        )
-                    )
-                    summary.rows_out += 1
-                if out_rows:
-                    train_writer.write_table(pa.Table.from_pylist(out_rows, schema=OUTPUT_SCHEMA))
+                kept, rejects = self.convert_batch(batch)
+                if kept:
+                    train_writer.write_table(pa.Table.from_pylist(kept, schema=OUTPUT_SCHEMA))
                 if rejects:
                     rejects_writer.write_table(pa.Table.from_pylist(rejects, schema=REJECTS_SCHEMA))
                 if progress:
@@ -207,43 +164,95 @@ def _write_once(
         finally:
             train_writer.close()
             rejects_writer.close()
-        if summary.rows_in == 0:
-            raise InputError(f"{source}: no rows (the file is empty)")
 
-    assert summary.rows_in == summary.rows_out + summary.rows_rejected
-    extra: dict[str, Any] = {"detected": layouts.detected, "name": name, "evidence": layouts.evidence}
-    if layouts.unlisted:
-        extra["files_not_listed"] = layouts.unlisted
-    skipped = format_sources.skipped_files(source) if source_exists else []
-    if skipped:
-        log.warning("%s: %d file(s) not read (format not supported): %s", source, len(skipped), ", ".join(skipped[:10]))
-        extra["files_skipped"] = {"count": len(skipped), "names": skipped[: FileLayouts.MAX_LISTED]}
-    manifest = mf.Manifest(
-        stage="format",
-        inputs={
-            "source": {
-                "uri": source,
-                "sha256": ledger.digest() if source_exists else None,  # what was read, not what is there now
-                "bytes": ledger.bytes_read,
-            }
-        },
-        outputs={
-            "train": mf.output_entry(train_uri, summary.rows_out),
-            "rejects": mf.output_entry(rejects_uri, summary.rows_rejected),
-        },
-        config=format_config_record(cfg, name),
-        code_version=mf.version_of("format", VERSION),
-        counts={
-            "rows_in": summary.rows_in,
-            "rows_out": summary.rows_out,
-            "rows_rejected": summary.rows_rejected,
-            "rejects_by_reason": dict(sorted(summary.rejects.items())),
-        },
-        extra=extra,
-    )
-    mf.write(stage_dir, manifest)
-    _check_kept(source, summary, cfg.min_kept, rejects_uri)
-    return manifest
+    def convert_batch(self, batch: list[RawRow]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The batch's output rows and its rejects, every row counted once."""
+        kept: list[dict[str, Any]] = []
+        rejects: list[dict[str, Any]] = []
+        for raw in batch:
+            self.summary.rows_in += 1
+            converted = self.convert_row(raw, batch)
+            if isinstance(converted, _Rejected):
+                rejects.append(self.reject(raw, converted))
+                continue
+            kept.append(converted)
+            self.summary.rows_out += 1
+        return kept, rejects
+
+    def convert_row(self, raw: RawRow, batch: list[RawRow]) -> dict[str, Any] | _Rejected:
+        """One row as an output row, or why it is rejected: unreadable, not convertible, not UTF-8, a duplicate."""
+        if raw.data is None:
+            return _Rejected(raw.reject_reason or "bad_row", raw.reject_message or "unreadable row", raw.raw)
+        layout = self.layouts.get(raw, batch)
+        try:
+            conv = convert_row(raw.data, layout, self.cfg)
+        except Reject as rej:
+            return _Rejected(rej.reason, f"row {raw.source_row}: {rej.message}", _row_preview(raw.data))
+        if any(text.has_surrogates(t) for t in (conv.question, conv.answer, conv.solution or "")):
+            message = "a field used in the output (options, body or solution) is not valid UTF-8"
+            return _Rejected("bad_encoding", f"row {raw.source_row}: {message}", _row_preview(raw.data))
+        sid = sample_id_of(conv.question)
+        if sid in self.seen:
+            first_file, first_row = self.seen[sid]
+            message = f"row {raw.source_row}: same question as row {first_row} of {first_file}"
+            return _Rejected("duplicate", message, _row_preview(raw.data))
+        self.seen[sid] = (raw.source_file, raw.source_row)
+        folder = self.layouts.folders.get(raw.source_file)
+        index = self.summary.rows_out
+        return _output_row(raw, layout, conv, self.cfg, self.name, self.template, sid, index, folder)
+
+    def reject(self, raw: RawRow, why: _Rejected) -> dict[str, Any]:
+        """The reject's row (counted by reason; the first of each reason kept as the example for the error)."""
+        self.summary.rejects[why.reason] += 1
+        self.summary.examples.setdefault(why.reason, f"{raw.source_file} row {raw.source_row}: {why.message}")
+        return {
+            "source_file": raw.source_file,
+            "source_row": raw.source_row,
+            "reason": why.reason,
+            "message": why.message,
+            "raw": why.preview,
+        }
+
+    def manifest(self, train_uri: str, rejects_uri: str) -> mf.Manifest:
+        """What was read (the digest of the bytes consumed), written and detected, with the counts."""
+        summary, layouts = self.summary, self.layouts
+        extra: dict[str, Any] = {"detected": layouts.detected, "name": self.name, "evidence": layouts.evidence}
+        if layouts.unlisted:
+            extra["files_not_listed"] = layouts.unlisted
+        skipped = format_sources.skipped_files(self.source) if self.source_exists else []
+        if skipped:
+            shown = ", ".join(skipped[:10])
+            log.warning("%s: %d file(s) not read (format not supported): %s", self.source, len(skipped), shown)
+            extra["files_skipped"] = {"count": len(skipped), "names": skipped[: FileLayouts.MAX_LISTED]}
+        read = {
+            "uri": self.source,
+            "sha256": self.ledger.digest() if self.source_exists else None,  # what was read, not what is there now
+            "bytes": self.ledger.bytes_read,
+        }
+        return mf.Manifest(
+            stage="format",
+            inputs={"source": read},
+            outputs={
+                "train": mf.output_entry(train_uri, summary.rows_out),
+                "rejects": mf.output_entry(rejects_uri, summary.rows_rejected),
+            },
+            config=format_config_record(self.cfg, self.name),
+            code_version=mf.version_of("format", VERSION),
+            counts={
+                "rows_in": summary.rows_in,
+                "rows_out": summary.rows_out,
+                "rows_rejected": summary.rows_rejected,
+                "rejects_by_reason": dict(sorted(summary.rejects.items())),
+            },
+            extra=extra,
+        )
+
+
+@dataclass(frozen=True)
+class _Rejected:
+    reason: str
+    message: str
+    preview: str | None
 
 
 def _output_row(
