@@ -316,7 +316,7 @@ def eval_sets_cmd(
     from ads_core import storage
     from ads_core.evals import decontam
     from ads_core.evals import sets as ev
-    from ads_core.stages.format.eval_sets import write_eval_sets
+    from ads_core.stages.eval_sets import write_eval_sets
 
     sources = {str(k): str(v) for k, v in parse_assignments(source, "--set").items()}
     wanted = [n.strip() for n in names.split(",") if n.strip()] if names else None

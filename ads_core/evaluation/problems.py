@@ -20,7 +20,7 @@ from ads_core import storage
 from ads_core.common.errors import InputError
 from ads_core.evals import sets as ev
 from ads_core.evaluation.backends import Problem
-from ads_core.stages.format.eval_sets import write_eval_sets
+from ads_core.stages.eval_sets import write_eval_sets
 from ads_core.stages.format.schema import TEMPLATES
 
 FORMATTED_COLUMNS = ("prompt", "reward_model")

@@ -26,8 +26,8 @@ from ads_core.pipeline.resolve import resolve
 from ads_core.pipeline.stage_keys import stage_key
 from ads_core.pipeline.stages import context
 from ads_core.stages.format import stage as format_stage
+from ads_core.stages.format.convert import format_dataset
 from ads_core.stages.format.sources import source_digest
-from ads_core.stages.format.stage import format_dataset
 from ads_core.storage import manifest as mf
 
 
