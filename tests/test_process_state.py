@@ -1,6 +1,6 @@
-"""Every piece of process-wide state is listed, with why, in docs/architecture.md ("Process-wide state"), and no
+"""What modules may do (issue 41). Every piece of process-wide state is listed, with why, in docs/architecture.md ("Process-wide state"), and no
 module does anything at import but define names (issue 41: a lock folder moved, Prefect patched and log filters
-installed by importing a module). Read from the source with `ast`, like tests/test_layers.py."""
+installed by importing a module), and no `__init__.py` holds logic. Read from the source with `ast`, like tests/test_layers.py."""
 
 from __future__ import annotations
 
@@ -96,3 +96,25 @@ def test_importing_a_module_does_nothing_but_define_names():
     section = listed()
     allowed = set(re.findall(r"import time: `([^`]+)`", section))
     assert sorted(import_time_actions() - allowed) == []
+
+
+def test_package_init_files_hold_no_logic():
+    """An `__init__.py` holds a docstring, imports (re-exports) and constants, nothing that runs or decides
+    (issue 41; `ads_core/evaluation/__init__.py` is being emptied with the evals/ merge)."""
+    found = []
+    for module, tree in _modules():
+        path = module.replace(".", "/")
+        if not (REPO / path / "__init__.py").is_file() or module == "ads_core.evaluation":
+            continue
+        for node in tree.body:
+            plain = isinstance(node, ast.Import | ast.ImportFrom) or (
+                isinstance(node, ast.Expr | ast.Assign | ast.AnnAssign)
+                and all(
+                    isinstance(n, ast.Constant | ast.List | ast.Tuple | ast.Name | ast.expr_context)
+                    for n in ast.walk(node.value)
+                    if n is not None
+                )
+            )
+            if not plain:
+                found.append(f"{path}/__init__.py:{node.lineno}: {ast.unparse(node).splitlines()[0][:60]}")
+    assert found == []
