@@ -1,6 +1,7 @@
-"""What modules may do (issue 41). Every piece of process-wide state is listed, with why, in docs/architecture.md ("Process-wide state"), and no
-module does anything at import but define names (issue 41: a lock folder moved, Prefect patched and log filters
-installed by importing a module), and no `__init__.py` holds logic. Read from the source with `ast`, like tests/test_layers.py."""
+"""What modules may do (issue 41): every piece of process-wide state is listed, with why, in docs/architecture.md
+("Process-wide state"); no module does anything at import but define names (a lock folder was moved, Prefect
+patched and log filters installed by importing a module); no `__init__.py` holds logic. Read from the source with
+`ast`, like tests/test_layers.py."""
 
 from __future__ import annotations
 
