@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ads_cli.main import app
+from ads_core.grading.pool import ZYGOTE_ENV
 
 SLOW = "((x+1)^{30}+1)^{30}"  # passes the pre-check, sympy needs minutes: cut at the limit
 # (id, completion, answer) -> (correct, extracted, reason)
@@ -35,6 +36,12 @@ ROWS: list[tuple[dict[str, Any], tuple[bool, str | None, str]]] = [
     ({"id": 12, "completion": "\\boxed{10^{-10^{10}}}", "answer": "0"}, (False, "10^{-10^{10}}", "too_complex")),
     ({"id": 13, "completion": f"\\boxed{{{SLOW}}}", "answer": "1"}, (False, SLOW, "timeout")),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_verifier_after(monkeypatch):
+    """`ads grade` exports its zygote's address for its children: keep it from leaking into later tests."""
+    monkeypatch.delenv(ZYGOTE_ENV, raising=False)
 
 
 def ads(*args: str) -> Any:

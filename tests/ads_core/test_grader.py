@@ -22,7 +22,7 @@ import pytest
 from ads_core.config.eval import GraderConfig
 from ads_core.grading import REASONS, Grade, configure, grade, grade_answer, grade_many
 from ads_core.grading.api import cache_info, pool_size
-from ads_core.grading.pool import get_pool
+from ads_core.grading.pool import ZYGOTE_ENV, get_pool
 from ads_core.grading.precheck import too_complex
 from ads_core.grading.text import extract_answer, fold_unicode
 
@@ -181,7 +181,10 @@ with ThreadPoolExecutor(2) as pool:
 
 
 def test_a_subprocess_grades_with_the_limit():
-    out = subprocess.run([sys.executable, "-c", GRADE_IN_A_PROCESS], capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != ZYGOTE_ENV}  # a process of its own, sharing nothing
+    out = subprocess.run(
+        [sys.executable, "-c", GRADE_IN_A_PROCESS], capture_output=True, text=True, timeout=120, env=env
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["too_complex", "timeout", "correct", "timeout"]
 
@@ -192,7 +195,8 @@ def _grade_in_child(queue) -> None:  # runs in a forked child (module level: pic
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork")
 def test_a_forked_child_gets_its_own_verifiers():
-    """A child forked after the parent started its verifiers must not talk to the parent's (multiprocessing)."""
+    """A child forked after the parent started its verifiers must not talk to the parent's workers
+    (multiprocessing); it forks its own from the parent's zygote."""
     assert grade(box("\\sqrt{2}\\cdot 2"), "2\\sqrt{2}", timeout_s=5.0).correct  # the parent's pool is running
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
@@ -209,7 +213,7 @@ OWNER = """
 import time
 from ads_core.grading import grade
 from ads_core.grading.api import pool_size
-from ads_core.grading.pool import get_pool
+from ads_core.grading.pool import ZYGOTE_ENV, get_pool
 assert grade("\\\\boxed{\\\\sqrt{8}}", "2\\\\sqrt{2}").correct
 pool = get_pool(pool_size())
 print(pool._zygote.proc.pid, *[w.pid for w in pool._idle], flush=True)
@@ -227,7 +231,10 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux")
 def test_verifier_processes_die_with_their_parent():
-    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    env = {k: v for k, v in os.environ.items() if k != ZYGOTE_ENV}  # it starts its own zygote
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True, start_new_session=True, env=env
+    )
     try:
         pids = [int(p) for p in owner.stdout.readline().split()]
         assert len(pids) == 2 and all(alive(p) for p in pids), pids  # the zygote and one worker
