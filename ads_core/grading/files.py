@@ -56,10 +56,10 @@ def default_out(path: Path) -> Path:
 def check_out(path: Path, out: Path | None) -> Path:
     """The output path, once it is known to be writable (InputError naming it otherwise): run before grading."""
     target = out or default_out(path)
-    if target.suffix not in SUFFIXES:
-        raise InputError(f"{target}: the output must end in .parquet or .jsonl", ["out"])
     if target.is_dir():
         raise InputError(f"{target}: is a folder; name the output file", ["out"])
+    if target.suffix not in SUFFIXES:
+        raise InputError(f"{target}: the output must end in .parquet or .jsonl", ["out"])
     folder = target.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
