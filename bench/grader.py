@@ -240,6 +240,51 @@ def baseline(pairs: list[tuple[str, str, str]]) -> list[float]:
     return seconds
 
 
+PEAK = """
+import sys
+from ads_cli.main import app
+try:
+    app(["grade", *sys.argv[1:]])
+except SystemExit as exc:
+    code = exc.code
+for line in open("/proc/self/status"):
+    if line.startswith(("VmHWM", "VmRSS")):
+        print(line.strip(), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def memory(megabytes: float, seed: int) -> None:
+    """`ads grade` on a JSONL file of MEGABYTES (ordinary completions, padded to ~4 kB each): its own peak
+    resident memory (VmHWM, the verifier processes not included) against the file's size and against the same
+    command on a 1-row file (the interpreter and libraries)."""
+    import os
+    import subprocess
+    import tempfile
+
+    rows = ordinary_pairs(max(1, int(megabytes * 1e6 / 4200)), seed)
+    with tempfile.TemporaryDirectory() as folder:
+        results = {}
+        for name, count in (("one row", 1), ("input", len(rows))):
+            src = Path(folder) / f"{count}.jsonl"
+            with src.open("w") as fh:
+                for completion, truth, _ in rows[:count]:
+                    padded = FILLER * 40 + completion
+                    fh.write(json.dumps({"completion": padded, "answer": truth}) + "\n")
+            out = subprocess.run(
+                [sys.executable, "-c", PEAK, str(src), "--out", str(Path(folder) / f"{count}.parquet")],
+                capture_output=True,
+                text=True,
+                cwd=str(Path(__file__).resolve().parents[1]),
+            )
+            peak = int(next(line.split()[1] for line in out.stderr.splitlines() if line.startswith("VmHWM"))) / 1024
+            results[name] = (os.path.getsize(src) / 2**20, peak)
+            print(f"ads grade, {name:<8} {count:>7} rows  {results[name][0]:8.1f} MiB in  peak RSS {peak:8.1f} MiB")
+    (size, peak), (_, base) = results["input"], results["one row"]
+    above = (peak - base) / size
+    print(f"peak / input: {peak / size:.2f}x; above the 1-row run: {above:.2f}x the input (target <= 3x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=10_000, help="Ordinary (answer, ground truth) pairs.")
@@ -248,12 +293,18 @@ def main() -> None:
     parser.add_argument("--children", type=int, default=4, help="Child processes per start method (fork, spawn).")
     parser.add_argument("--baseline-pairs", type=int, default=1000, help="Ordinary pairs the baseline grades.")
     parser.add_argument("--baseline-adversarial", action="store_true", help="Also time the baseline on EXPLODING.")
+    parser.add_argument(
+        "--memory-mb", type=float, default=0.0, help="Only measure `ads grade`'s peak memory on a JSONL of this size."
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--smoke", action="store_true", help="Tiny sizes: runs in seconds (for tests).")
     args = parser.parse_args()
     if args.smoke:
         args.pairs, args.threads, args.baseline_pairs, args.children = 200, 2, 20, 1
         args.timeout_s = min(args.timeout_s, 0.3)
+    if args.memory_mb:
+        memory(args.memory_mb, args.seed)
+        return
     configure(GraderConfig(timeout_s=args.timeout_s))
     limit = args.timeout_s
 

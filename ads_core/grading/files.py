@@ -26,7 +26,7 @@ from ads_core.grading.api import Grade, grade_many
 GRADE_COLUMNS = ("correct", "extracted", "reason")
 SUFFIXES = (".parquet", ".jsonl")
 BATCH_ROWS = 1024
-BATCH_BYTES = 8 << 20
+BATCH_BYTES = 2 << 20
 
 
 @dataclass

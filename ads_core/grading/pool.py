@@ -43,11 +43,11 @@ class _Turn:
 
 
 class VerifierPool:
-    """`size` verifier processes, more in a burst; `ask` sends one request with a hard time limit.
+    """`size` verifier processes, more in a burst; `ask` sends one request with a CPU budget and a deadline.
 
     Waiting callers are served in arrival order (a freed worker goes to the longest waiter, never to a
     newcomer). When every worker has been busy with its current answer for `patience_s` (ordinary answers take
-    milliseconds: these are likely junk that will run into the limit), a waiting caller forks an extra worker,
+    milliseconds: these are likely junk that will use their whole budget), a waiting caller forks an extra worker,
     up to `burst` in all, so that it does not queue behind several other completions' time limits; an extra
     worker is stopped as soon as no one waits for it. Otherwise callers queue: keeping to `size` (one per CPU
     core) keeps the workers from competing for the CPU, which would push ordinary answers into the limit.
@@ -63,7 +63,7 @@ class VerifierPool:
         self._busy: dict[Worker, float] = {}  # worker -> when it took its current request
         self._live = 0  # workers in use, idle or being forked (a waiter's right to fork counts too)
         self._zygote = Zygote(WORKER, join)
-        self.killed = 0  # workers stopped at the limit, for benches and tests
+        self.killed = 0  # workers stopped at their budget or deadline, for benches and tests
         self.extra = 0  # extra workers forked in bursts, for benches and tests
 
     def ask(self, request: dict[str, Any], cpu_s: float, deadline: float) -> tuple[dict[str, Any] | None, str]:
@@ -73,13 +73,12 @@ class VerifierPool:
 
         A worker found dead (its zygote was killed, the kernel's OOM killer took it) is replaced and the request
         sent once more, within what is left; a second failure is the reply's `error`."""
-        spent = 0.0
         for attempt in range(2):
             worker = self._acquire(self.patience_s, deadline)
             with self._lock:
                 self._busy[worker] = time.monotonic()
             try:
-                reply, used, why = worker.ask({**request, "cpu_s": cpu_s - spent}, cpu_s - spent, deadline)
+                reply, _, why = worker.ask({**request, "cpu_s": cpu_s}, cpu_s, deadline)
             except (OSError, EOFError, ValueError) as exc:  # it died, or garbled its answer
                 self._discard(worker)
                 if attempt or time.monotonic() >= deadline:
