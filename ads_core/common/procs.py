@@ -159,6 +159,7 @@ class Worker:
     def __init__(self, sock: socket.socket, pid: int) -> None:
         self.sock, self.pid = sock, pid
         self.buffer = b""
+        self.cpu_at_request: float | None = None  # its CPU time when it took its current request
         self.pidfd: int | None = None
         with contextlib.suppress(AttributeError, OSError):  # Linux 5.3+: a handle that never names another process
             self.pidfd = os.pidfd_open(pid)
@@ -184,7 +185,7 @@ class Worker:
         """(reply, CPU seconds used, "") or (None, CPU seconds used, why) when the worker used its CPU budget
         (why "cpu") or the deadline came first (why "deadline"). The CPU time is read only past `cpu_s` of wall
         time: a single-threaded worker cannot use more CPU than wall time."""
-        before = cpu_seconds(self.pid)
+        before = self.cpu_at_request = cpu_seconds(self.pid)
         start = time.monotonic()
         self.sock.sendall(json.dumps(request).encode() + b"\n")
         check = min(deadline, start + cpu_s)
@@ -200,6 +201,11 @@ class Worker:
             if now >= deadline:
                 return None, used, "deadline"
             check = min(deadline, now + max(cpu_s - used, 0.005))
+
+    def cpu_used(self) -> float | None:
+        """CPU seconds spent on the current request so far (None when unknown)."""
+        now = cpu_seconds(self.pid)
+        return None if now is None or self.cpu_at_request is None else now - self.cpu_at_request
 
     def kill(self) -> None:
         with contextlib.suppress(OSError):

@@ -46,7 +46,7 @@ class VerifierPool:
     """`size` verifier processes, more in a burst; `ask` sends one request with a CPU budget and a deadline.
 
     Waiting callers are served in arrival order (a freed worker goes to the longest waiter, never to a
-    newcomer). When every worker has been busy with its current answer for `patience_s` (ordinary answers take
+    newcomer). When every worker has used `patience_s` of CPU time on its current answer (ordinary answers take
     milliseconds: these are likely junk that will use their whole budget), a waiting caller forks an extra worker,
     up to `burst` in all, so that it does not queue behind several other completions' time limits; an extra
     worker is stopped as soon as no one waits for it. Otherwise callers queue: keeping to `size` (one per CPU
@@ -113,7 +113,7 @@ class VerifierPool:
                 if now >= deadline:
                     self._waiting.remove(turn)
                     raise Late("every verifier process was busy")
-                stuck = bool(self._busy) and all(now - since >= patience_s for since in self._busy.values())
+                stuck = bool(self._busy) and all(self._working(w, now - since) for w, since in self._busy.items())
                 if stuck and self._live < self.burst:
                     self._waiting.remove(turn)
                     self._live += 1
@@ -126,6 +126,12 @@ class VerifierPool:
         except BaseException:
             self._pass_slot()
             raise
+
+    def _working(self, worker: Worker, busy_s: float) -> bool:
+        """Busy with a long answer: it used `patience_s` of CPU on it. One that was busy that long by the clock
+        but got little CPU is starved by a loaded machine: another worker would only compete with it."""
+        used = worker.cpu_used()
+        return (used if used is not None else busy_s) >= self.patience_s
 
     def start(self) -> None:
         """Start (or join) the zygote now, so that no completion waits for it. Raises WorkerUnavailable."""

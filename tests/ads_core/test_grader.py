@@ -22,7 +22,7 @@ import pytest
 from ads_core.config.eval import GraderConfig
 from ads_core.grading import REASONS, Grade, configure, grade, grade_answer, grade_many
 from ads_core.grading.api import cache_info, pool_size
-from ads_core.grading.pool import ZYGOTE_ENV, get_pool
+from ads_core.grading.pool import ZYGOTE_ENV, VerifierPool, get_pool
 from ads_core.grading.precheck import too_complex
 from ads_core.grading.text import extract_answer, fold_unicode
 
@@ -213,7 +213,7 @@ OWNER = """
 import time
 from ads_core.grading import grade
 from ads_core.grading.api import pool_size
-from ads_core.grading.pool import ZYGOTE_ENV, get_pool
+from ads_core.grading.pool import ZYGOTE_ENV, VerifierPool, get_pool
 assert grade("\\\\boxed{\\\\sqrt{8}}", "2\\\\sqrt{2}").correct
 pool = get_pool(pool_size())
 print(pool._zygote.proc.pid, *[w.pid for w in pool._idle], flush=True)
@@ -258,20 +258,38 @@ def test_the_pool_is_bounded():
 
 
 def test_callers_do_not_queue_behind_other_completions_limits():
-    """One regular verifier, three junk answers at once: the ones waiting fork extra workers (a burst) instead
-    of waiting for the first one's limit, and the extra workers go once no one waits."""
+    """One regular verifier, three junk answers at once: each is cut (its CPU budget, or the deadline on a loaded
+    machine), none waits for the others' limits, and the extra workers go once no one waits."""
     configure(GraderConfig(workers=1))
     pool = get_pool(1)
     try:
-        before = pool.extra
         with ThreadPoolExecutor(3) as threads:
             futures = [threads.submit(grade, box(SLOW), str(n), timeout_s=LIMIT) for n in range(3)]
-            assert [f.result(timeout=DEADLINE).reason for f in futures] == ["timeout"] * 3
-        assert pool.extra > before
+            results = [f.result(timeout=DEADLINE) for f in futures]
+        assert [r.reason for r in results] == ["timeout"] * 3
         assert grade(box("\\sqrt{50}"), "5\\sqrt{2}", timeout_s=5.0).correct
         assert len(pool._idle) <= 1
     finally:
         configure(GraderConfig())
+
+
+class _Busy:
+    def __init__(self, cpu_s: float | None) -> None:
+        self.cpu_s = cpu_s
+
+    def cpu_used(self) -> float | None:
+        return self.cpu_s
+
+
+def test_a_burst_worker_is_forked_for_junk_not_for_a_starved_check():
+    """Every worker busy with an answer that used 0.2 s of CPU (junk that will use its whole budget): a waiting
+    caller forks an extra worker. Busy that long by the clock with little CPU (a loaded machine): another
+    worker would only compete with it for the CPU, so the caller waits its turn."""
+    pool = VerifierPool(1, patience_s=0.2)
+    assert pool._working(_Busy(0.25), 0.3) is True
+    assert pool._working(_Busy(0.01), 5.0) is False
+    assert pool._working(_Busy(None), 0.3) is True  # no /proc: the clock decides
+    assert pool._working(_Busy(None), 0.1) is False
 
 
 def test_extraction_stays_linear_on_hostile_text():
