@@ -50,7 +50,7 @@ from ads_core.grading.text import Reading, as_number, extract_answer, for_math_v
 MAX_NORMALIZED_CHARS = 2_000  # longer answers are only compared as they are (the pre-check refuses them anyway)
 MAX_CACHED_CHARS = 2_000  # the cache holds short (answer, ground truth) pairs only: its memory stays bounded
 REASONS = ("correct", "wrong", "no_answer", "timeout", "too_complex", "error")
-GRACE_S = 0.4  # the deadline past the limit; the promise is limit + 0.5 s, the rest is for killing and returning
+GRACE_S = 0.3  # the deadline past the limit: limit + 0.5 s is promised, the rest is for stopping and returning
 
 
 @dataclass(frozen=True)
