@@ -50,6 +50,7 @@ from ads_core.grading.text import Reading, as_number, extract_answer, for_math_v
 MAX_NORMALIZED_CHARS = 2_000  # longer answers are only compared as they are (the pre-check refuses them anyway)
 MAX_CACHED_CHARS = 2_000  # the cache holds short (answer, ground truth) pairs only: its memory stays bounded
 REASONS = ("correct", "wrong", "no_answer", "timeout", "too_complex", "error")
+HUGE_BITS = 200  # exact numbers past 2^200 (60 digits) are compared here only, never sent to math-verify
 GRACE_S = 0.3  # the deadline past the limit: limit + 0.5 s is promised, the rest is for stopping and returning
 
 
@@ -206,6 +207,10 @@ def _grade_answer(
     return verdict
 
 
+def _huge(value: Any) -> bool:
+    return value is not None and max(abs(value.numerator), value.denominator).bit_length() > HUGE_BITS
+
+
 def _judge(answer: str, golds: tuple[str, ...], limit: float, deadline: float) -> tuple[tuple[bool, str, str], bool]:
     """(verdict, whether it would be the same on another try: errors and a busy machine's timeouts are not)."""
     if len(answer) > MAX_NORMALIZED_CHARS:  # not even normalised: some of its regexes are quadratic on junk
@@ -227,6 +232,8 @@ def _judge(answer: str, golds: tuple[str, ...], limit: float, deadline: float) -
                     return (True, "correct", ""), True
                 if not (is_decimal(p.norm) or is_decimal(g.norm)):
                     continue  # two exact numbers that differ: decided
+            if _huge(pv) or _huge(gv):
+                continue  # a number of 60+ digits (999!!) against an expression: no answer is that, decided here
             if p.text and g.text:
                 undecided[(for_math_verify(p.text), for_math_verify(g.text))] = None
     if not undecided:
