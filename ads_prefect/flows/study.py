@@ -23,6 +23,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from ads_core.config.study import StudyConfig
 from ads_core.demo import runs, study
 from ads_prefect.flows.ads_build import ads_build
+from ads_prefect.flows.setup import prepare_process
 from ads_prefect.tasks import study as ts
 
 
@@ -38,6 +39,7 @@ def ads_study(study_cfg: StudyConfig, sections: dict[str, dict[str, Any]]) -> di
         study_cfg: `ads_core.config.study.StudyConfig`.
         sections: the samplers by name, each as its `TrainConfig.sampler` section (seeds are set per run).
     """
+    prepare_process()
     cfg = study_cfg
     started = time.perf_counter()
     prepared = ts.prepare_study(cfg)
