@@ -217,6 +217,10 @@ def write_study_results(cfg: StudyConfig, prepared: StudyPrepared, extra: dict[s
         "",
         f"Decision (docs/study.md's rule): {analysis['decision']}",
         "",
+        "Viability gate (docs/study.md, amendment 1): uniform "
+        + ("learned" if analysis["uniform_learns"] else "did NOT learn")
+        + f" ({analysis['uniform_gain']})",
+        "",
         "Final accuracy per held-out family (mean over seeds):",
         "",
         family_table(analysis),

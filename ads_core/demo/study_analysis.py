@@ -45,6 +45,10 @@ def paired_verdict(cand: str, base: str, diffs: Sequence[float], level: float = 
     return {"mean": mean, "interval": span, "level": level, "winner": winner, "text": text}
 
 
+def _start(run: RunData, key: str, sets: Sequence[str]) -> float:
+    return run.curve(key, sets)[0].accuracy
+
+
 def _seconds_to(run: RunData, step: int) -> float:
     return sum(float(s.get("seconds", 0.0)) for s in run.steps if int(s.get("step", 0)) <= step)
 
@@ -83,6 +87,7 @@ def analyse(groups: dict[str, list[RunData]], key: str) -> dict[str, Any]:
     rows = []
     for name, runs in groups.items():
         mine = finals(runs, key, sets)
+        gains = [m - _start(r, key, sets) for m, r in zip(mine, runs, strict=True)]
         row: dict[str, Any] = {
             "name": name,
             "seeds": len(runs),
@@ -91,6 +96,8 @@ def analyse(groups: dict[str, list[RunData]], key: str) -> dict[str, Any]:
             "auc_mean": sum(_auc(r, key, sets) for r in runs) / len(runs),
             "reach": reach[name],
             "per_family": {s: sum(finals(runs, s, [s])) / len(runs) for s in sets},
+            # did it learn at all: final minus step-0 accuracy, paired by seed (the pilot's viability gate)
+            "gain": paired_verdict("final", "step 0", gains),
         }
         if name != BASELINE:
             diffs = [m - b for m, b in zip(mine, base_finals, strict=True)]
@@ -105,7 +112,16 @@ def analyse(groups: dict[str, list[RunData]], key: str) -> dict[str, Any]:
                 {"mean": sum(walls) / len(walls), "interval": bootstrap_interval(walls, RESAMPLES)} if walls else None
             )
         rows.append(row)
-    return {"key": key, "sets": sets, "rows": rows, "decision": decide(rows), "power": power(rows)}
+    gate = next(r["gain"] for r in rows if r["name"] == BASELINE)
+    return {
+        "key": key,
+        "sets": sets,
+        "rows": rows,
+        "decision": decide(rows),
+        "power": power(rows),
+        "uniform_learns": gate["winner"] == "final",
+        "uniform_gain": gate["text"],
+    }
 
 
 def _sd(values: Sequence[float]) -> float:  # ddof 1: the seed-to-seed spread the power rule uses

@@ -94,6 +94,9 @@ def test_analysis_pairs_by_seed_and_applies_the_decision_rule(tmp_path):
     assert result["decision"] == "recommend ads: its paired interval against uniform lies above 0"
     assert decide([r for r in result["rows"] if r["name"] != "ads"]).startswith("no advantage of ADS")
     assert math.isclose(rows["uniform"]["auc_mean"], (0.25 * 80 + 0.35 * 80) / 160)
+    assert result["uniform_learns"] and result["uniform_gain"].startswith("final ended higher: final - step 0 = +0.200")
+    flat = [_run(f"u{s}", [0.3, 0.3, 0.3 + d]) for s, d in enumerate([0.01, -0.02, 0.0, -0.01])]
+    assert not analyse({"uniform": flat, "ads": ads}, "average")["uniform_learns"]  # the pilot's gate fails
 
 
 def test_window_traces_are_read_from_steps_jsonl_and_drawn(tmp_path):
