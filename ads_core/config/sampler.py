@@ -16,7 +16,6 @@ from ads_core.config.base import FrozenSection
 
 Weighting = Literal["success", "learnability", "inverse", "frontier"]
 Window = Literal["reference", "frontier"]
-SamplerKind = Literal["ads", "uniform", "dots", "dynamic"]
 # What an unset inter_cluster_weighting means for each window.
 DEFAULT_WEIGHTING: dict[str, Weighting] = {"reference": "success", "frontier": "frontier"}
 
