@@ -37,6 +37,7 @@ from ads_core.config.base import error_line
 from ads_core.train import run as trun
 from ads_core.train.options import TrainConfig, load_train_config
 from ads_prefect.flows.params import with_config_parameters
+from ads_prefect.flows.setup import prepare_process
 from ads_prefect.runtime.prefect_env import TRAIN_TIMEOUT_ENV, TRAIN_TIMEOUT_S, flow_timeout
 from ads_prefect.tasks import train as tt
 from ads_prefect.tasks.handoff import RUN_NAME
@@ -69,6 +70,7 @@ def ads_train(artifact_uri: str, dry_run: bool = False, **config: Any) -> dict[s
     neutral options, a section per registered trainer and the sampler with every kind's knobs), each section
     one typed parameter; `options` takes any option as `section.field: value`, like `ads train --set` (the
     options of a trainer or sampler kind named by class path go there)."""
+    prepare_process()
     logger = get_run_logger()
     try:
         options = config.pop("options", None) or {}
