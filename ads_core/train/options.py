@@ -70,7 +70,7 @@ def _section(options: type, description: str) -> tuple[type, Any]:
 @cache
 def _sampler_model(extra_kind: str | None) -> type[SamplerSection]:
     fields: dict[str, Any] = {}
-    for kind in [*kind_names(), *([extra_kind] if extra_kind else [])]:
+    for kind in dict.fromkeys([*kind_names(), *([extra_kind] if extra_kind else [])]):
         spec = kind_spec(kind)
         if spec.options is None:
             continue
@@ -84,7 +84,7 @@ def _sampler_model(extra_kind: str | None) -> type[SamplerSection]:
 def _config_model(extra_trainer: str | None, extra_kind: str | None) -> type[NeutralTrainConfig]:
     sampler = _sampler_model(extra_kind)
     fields: dict[str, Any] = {"sampler": _section(sampler, "Which sampler and every kind's knobs.")}
-    for name in [*trainer_names(), *([extra_trainer] if extra_trainer else [])]:
+    for name in dict.fromkeys([*trainer_names(), *([extra_trainer] if extra_trainer else [])]):
         options = getattr(trainer_class(name), "options", None)
         if options is None:
             continue
