@@ -74,3 +74,9 @@ class CoinKnobs(FrozenSection):
 @sampler_kind(options=CoinKnobs)
 def coin(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> UniformSampler:
     return UniformSampler(cluster_ids, rank_in_cluster, UniformSamplerConfig(batch_size=batch_size, seed=cfg.coin.knob))
+
+
+@sampler_kind(options=CoinKnobs, needs=("rollout_replay",), section="replayed")
+def replayed(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> UniformSampler:
+    """A kind that needs a trainer extension no built-in trainer has."""
+    return coin(cluster_ids, rank_in_cluster, cfg, batch_size)

@@ -154,3 +154,21 @@ def test_installed_packages_register_through_entry_points(
     assert kinds.kind_names()[-1] == "coin-flip" and trainers.trainer_names()[-1] == "tiny"
     cfg = options.load_train_config({"trainer": "tiny", "sampler": {"kind": "coin-flip"}}, {"tiny.warmth": 1.5})
     assert (cfg.tiny.warmth, cfg.sampler.coin.knob) == (1.5, 3)  # the kind's section: its factory's
+
+
+def test_a_kind_needing_what_a_trainer_lacks_is_refused_in_one_line(plugin_path: Path):
+    from ads_core.train.errors import TrainOptionError
+    from ads_core.train.options import TrainConfig, load_train_config
+    from ads_core.train.trainers import choose_trainer, get_trainer, unmet_needs
+
+    kind = "plugin_module:replayed"
+    assert unmet_needs(get_trainer("trl"), kind) == (
+        "the plugin_module:replayed sampler needs rollout_replay, which trainer trl does not support"
+    )
+    assert unmet_needs(get_trainer("trl"), "dynamic") is None  # TRL runs dynamic sampling's extra draws
+    with pytest.raises(TrainOptionError, match="needs rollout_replay, which trainer trl does not support"):
+        choose_trainer(load_train_config({"trainer": "trl", "sampler": {"kind": kind}}))
+    with pytest.raises(TrainOptionError, match="no trainer can run here: .*which trainer trl does not support"):
+        choose_trainer(load_train_config({"sampler": {"kind": kind}}))  # auto passes over every trainer
+    with pytest.raises(TrainOptionError, match="algorithm.filter_groups, which only its v1 loop has"):
+        choose_trainer(TrainConfig(trainer="verl", sampler={"kind": "dynamic"}))  # the trainer's own reason

@@ -43,6 +43,7 @@ from ads_core.sampler.base import Sampler
 
 SamplerFactory = Callable[[Any, Any, Any, int], Sampler]  # (cluster_ids, rank_in_cluster, sampler section, batch)
 ENTRY_POINT_GROUP = "ads_pipeline.sampler_kinds"
+EXTRA_ROLLOUTS = "extra_rollouts"  # a need: steps that roll out more than one generation batch
 
 KINDS = Registry("sampler kind")
 
@@ -55,32 +56,46 @@ class KindSpec:
     factory: SamplerFactory
     options: type | None  # its knobs (a pydantic model), the section `sampler.<section>`; None: no knobs
     section: str
-    extra_rollouts: bool  # its steps may roll out more than one generation batch (see `sampler_kind`)
+    needs: frozenset[str]  # what a trainer must support to train with it (see `sampler_kind`)
+
+    @property
+    def extra_rollouts(self) -> bool:
+        return EXTRA_ROLLOUTS in self.needs
 
 
 def sampler_kind(
-    options: type | None = None, extra_rollouts: bool = False, section: str | None = None
+    options: type | None = None,
+    extra_rollouts: bool = False,
+    section: str | None = None,
+    needs: tuple[str, ...] = (),
 ) -> Callable[[SamplerFactory], SamplerFactory]:
-    """Describe a factory: its knobs (OPTIONS, a pydantic model whose fields are `sampler.<section>.*`) and
-    whether its steps roll out more than one generation batch (DAPO-style dynamic sampling, which a trainer must
-    support in its own loop, `fill_step`, not only through the protocol). SECTION defaults to the function's
-    name. A kind named by class path needs only this; `register_kind` also gives it a name."""
+    """Describe a factory: its knobs (OPTIONS, a pydantic model whose fields are `sampler.<section>.*`; SECTION
+    defaults to the function's name) and the trainer features it NEEDS beyond the protocol, each a name a trainer
+    lists in its ``supports`` (a trainer without one refuses the kind in one line, `auto` passes it over).
+    EXTRA_ROLLOUTS: its steps roll out more than one generation batch (DAPO-style dynamic sampling, which a
+    trainer must run in its own loop, `fill_step`). A kind that needs a trainer extension (rollout replay, say)
+    names it here and reads its knobs from its own section. A kind named by class path needs only this;
+    `register_kind` also gives it a name."""
 
     def deco(factory: SamplerFactory) -> SamplerFactory:
         factory.ads_kind_options = options  # type: ignore[attr-defined]
         factory.ads_kind_section = section or factory.__name__.replace("-", "_")  # type: ignore[attr-defined]
-        factory.ads_kind_extra_rollouts = extra_rollouts  # type: ignore[attr-defined]
+        factory.ads_kind_needs = frozenset(needs) | ({EXTRA_ROLLOUTS} if extra_rollouts else set())  # type: ignore[attr-defined]
         return factory
 
     return deco
 
 
 def register_kind(
-    name: str, options: type | None = None, extra_rollouts: bool = False, section: str | None = None
+    name: str,
+    options: type | None = None,
+    extra_rollouts: bool = False,
+    section: str | None = None,
+    needs: tuple[str, ...] = (),
 ) -> Callable[[SamplerFactory], SamplerFactory]:
     """Register a factory under NAME (taken once: the registry raises DuplicateBackendError) with its knobs
-    (see `sampler_kind`; the section defaults to NAME, with `-` as `_`)."""
-    describe = sampler_kind(options, extra_rollouts, section or name.replace("-", "_"))
+    and needs (see `sampler_kind`; the section defaults to NAME, with `-` as `_`)."""
+    describe = sampler_kind(options, extra_rollouts, section or name.replace("-", "_"), needs)
 
     def deco(factory: SamplerFactory) -> SamplerFactory:
         return KINDS.register(name)(describe(factory))
@@ -120,7 +135,7 @@ def kind_spec(kind: str) -> KindSpec:
         factory=factory,
         options=getattr(factory, "ads_kind_options", None),
         section=getattr(factory, "ads_kind_section", None) or getattr(factory, "__name__", kind),
-        extra_rollouts=bool(getattr(factory, "ads_kind_extra_rollouts", False)),
+        needs=frozenset(getattr(factory, "ads_kind_needs", ())),
     )
 
 

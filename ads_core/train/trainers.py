@@ -11,6 +11,8 @@ A trainer is one module that registers one class (TRL: ``ads_core.train.trl.entr
         ads_defaults: dict = {}           # ADS knobs this trainer sizes differently unless they are set
         options = MyOptions               # its options (a config Section): the section `mine.*` (optional)
         sampler_keys = ()                 # options that sit among the ADS knobs in its own config (`-s KEY=...`)
+        supports = frozenset({"extra_rollouts"})  # the sampler kinds' needs it meets (`register_kind(needs=)`)
+        unsupported_why: dict = {}        # need -> why it can't, and what to do instead (its refusal's line)
         extra_arguments = "overrides"     # the list option that takes `ads train ART key=value ...` (optional)
 
         def can_run_here(self, cfg) -> tuple[bool, str]: ...      # for `auto`: yes/no and why
@@ -38,6 +40,7 @@ from ads_core.common.registry import Registry, UnknownBackendError
 from ads_core.config.sampler import ADSSamplerConfig
 from ads_core.config.train import NeutralTrainConfig as TrainConfig
 from ads_core.config.train import SamplerSection
+from ads_core.sampler.kinds import kind_spec
 from ads_core.train.errors import TrainOptionError
 
 TRAINERS = Registry("trainer")
@@ -179,15 +182,30 @@ def choose_trainer(cfg: TrainConfig) -> tuple[Trainer, str]:
     whether it can run here, and takes the first that can (the reason says why the ones before it could not)."""
     if cfg.trainer != "auto":
         trainer = get_trainer(cfg.trainer)
+        refusal = unmet_needs(trainer, cfg.sampler.kind)
+        if refusal:
+            raise TrainOptionError(refusal, options=("trainer", "kind"))
         return trainer, f"trainer={cfg.trainer} as set"
     declined: list[str] = []
     candidates = sorted((get_trainer(n) for n in trainer_names()), key=lambda t: -int(getattr(t, "priority", 0)))
     for trainer in candidates:
         ok, why = trainer.can_run_here(cfg)
-        if ok:
+        refusal = unmet_needs(trainer, cfg.sampler.kind) if ok else None
+        if ok and not refusal:
             return trainer, "auto: " + ("; ".join(declined) if declined else why)
-        declined.append(why)
+        declined.append(refusal or why)
     raise TrainOptionError(f"no trainer can run here: {'; '.join(declined)}", options=("trainer",))
+
+
+def unmet_needs(trainer: Any, kind: str) -> str | None:
+    """Why TRAINER can't train with sampler KIND (a need of the kind it doesn't list in ``supports``), or None."""
+    missing = sorted(kind_spec(kind).needs - set(getattr(trainer, "supports", ())))
+    if not missing:
+        return None
+    why = getattr(trainer, "unsupported_why", {}).get(missing[0])
+    return f"the {kind} sampler needs {', '.join(missing)}, which trainer {trainer.name} does not support" + (
+        f": {why}" if why else ""
+    )
 
 
 def sampler_config(cfg: TrainConfig, trainer: Trainer | str) -> SamplerSection:

@@ -17,6 +17,7 @@ class TRLTrainer:
     # The reference's 4 x 32 prompts per step is GPU work: 4 x 2 = 8 on a CPU unless mini_cluster_size is set.
     ads_defaults: ClassVar[dict[str, Any]] = {"mini_cluster_size": TRL_MINI_CLUSTER_SIZE}
     options: ClassVar[type] = TRLConfig  # the `trl` section
+    supports: ClassVar[frozenset[str]] = frozenset({"extra_rollouts"})  # dynamic sampling's extra draws
 
     def can_run_here(self, cfg: TrainConfig) -> tuple[bool, str]:
         return True, "TRL runs on CPU and on one node"

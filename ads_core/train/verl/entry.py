@@ -26,6 +26,11 @@ class VerlTrainer:
     options: ClassVar[type] = VerlConfig  # the `verl` section
     sampler_keys: ClassVar[tuple[str, ...]] = INTEGRATION_KEYS  # beside the ADS knobs in data.ads_sampler
     extra_arguments: ClassVar[str] = "overrides"  # `ads train ART key=value ...`: Hydra overrides
+    supports: ClassVar[frozenset[str]] = frozenset()
+    unsupported_why: ClassVar[dict[str, str]] = {
+        "extra_rollouts": "in verl that is algorithm.filter_groups, which only its v1 loop has, and the ADS "
+        "integration drives the v0 loop: train it with trainer trl, or pick another kind"
+    }
 
     def can_run_here(self, cfg: TrainConfig) -> tuple[bool, str]:
         """verl is GPU-only (no CPU training, verl issue #3266) and needs a rollout engine (vLLM or SGLang); a Ray
