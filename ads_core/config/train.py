@@ -113,11 +113,3 @@ class NeutralTrainConfig(Section):
             for n, f in cls.model_fields.items()
             if isinstance(f.annotation, type) and issubclass(f.annotation, Section)
         )
-
-    @classmethod
-    def section_of(cls, name: str) -> str | None:
-        """The section declaring field NAME (the first, in declaration order), or None."""
-        for section in cls.sections():
-            if name in cls.model_fields[section].annotation.model_fields:  # type: ignore[union-attr]
-                return section
-        return None
