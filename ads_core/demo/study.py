@@ -19,8 +19,8 @@ from typing import Any
 
 from ads_core.config.build import BuildConfig
 from ads_core.config.study import StudyConfig
-from ads_core.config.train import TrainConfig
 from ads_core.demo.runs import DATASET, fixed_threads
+from ads_core.train.options import TrainConfig
 
 RUN_MARKER = "study_run.json"
 HELDOUT_PREFIX = "heldout-"  # one held-out eval set per family: heldout-max, heldout-min, ...
