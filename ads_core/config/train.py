@@ -26,6 +26,7 @@ from ads_core.config.sampler import (
     SamplerKind,
     UniformSamplerConfig,
 )
+from ads_core.sampler.dots.options import DotsSamplerConfig
 
 DecontaminateMode = Literal["off", "report", "drop"]
 LRScheduler = Literal["constant", "linear", "cosine"]
@@ -43,7 +44,8 @@ class TrainSamplerConfig(Section):
     kind: SamplerKind = Field(
         "ads",
         description="ads (the ADS sampler; sampler.ads.window picks reference or frontier), uniform (shuffled "
-        "epochs), dots (DOTS-style difficulty targeting) or dynamic (DAPO-style: drop all-0/all-1 groups and roll "
+        "epochs), dots (DOTS: the trained difficulty predictor, reference rollouts every mu steps; sampler.dots.predictor "
+        "from `ads dots-train`), dots-lite (DOTS's selection rule over a kernel of observed rows) or dynamic (DAPO-style: drop all-0/all-1 groups and roll "
         "out more in the same step; TRL, one process).",
         json_schema_extra={"flag": "--sampler"},
     )
@@ -55,8 +57,11 @@ class TrainSamplerConfig(Section):
     uniform: UniformSamplerConfig = Field(
         default_factory=UniformSamplerConfig, description="Uniform knobs (its batch follows the step's)."
     )
-    dots: DifficultyTargetedConfig = Field(
-        default_factory=DifficultyTargetedConfig, description="DOTS-style knobs (its batch follows the step's)."
+    dots: DotsSamplerConfig = Field(
+        default_factory=DotsSamplerConfig, description="DOTS knobs (its batch follows the step's fresh prompts)."
+    )
+    dots_lite: DifficultyTargetedConfig = Field(
+        default_factory=DifficultyTargetedConfig, description="dots-lite knobs (its batch follows the step's)."
     )
     dynamic: DynamicSamplingConfig = Field(
         default_factory=DynamicSamplingConfig, description="DAPO-style knobs (its batch follows the step's)."

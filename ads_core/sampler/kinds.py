@@ -74,9 +74,16 @@ def _uniform(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) 
 
 @register_kind("dots")
 def _dots(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
+    from ads_core.sampler.dots.sampler import DotsSampler
+
+    return DotsSampler(cluster_ids, rank_in_cluster, cfg.dots.replaced(batch_size=batch_size))
+
+
+@register_kind("dots-lite")
+def _dots_lite(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
     from ads_core.sampler.baselines import DifficultyTargetedSampler
 
-    return DifficultyTargetedSampler(cluster_ids, rank_in_cluster, cfg.dots.replaced(batch_size=batch_size))
+    return DifficultyTargetedSampler(cluster_ids, rank_in_cluster, cfg.dots_lite.replaced(batch_size=batch_size))
 
 
 @register_kind("dynamic", extra_rollouts=True)

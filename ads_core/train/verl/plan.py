@@ -100,10 +100,11 @@ def sampler_overrides(sampler: TrainSamplerConfig, verl: VerlConfig) -> list[str
     default = TrainSamplerConfig()
     if sampler.kind != default.kind:
         out.append(f"data.sampler_kind={hydra_quote(sampler.kind)}")
-        knobs, defaults = getattr(sampler, sampler.kind, None), getattr(default, sampler.kind, None)
+        section = sampler.kind.replace("-", "_")  # kind dots-lite: its knobs are sampler.dots_lite
+        knobs, defaults = getattr(sampler, section, None), getattr(default, section, None)
         if knobs is not None and defaults is not None:
             out += [
-                f"data.baseline_samplers.{sampler.kind}.{key}={hydra_quote(value)}"
+                f"data.baseline_samplers.{section}.{key}={hydra_quote(value)}"
                 for key, value in knobs.model_dump().items()
                 if key != "batch_size" and value != getattr(defaults, key)
             ]
