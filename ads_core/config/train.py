@@ -44,9 +44,9 @@ class TrainSamplerConfig(Section):
     kind: SamplerKind = Field(
         "ads",
         description="ads (the ADS sampler; sampler.ads.window picks reference or frontier), uniform (shuffled "
-        "epochs), dots (DOTS: the trained difficulty predictor, reference rollouts every mu steps; sampler.dots.predictor "
-        "from `ads dots-train`), dots-lite (DOTS's selection rule over a kernel of observed rows) or dynamic (DAPO-style: drop all-0/all-1 groups and roll "
-        "out more in the same step; TRL, one process).",
+        "epochs), dots (DOTS: a trained difficulty predictor, reference rollouts every mu steps; "
+        "sampler.dots.predictor from `ads dots-train`), dots-lite (DOTS's selection rule over a kernel of observed "
+        "rows) or dynamic (DAPO-style: drop all-0/all-1 groups and roll out more in the same step; TRL, one process).",
         json_schema_extra={"flag": "--sampler"},
     )
     ads: ADSSamplerConfig = Field(
