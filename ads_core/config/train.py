@@ -27,6 +27,7 @@ from ads_core.config.sampler import (
     UniformSamplerConfig,
 )
 from ads_core.sampler.dots.options import DotsSamplerConfig
+from ads_core.train.trl.replay.options import RolloutReplayConfig
 
 DecontaminateMode = Literal["off", "report", "drop"]
 LRScheduler = Literal["constant", "linear", "cosine"]
@@ -181,6 +182,14 @@ class TRLConfig(Section):
         ge=1,
         description="Training processes on this node, started by `ads train` with torchrun (one per GPU; gloo on CPU).",
         json_schema_extra={"flag": "--processes"},
+    )
+    replay: bool = Field(
+        False,
+        description="Rollout replay (DOTS+RR): each step rolls out trl.rollout_replay.fresh_fraction of its prompts "
+        "and fills the rest with earlier mixed-reward groups, trained with the importance-corrected clipped loss.",
+    )
+    rollout_replay: RolloutReplayConfig = Field(
+        default_factory=RolloutReplayConfig, description="Rollout replay's knobs (used with replay)."
     )
 
     @field_validator("report_to", mode="before")

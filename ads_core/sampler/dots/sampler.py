@@ -29,7 +29,7 @@ from ads_core.sampler.state import state_config, state_header, state_int, state_
 STATE_VERSION = 1
 ReferenceRollout = Callable[[np.ndarray, int], np.ndarray]  # (rows, round seed) -> success of each row in [0, 1]
 _KEYS = ("kind", "version", "config", "n_rows", "steps", "rounds", "queue", "memory_rows", "memory_success", "rng")
-_KEYS += ("round_metrics",)
+_KEYS += ("round_metrics", "drawn_metrics")
 
 
 class DotsSampler(BaseSampler):
@@ -69,8 +69,9 @@ class DotsSampler(BaseSampler):
         self._mem_succ = np.zeros(0, dtype=np.float64)
         self.steps = 0
         self.rounds = 0
-        self.round_metrics: dict[str, float] = {}
-        self._step_metrics: dict[str, float] = {}
+        self.round_metrics: dict[str, float] = {}  # of the newest round
+        self._drawn: list[dict[str, float]] = []  # each drawn, not yet fed back batch's round metrics (oldest first)
+        self._step_metrics: dict[str, float] = {}  # of the batch last fed back
 
     # -- a round --------------------------------------------------------------------------------------
 
@@ -110,13 +111,12 @@ class DotsSampler(BaseSampler):
             "dots/reference_success_mean": float(success.mean()) if len(success) else float("nan"),
             "dots/predicted_difficulty_mean": float(1.0 - pred[chosen].mean()),
         }
-        self._step_metrics = {"dots/new_round": 1.0}
 
     def next_batch(self) -> np.ndarray:
-        if not self._queue:
+        new_round = not self._queue
+        if new_round:
             self._new_round()
-        else:
-            self._step_metrics = {"dots/new_round": 0.0}
+        self._drawn.append({**self.round_metrics, "dots/new_round": float(new_round)})
         return np.asarray(self._queue.pop(0), dtype=np.int64)
 
     def update(self, idx: Any, success: Any) -> None:
@@ -126,10 +126,13 @@ class DotsSampler(BaseSampler):
         self._mem_succ = np.concatenate([self._mem_succ, success])[-keep:]
         self.steps += 1
         effective = (success > 0) & (success < 1)
+        self._step_metrics = self._drawn.pop(0) if self._drawn else {}  # the round this batch was drawn in
         self._step_metrics["dots/effective_share"] = float(effective.mean()) if len(success) else float("nan")
 
     def metrics(self) -> dict[str, float]:
-        return {"dots/step": float(self.steps), **self.round_metrics, **self._step_metrics}
+        """The last fed-back batch's: its round's rho, reference cost and predicted difficulty, and the share of
+        its rows with 0 < success < 1 (the sampler may already have drawn the next round: the prefetch)."""
+        return {"dots/step": float(self.steps), **self._step_metrics}
 
     # -- state ----------------------------------------------------------------------------------------
 
@@ -145,7 +148,8 @@ class DotsSampler(BaseSampler):
             "memory_rows": self._mem_rows.tolist(),
             "memory_success": self._mem_succ.tolist(),
             "rng": self._rng.bit_generator.state,
-            "round_metrics": {k: (None if not np.isfinite(v) else float(v)) for k, v in self.round_metrics.items()},
+            "round_metrics": _plain(self.round_metrics),
+            "drawn_metrics": [_plain(m) for m in self._drawn],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -164,8 +168,18 @@ class DotsSampler(BaseSampler):
         rows = [state_int(v, f"state['memory_rows'][{i}]", 0, self.n_rows - 1) for i, v in enumerate(memory)]
         succ = state_reals(s["memory_success"], "state['memory_success']", len(rows), "values, one per memory row")
         rng = state_rng(s["rng"], "state['rng']")
-        metrics = s["round_metrics"]
+        metrics, drawn = s["round_metrics"], s["drawn_metrics"]
         check(isinstance(metrics, dict), "state['round_metrics']: expected a dict")
+        check(isinstance(drawn, list) and all(isinstance(m, dict) for m in drawn), "state['drawn_metrics']: a list")
         self.steps, self.rounds, self._queue, self._rng = steps, rounds, queue, rng
         self._mem_rows, self._mem_succ = np.array(rows, dtype=np.int64), succ
-        self.round_metrics = {str(k): float("nan") if v is None else float(v) for k, v in metrics.items()}
+        self.round_metrics = _floats(metrics)
+        self._drawn = [_floats(m) for m in drawn]
+
+
+def _plain(metrics: dict[str, float]) -> dict[str, float | None]:
+    return {k: (float(v) if np.isfinite(v) else None) for k, v in metrics.items()}
+
+
+def _floats(metrics: dict[str, Any]) -> dict[str, float]:
+    return {str(k): float("nan") if v is None else float(v) for k, v in metrics.items()}

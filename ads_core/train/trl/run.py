@@ -167,6 +167,7 @@ def run_trl(
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     from ads_core.train.trl import hooks
+    from ads_core.train.trl.reference import attach_reference_rollouts
     from ads_core.train.trl.trainer import ADSGRPOTrainer
 
     started = time.perf_counter()
@@ -207,7 +208,13 @@ def run_trl(
                 control.should_save = True
             return control
 
-    trainer = ADSGRPOTrainer(
+    trainer_class, extension = ADSGRPOTrainer, {}
+    if plan.config.trl.replay:
+        from ads_core.train.trl.replay.trainer import ReplayGRPOTrainer
+
+        trainer_class = ReplayGRPOTrainer
+        extension = {"replay": plan.config.trl.rollout_replay, "replay_groups": part.replay_groups}
+    trainer = trainer_class(
         model=model,
         reward_funcs=funcs,
         args=grpo_config(plan, part, weights),
@@ -219,7 +226,11 @@ def run_trl(
         writer=StepWriter(part.steps_file),
         on_step=hooks.with_notices(on_step, hooks.StepNotices(plan.config, part.prompts_per_step), log),
         peft_config=settings.peft_config(plan.config.trl),
+        **extension,
     )
+    attach_reference_rollouts(trainer)  # kind dots: its reference sets are rolled out by this policy
+    if resumed is not None and extension:
+        trainer.restore_buffer(resumed[1])
     trainer.schedule_steps = settings.schedule_horizon(plan.config, plan.run_dir)  # see settings: the horizon
     if settings.is_rank_zero():
         settings.record_horizon(plan.config, plan.run_dir, trainer.schedule_steps)

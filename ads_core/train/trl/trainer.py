@@ -75,6 +75,10 @@ class ADSGRPOTrainer(GRPOTrainer):
         self.resumed_rng: str | None = None  # the checkpoint whose RNG state the first batch must start from
         self.schedule_steps: int | None = None  # the LR schedule's horizon (ads_core.train.trl.settings)
         self.record_extras: dict[str, Any] = {}  # added to the step's steps.jsonl line (ads_core.train.trl.hooks)
+        self.step_extras: dict[str, Any] = {}  # the step's own additions (time split, replay), reset every step
+        self.reference_seconds = 0.0  # reference rollouts (kind dots) since the last step's line
+        self.checkpoint_seconds = 0.0  # checkpoint writes since the last step's line
+        self._clock: float | None = None  # when the last step's line was written (or training started)
         self.run_id = ""  # the run's identity, repeated in every checkpoint manifest (ads_core.train.resume)
         self.keep_checkpoints = 2  # checkpoints with a manifest that rotation keeps
         super().__init__(*args, **kwargs)
@@ -106,7 +110,19 @@ class ADSGRPOTrainer(GRPOTrainer):
             self.last_feedback = self.feed.feedback(rows, values[:, 0], total)  # column 0: correctness
         return rewards_per_func
 
+    def train(self, *args: Any, **kwargs: Any) -> Any:
+        self._clock = time.perf_counter()
+        return super().train(*args, **kwargs)
+
     def _generate_and_score_completions(self, inputs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self._generate_fresh(inputs)
+        finally:
+            if self.model.training:
+                self.step_extras["fresh_rollout_seconds"] = round(time.perf_counter() - started, 4)
+
+    def _generate_fresh(self, inputs: Any) -> Any:
         if not self.model.training or not self.feed.filters_groups:
             return super()._generate_and_score_completions(inputs)
         if self.scale_rewards not in ("group", "none") or self.multi_objective_aggregation != "sum_then_normalize":
@@ -157,16 +173,42 @@ class ADSGRPOTrainer(GRPOTrainer):
         if not self.is_world_process_zero():  # every process fed back the same; one writes
             return
         record = step_record(fb, self.rows, self.feed.sampler.metrics(), logs) | self.record_extras
-        self.record_extras = {}
+        record |= self.time_split() | self.step_extras
+        self.record_extras, self.step_extras = {}, {}
         self.writer.write(record)
         if self.on_step is not None:
             self.on_step(record, self)
+
+    def time_split(self) -> dict[str, float]:
+        """The step's wall seconds (since the last step's line), split into fresh rollouts, reference rollouts
+        (kind dots; booked to the step during which they ran: the dataloader draws one step ahead) and the rest,
+        checkpoint writes (booked to the next step: HF saves after the step's line) and the rest, the update (forward,
+        backward, optimizer; replay's bookkeeping too)."""
+        now = time.perf_counter()
+        wall = now - (self._clock if self._clock is not None else now)
+        fresh = float(self.step_extras.get("fresh_rollout_seconds", 0.0))
+        reference, self.reference_seconds, self._clock = self.reference_seconds, 0.0, now
+        saving, self.checkpoint_seconds = self.checkpoint_seconds, 0.0
+        return {
+            "step_seconds": round(wall, 4),
+            "fresh_rollout_seconds": round(fresh, 4),
+            "reference_rollout_seconds": round(reference, 4),
+            "checkpoint_seconds": round(saving, 4),
+            "update_seconds": round(max(0.0, wall - fresh - reference - saving), 4),
+        }
 
     def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
         """The LR schedule over the run's horizon, not this command's steps: a resumed run continues it."""
         return super().create_scheduler(self.schedule_steps or num_training_steps, optimizer)
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        started = time.perf_counter()
+        try:
+            self._save_checked(model, trial)
+        finally:
+            self.checkpoint_seconds += time.perf_counter() - started
+
+    def _save_checked(self, model: Any, trial: Any) -> None:
         step = int(self.state.global_step)
         folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{step}")
         bad = saving.nonfinite_weights(self.model)

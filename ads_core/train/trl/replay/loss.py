@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-AGGREGATIONS = ("grpo", "bnpo", "dr_grpo", "dapo")
+from ads_core.train.trl.replay.options import AGGREGATIONS
 
 
 def decoupled_token_loss(
