@@ -53,7 +53,6 @@ def test_the_hooks_we_override_keep_their_signatures():
     assert "self._logs = " in inspect.getsource(GRPOTrainer.__init__)  # the per-step buffer hooks.py reads
 
 
-
 def test_the_methods_dots_and_rollout_replay_call_keep_their_signatures():
     """Reference rollouts (ads_core/train/trl/reference.py) and rollout replay (ads_core/train/trl/replay)."""
     assert params(GRPOTrainer._tokenize_prompts) == ["self", "prompts"]
@@ -66,6 +65,7 @@ def test_the_methods_dots_and_rollout_replay_call_keep_their_signatures():
     assert params(GRPOTrainer._compute_loss) == ["self", "model", "inputs"]
     source = inspect.getsource(GRPOTrainer.__init__)
     assert "self._metrics = " in source and "self._tokenizer = " in source
+
 
 def test_the_grpo_config_fields_we_set_exist():
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
