@@ -167,6 +167,13 @@ def test_the_artifact_check_makes_the_runs_sampler_by_kind(final_artifact: Path,
     assert made == ["dots-lite"] and info.rows == 300 and info.cluster_size_min <= info.cluster_size_max
 
 
+def test_rollout_replay_under_verl_is_refused_in_one_line(final_artifact: Path):
+    result = CliRunner().invoke(app, ["train", str(final_artifact), *VERL, "--dry-run", "--replay"])
+    assert result.exit_code == 2
+    line = result.output.strip()
+    assert "\n" not in line and "replay" in line and "--trainer trl" in line, line
+
+
 def test_dynamic_sampling_under_verl_is_refused_in_one_line(final_artifact: Path):
     result = CliRunner().invoke(app, ["train", str(final_artifact), *VERL, "--dry-run", "--sampler", "dynamic"])
     assert result.exit_code == 2
