@@ -41,6 +41,13 @@ class Point:
     accuracy: float  # mean@k
     ci_low: float | None = None
     ci_high: float | None = None
+    seconds: float = 0.0  # training wall seconds logged up to this step
+
+
+def step_seconds(record: dict[str, Any]) -> float:
+    """A logged step's wall seconds: ``step_seconds`` (rollouts, reference rollouts, update, saves), else TRL's
+    ``seconds``."""
+    return float(record.get("step_seconds", record.get("seconds", 0.0)) or 0.0)
 
 
 @dataclass
@@ -57,6 +64,10 @@ class RunData:
     def prompts_at(self, step: int) -> int:
         """Prompts rolled out in the logged steps up to STEP (dynamic sampling's extra batches included)."""
         return sum(int(s.get("rollout_prompts", 0)) for s in self.steps if s["step"] <= step)
+
+    def seconds_at(self, step: int) -> float:
+        """Training wall seconds of the logged steps up to STEP."""
+        return sum(step_seconds(s) for s in self.steps if s["step"] <= step)
 
     @property
     def total_steps(self) -> int:
@@ -82,7 +93,8 @@ class RunData:
             prompts = int(prompts) if isinstance(prompts, int) else self.prompts_at(step)
             accuracy = sum(float(r["mean_at_k"]) for r in records) / len(records)  # type: ignore[index]
             single = records[0] if len(records) == 1 else {}
-            points.append(Point(step, prompts, accuracy, single.get("ci_low"), single.get("ci_high")))  # type: ignore[union-attr]
+            low, high = single.get("ci_low"), single.get("ci_high")  # type: ignore[union-attr]
+            points.append(Point(step, prompts, accuracy, low, high, self.seconds_at(step)))
         return points
 
 
@@ -156,6 +168,7 @@ def summarize(groups: dict[str, list[RunData]], set_name: str = AVERAGE) -> list
     for name, runs in groups.items():
         step_ratios: list[float] = []
         prompt_ratios: list[float] = []
+        time_ratios: list[float] = []
         steps_hit: list[int] = []
         finals: list[float] = []
         for i, run in enumerate(runs):
@@ -171,12 +184,15 @@ def summarize(groups: dict[str, list[RunData]], set_name: str = AVERAGE) -> list
                 steps_hit.append(mine.step)
             hit_step = mine.step if mine else run.total_steps
             hit_prompts = mine.prompts if mine else run.total_prompts
+            hit_seconds = mine.seconds if mine else run.seconds_at(run.total_steps)
             if theirs.step == 0 or theirs.prompts == 0:  # the baseline ended no better than it started
                 step_ratios.append(math.nan)
                 prompt_ratios.append(math.nan)
+                time_ratios.append(math.nan)
                 continue
             step_ratios.append(hit_step / theirs.step)
             prompt_ratios.append(hit_prompts / theirs.prompts)
+            time_ratios.append(hit_seconds / theirs.seconds if theirs.seconds > 0 and run.steps else math.nan)
         last = runs[0].curve(set_name, sets)[-1]
         informative = sum(int(s.get("informative_groups", 0)) for r in runs for s in r.steps)
         rolled = sum(r.total_prompts for r in runs)
@@ -193,11 +209,12 @@ def summarize(groups: dict[str, list[RunData]], set_name: str = AVERAGE) -> list
                 "steps_mean": _mean(steps_hit) if steps_hit else None,
                 **_ratio_fields("step_ratio", step_ratios),
                 **_ratio_fields("rollout_ratio", prompt_ratios),
+                **_ratio_fields("time_ratio", time_ratios),
                 "steps": _mean([r.total_steps for r in runs]),
                 "prompts_rolled_out": rolled / len(runs),
                 "prompts_per_step": rolled / max(1, sum(r.total_steps for r in runs)),
                 "informative_share": informative / max(1, rolled) if any(r.steps for r in runs) else None,
-                "seconds": sum(float(s.get("seconds", 0.0)) for r in runs for s in r.steps),
+                "seconds": sum(step_seconds(s) for r in runs for s in r.steps),
             }
         )
     return rows

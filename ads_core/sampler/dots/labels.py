@@ -75,7 +75,7 @@ def build_embeddings(artifact: str, model_path: str, sample_ids: list[str]) -> n
         built_with = storage.read_json(str(final / "manifest.json")).get("extra", {}).get("policy_model")
     except (OSError, ValueError):
         return None
-    scores = sorted(final.parent.glob("score/**/*.parquet"))
+    scores = [p for p in (final.parent / "scores" / "scores.parquet",) if p.is_file()]
     if built_with != model_path or not scores:
         return None
     import pyarrow.parquet as pq
