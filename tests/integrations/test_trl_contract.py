@@ -19,9 +19,9 @@ from transformers import Trainer  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.trainer.utils import RepeatSampler  # noqa: E402
 
-from ads_core.config.train import TrainConfig  # noqa: E402
 from ads_core.sampler.kinds import build_sampler  # noqa: E402
 from ads_core.sampler.state import SamplerStateError  # noqa: E402
+from ads_core.train.options import TrainConfig  # noqa: E402
 from ads_core.train.trainers import sampler_config  # noqa: E402
 from ads_core.train.trl import SUPPORTED_TRL  # noqa: E402
 from ads_core.train.trl.feed import FeedbackSampler  # noqa: E402
@@ -54,7 +54,7 @@ def test_the_hooks_we_override_keep_their_signatures():
 
 
 def test_the_methods_dots_and_rollout_replay_call_keep_their_signatures():
-    """Reference rollouts (ads_core/train/trl/reference.py) and rollout replay (ads_core/train/trl/replay)."""
+    """Reference rollouts (ads_core/train/trl/replay/reference.py) and rollout replay (ads_core/train/trl/replay)."""
     assert params(GRPOTrainer._tokenize_prompts) == ["self", "prompts"]
     assert params(GRPOTrainer._generate_single_turn)[:5] == [
         "self", "prompt_ids", "images", "multimodal_fields", "num_generations",
