@@ -166,4 +166,10 @@ def evaluate(
         b = linear_refit(raw_predict(embeddings, refs, success[refs]), refs, success[refs])
         ours.append(pearson(p[rest], success[rest]))
         raw.append(pearson(b[rest], success[rest]))
-    return {"rho": float(np.nanmean(ours)), "rho_raw": float(np.nanmean(raw)), "reference_size": float(k)}
+    return {"rho": _nanmean(ours), "rho_raw": _nanmean(raw), "reference_size": float(k)}
+
+
+def _nanmean(values: list[float]) -> float:
+    """The mean of the finite values; nan when there is none (labels without variance: no rho to measure)."""
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.mean(finite)) if finite else float("nan")
