@@ -45,3 +45,20 @@ def test_a_stale_behaviour_policy_weights_ppo_clip_around_old_by_old_over_behavi
     expected = torch.exp(old - behaviour) * ppo  # the unclipped importance weight pi_old / mu
     assert torch.allclose(ours, expected, atol=1e-6)
     assert not torch.allclose(ours, ppo, atol=1e-3)  # the correction matters here
+
+
+def test_replay_refuses_what_it_cannot_train_with_in_one_line():
+    import pytest
+
+    from ads_core.train.errors import TrainOptionError
+    from ads_core.train.options import TrainConfig
+    from ads_core.train.trl.replay.options import RolloutReplayConfig, check_replay
+
+    check_replay(TrainConfig(trl={"replay": True}), "dots")  # the defaults train
+    bad = TrainConfig(trl={"replay": True, "beta": 0.1, "loss_type": "cispo", "processes": 2})
+    with pytest.raises(TrainOptionError) as info:
+        check_replay(bad, "dynamic")
+    line = str(info.value)
+    assert "\n" not in line and line.startswith("rollout replay (replay) can't train with processes 2")
+    assert "beta 0.1" in line and "loss_type cispo" in line and "sampler dynamic" in line
+    assert [RolloutReplayConfig(fresh_fraction=f).fresh_prompts(8) for f in (0.5, 0.25, 0.01, 1.0)] == [4, 2, 1, 8]

@@ -41,8 +41,10 @@ def check_replay(cfg: Any, kind: str) -> None:
         problems.append(f"beta {trl.beta} (replayed groups carry no reference log-probs; DOTS+RR uses beta 0)")
     if trl.loss_type not in AGGREGATIONS:
         problems.append(f"loss_type {trl.loss_type} (replay reduces the loss as {', '.join(AGGREGATIONS)})")
-    if kind == "dynamic":
-        problems.append("sampler dynamic (its steps already mix generation batches)")
+    from ads_core.sampler.kinds import has_extra_rollouts
+
+    if has_extra_rollouts(kind):
+        problems.append(f"sampler {kind} (its steps already mix generation batches)")
     if problems:
         raise TrainOptionError(
             f"rollout replay (replay) can't train with {'; '.join(problems)}", options=("replay", "sampler")
