@@ -25,7 +25,7 @@ def _load(name: str):
     return module
 
 
-@pytest.mark.slow  # the real build (tokenizer, warm-up, score, K-Means, report), 3 x 4 TRL steps: ~1 min on 2 cores
+@pytest.mark.slow  # the real build, the DOTS predictor (3 tiny warm-ups), 4 x 4 TRL steps: ~1.5 min on 2 idle cores
 def test_a_quick_run_builds_trains_every_sampler_and_reports(tmp_path: Path, monkeypatch, capsys):
     pytest.importorskip("trl")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
