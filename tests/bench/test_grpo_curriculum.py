@@ -25,7 +25,7 @@ def _load(name: str):
     return module
 
 
-@pytest.mark.slow  # the real build, the DOTS predictor (3 tiny warm-ups), 4 x 4 TRL steps: ~1.5 min on 2 idle cores
+@pytest.mark.slow  # the real build, the DOTS predictor (3 tiny warm-ups), 4 x 4 TRL steps: 194 s on 2 cores at load ~20
 def test_a_quick_run_builds_trains_every_sampler_and_reports(tmp_path: Path, monkeypatch, capsys):
     pytest.importorskip("trl")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
