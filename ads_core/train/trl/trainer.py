@@ -5,11 +5,12 @@
   the global order the groups are normalised in), the rows are gathered the same way and each prompt's mean
   correctness goes to ``update``; identical on every process, so every process's sampler stays the same;
 * ``log``: TRL logs every step (``logging_steps=1``); the step's line goes to ``steps.jsonl`` with TRL's loss
-  and lengths, before any checkpoint of that step is written;
+  and lengths and the step's time split (``time_split``: fresh rollouts, reference rollouts, checkpoint writes,
+  the update; ``train`` starts the clock), before any checkpoint of that step is written;
 * ``get_batch_samples``: on resume, re-applies the checkpoint's RNG state after the first fetch (below);
-* ``_generate_and_score_completions``: with a ``GroupFilter`` sampler (kind ``dynamic``), drops the groups whose
-  rewards all agree and rolls out more generation batches in the same step (``ads_core.train.trl.dynamic``);
-  every other kind goes straight to TRL's;
+* ``_generate_and_score_completions``: times the fresh rollouts; with a ``GroupFilter`` sampler (kind
+  ``dynamic``), drops the groups whose rewards all agree and rolls out more generation batches in the same step
+  (``ads_core.train.trl.dynamic``); every other kind goes straight to TRL's;
 * ``create_scheduler``: builds the learning-rate schedule over the run's horizon (``schedule_steps``, recorded by
   the run's first command; ``ads_core.train.trl.settings``) rather than this command's ``max_steps``;
 * ``_save_checkpoint``: refuses non-finite weights (naming the step), writes ``ads_sampler.json`` (the feed's whole
