@@ -89,7 +89,7 @@ def ads_train(
         model: policy to train; default: the model the difficulties were scored with (the artifact manifest).
         steps: optimizer steps (the reference trains 800).
         run_dir: checkpoints, the per-step log and staged inputs (default ./ads-runs/{name}).
-        name: experiment name, default {dataset}-ads; the same name resumes from the newest checkpoint.
+        name: experiment name, default {dataset}-{sampler}; the same name resumes from the newest checkpoint.
         eval_sets: names under OUT/eval (`ads eval-sets`) or .parquet paths; default all in OUT/eval; [] for none.
         allow_change: options a resume may change on purpose (e.g. ["learning_rate"]); recorded in
             RUN_DIR/run.json. Any other option that differs from the run's refuses the resume.

@@ -90,10 +90,30 @@ def _write(run_dir: str | os.PathLike[str], doc: dict[str, Any]) -> None:
     storage.write_json(str(Path(run_dir) / RUN_FILE), doc)  # atomic, fenced by the run's lock
 
 
-def start_run(run_dir: str | os.PathLike[str], now: dict[str, Any], run_id: str | None = None) -> str:
-    """A run that starts from step 0: record its trajectory under a new run_id (or RUN_ID); returns the id."""
+def about(plan: Any) -> dict[str, Any]:
+    """What the run is, for people and tables (`ads compare`, the model card): sampler, trainer, model, seed."""
+    section = getattr(plan.config, plan.trainer, None)
+    return {
+        "sampler": plan.sampler.kind,
+        "trainer": plan.trainer,
+        "model": absolute_model(plan.model),
+        "seed": getattr(section, "seed", None),
+    }
+
+
+def absolute_model(model: str) -> str:
+    """A hub id as it is, a local folder as its absolute path (``ads-out/demo/policy`` -> ``/home/.../policy``)."""
+    local = os.path.expanduser(model.removeprefix("file://"))
+    return os.path.abspath(local) if os.path.exists(local) else model
+
+
+def start_run(
+    run_dir: str | os.PathLike[str], now: dict[str, Any], run_id: str | None = None, facts: dict[str, Any] | None = None
+) -> str:
+    """A run that starts from step 0: record its trajectory under a new run_id (or RUN_ID) with FACTS (`about`);
+    returns the id."""
     run_id = run_id or uuid.uuid4().hex
-    _write(run_dir, {"run_id": run_id, "trajectory": now, "changes": []})
+    _write(run_dir, {"run_id": run_id, "about": facts or {}, "trajectory": now, "changes": []})
     return run_id
 
 

@@ -5,8 +5,8 @@ Resume. A checkpoint folder counts when it holds its manifest (``ads_manifest.js
 ``ads_core.train.resume.manifest``); the newest one that verifies (every file's size and sha256) is resumed from,
 once the run's recorded options match this command's (``ads_core.train.resume.identity``) and its sampler
 checkpoint passed every check (a bad one stops the run with a ``CheckpointStateError`` naming the file and the
-field, before anything is trained). Failed checkpoints are set aside (``rejected-checkpoint-N``), newer incomplete
-folders (a save that was killed) removed, and ``steps.jsonl`` is cut back to the resumed step (each step once).
+field, before anything is trained). Newer checkpoints that fail or lack a manifest (a killed save) are moved aside
+(``rejected-checkpoint-N``), never deleted, and ``steps.jsonl`` is cut back to the resumed step (each step once).
 """
 
 from __future__ import annotations

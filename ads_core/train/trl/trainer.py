@@ -178,6 +178,7 @@ class ADSGRPOTrainer(GRPOTrainer):
             )
         if self.args.should_save:
             fencing.check_publish(folder)  # a run that lost its lock on the run folder saves nothing more
+        started_here = not os.path.exists(folder)  # only a save this process began may be removed if it fails
         try:
             if self.args.should_save:
                 os.makedirs(folder, exist_ok=True)
@@ -192,7 +193,8 @@ class ADSGRPOTrainer(GRPOTrainer):
             why = saving.save_failure(exc, folder)
             if why is None:
                 raise
-            saving.remove_partial(folder)
+            if started_here:
+                saving.remove_partial(folder)
             done = [f for _, f in manifest.checkpoint_folders(os.path.dirname(folder)) if manifest.has_manifest(f)]
             start = f"from {done[-1].name}" if done else "from step 0"
             raise RunStateError(
