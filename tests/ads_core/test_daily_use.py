@@ -1,0 +1,80 @@
+"""Daily use (issue 45): runs named for what they are, a refused resume that leads with what the user changed
+and arrives before anything is loaded, the model card naming the sampler, and the small ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from ads_core.train.errors import RunStateError
+from ads_core.train.plan import default_name
+from ads_core.train.resume import identity
+from ads_core.train.trl.final import model_card, sampler_line
+
+
+def test_default_run_names_say_the_sampler_and_a_trainer_that_is_not_the_fallback():
+    fallback, gpu = SimpleNamespace(name="trl", priority=0), SimpleNamespace(name="verl", priority=10)
+    assert default_name("gsm8k", "uniform", fallback) == "gsm8k-uniform"
+    assert default_name("gsm8k", "ads", fallback) == "gsm8k-ads"  # the name ADS runs always had
+    assert default_name("gsm8k", "dots", gpu) == "gsm8k-dots-verl"
+    assert default_name(None, "ads", fallback) == "dataset-ads"
+
+
+RUN = {"model": "m", "trl.learning_rate": 1e-5, "trl.seed": 42, "sampler.kind": "uniform"}
+
+
+def test_a_changed_sampler_kind_is_named_first_then_at_most_five_and_where_the_rest_are(tmp_path: Path):
+    run_dir = tmp_path / "gsm8k-ads"
+    run_dir.mkdir()
+    (tmp_path / "gsm8k-ads-2").mkdir()  # taken: the new run's name is the next free one
+    knobs = {f"sampler.ads.knob{i:02d}": 0.3 for i in range(20)}
+    recorded = {**RUN, "sampler.uniform.batch_size": 8}
+    now = {**RUN, "sampler.kind": "ads", "trl.learning_rate": 1e-4, **knobs}
+    doc = {"run_id": "r", "trajectory": recorded}
+    with pytest.raises(RunStateError) as info:
+        identity.check_resume(str(run_dir), doc, now, [], 3)
+    text = str(info.value)
+    assert text.startswith(
+        f"{run_dir} was trained with other options: sampler.kind: run uniform, now ads; trl.learning_rate: run "
+        "1e-05, now 0.0001; sampler.ads.knob00: run null, now 0.3; sampler.ads.knob01: run null, now 0.3; "
+        "sampler.ads.knob02: run null, now 0.3; and 18 more (all listed in "
+    ), text
+    assert "start a new run instead with name gsm8k-ads-3" in text and len(text) < 600
+    listing = Path(text.split("all listed in ")[1].split(")")[0])
+    assert len(listing.read_text().splitlines()) == 23  # kind, rate, 20 knobs, uniform.batch_size
+    assert "\n" not in text
+
+
+def test_the_check_before_loading_needs_no_weights_or_data(tmp_path: Path):
+    identity.start_run(tmp_path, {**RUN, "model_weights": "sha256:a", "artifact": "sha256:b"})
+    sampler = SimpleNamespace(kind="ads", ads=SimpleNamespace(model_dump=lambda mode: {"alpha": 0.3}))
+    trl = SimpleNamespace(model_dump=lambda mode: {"learning_rate": 1e-5, "seed": 42})
+    plan = SimpleNamespace(
+        run_dir=str(tmp_path),
+        model="m",
+        trainer="trl",
+        sampler=sampler,
+        config=SimpleNamespace(trl=trl, allow_change=[]),
+        train_uri=str(tmp_path / "no-such.parquet"),  # never read: the check would fail on it
+    )
+    with pytest.raises(RunStateError, match=r"other options: sampler\.kind: run uniform, now ads; sampler\.ads"):
+        identity.check_before_loading(plan)
+    plan.sampler = SimpleNamespace(kind="uniform", uniform=None)
+    identity.check_before_loading(plan)  # same options: no refusal (weights and data are checked on loading)
+
+
+def test_the_model_card_names_the_sampler_that_trained_it_and_an_absolute_base_model(tmp_path: Path):
+    facts = {"base_model": identity.absolute_model(str(tmp_path)), "experiment": "x", "artifact": "a.parquet"}
+    card = model_card({**facts, "sampler": "uniform", "step": 4, "prompts_per_step": 8, "trainer": "trl", "seed": 1})
+    assert f"base_model: {tmp_path}\n" in card
+    assert "- Sampler: `uniform` (GRPO's default: a fresh shuffle of all rows every epoch)\n" in card
+    assert "- Trainer: trl; seed: 1\n" in card and "or a baseline" not in card
+    assert sampler_line("dynamic") == " (DAPO-style dynamic sampling (verl's `algorithm.filter_groups`))"
+    assert identity.absolute_model("HuggingFaceTB/SmolLM2-135M") == "HuggingFaceTB/SmolLM2-135M"
+
+
+def test_ads_eval_and_ads_compare_outputs_are_ignored_by_git():
+    ignored = (Path(__file__).parents[2] / ".gitignore").read_text().splitlines()
+    assert {"ads-eval/", "ads-compare/", "ads-runs/", "ads-out/"} <= set(ignored)
