@@ -131,16 +131,27 @@ def _run(evaluate_model: Any, policy: Any, sets: dict[str, str], cfg: EvalConfig
         TextColumn("eta"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=console, transient=False) as progress:
+    from ads_core.common import progress as progress_lines
+
+    progress_lines.enable_when_logged()  # stdout to a file: problems done and the ETA there, every few seconds
+    lines = progress_lines.ChunkLines(f"eval {policy.name}", None, "problems")
+    with (
+        Progress(*columns, console=console, transient=False) as progress,
+        progress_lines.heartbeat(f"eval {policy.name}: loading the policy and the sets"),
+    ):
         task = progress.add_task(f"{policy.name} problems", total=None)
+
+        def advance(n: int) -> None:
+            lines.advance(n)
+            progress.advance(task, n)
+
+        def on_problems(total: int) -> None:
+            lines.set_total(total)
+            progress_lines.phase(f"eval {policy.name}: generating", announce=False)
+            progress.update(task, total=total)
+
         return evaluate_model(
-            policy.path,
-            sets,
-            cfg,
-            out=folder,
-            policy=policy.name,
-            progress=lambda n: progress.advance(task, n),
-            on_problems=lambda total: progress.update(task, total=total),
+            policy.path, sets, cfg, out=folder, policy=policy.name, progress=advance, on_problems=on_problems
         )
 
 

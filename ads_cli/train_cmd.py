@@ -19,6 +19,7 @@ from rich.table import Table
 from ads_cli.common import console, fail, parse_assignments
 from ads_cli.options import common_parameters, config_parameters, flags_by_field, resolve_config, with_signature
 from ads_core.common import defaults
+from ads_core.common import progress as progress_lines
 from ads_core.common.errors import InputError, render_options
 from ads_core.config.train import INTEGRATION_KEYS, TrainConfig
 
@@ -103,6 +104,7 @@ def train_cmd(
     from ads_core.train.errors import error_text
 
     only_rank_zero_speaks()
+    progress_lines.enable_when_logged()  # stdout to a file: a line per step there, as the run goes
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
     for key, value in parse_assignments(ads_knobs, "--ads").items():
         # the integration keys (data.ads_sampler.* in verl's YAML) are fields of a trainer's section
@@ -224,7 +226,11 @@ def train_with_progress(plan: Any, trun: Any) -> None:
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("GRPO steps", total=plan.config.steps, last="")
 
+        step_lines = progress_lines.StepLines(plan.config.steps)
+
         def on_step(record: dict[str, Any], trainer: Any) -> None:
+            step_lines(record)
+            progress_lines.phase(f"training after step {record['step']}", announce=False)
             window = record.get("window_position")
             shown = f"reward {record['reward_mean']:.3f} lag {record['lag']}" + (
                 f" window {window:.2f}" if window is not None else ""
@@ -240,7 +246,8 @@ def train_with_progress(plan: Any, trun: Any) -> None:
                 progress.console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)
 
         try:
-            result = trun.execute(plan, on_step=on_step)
+            with progress_lines.heartbeat("training: loading the data, the policy and the trainer"):
+                result = trun.execute(plan, on_step=on_step)
         except (ValueError, RuntimeError) as exc:
             raise fail(error_text(exc, spell_flag)) from None
         except KeyboardInterrupt:  # Ctrl-C: one line on what the run folder keeps, status 130

@@ -78,3 +78,30 @@ def test_the_model_card_names_the_sampler_that_trained_it_and_an_absolute_base_m
 def test_ads_eval_and_ads_compare_outputs_are_ignored_by_git():
     ignored = (Path(__file__).parents[2] / ".gitignore").read_text().splitlines()
     assert {"ads-eval/", "ads-compare/", "ads-runs/", "ads-out/"} <= set(ignored)
+
+
+def test_a_training_step_line_has_reward_learning_rate_seconds_per_step_and_eta():
+    from ads_core.common.progress import StepLines
+
+    lines = StepLines(20, "ads-seed0")
+    first = {"step": 11, "reward_mean": 0.25, "learning_rate": 1e-6, "seconds": 4.0}  # resumed at step 10
+    assert lines.line(first, now=100.0) == "ads-seed0: step 11/20  reward 0.250  lr 1.00e-06  4.0 s/step  eta 0:36"
+    assert lines.line({"step": 13, "reward_mean": 0.5}, now=110.0) == "ads-seed0: step 13/20  reward 0.500  " + (
+        "4.7 s/step  eta 0:33"
+    )
+
+
+def test_lines_go_to_stdout_only_when_it_is_not_a_terminal(monkeypatch, capsys):
+    from ads_core.common import progress
+
+    monkeypatch.delenv(progress.ENV, raising=False)
+    progress.say("not shown")
+    monkeypatch.setattr("sys.stdout.isatty", lambda: False)
+    assert progress.enable_when_logged() is True
+    chunks = progress.ChunkLines("format rows", 300)
+    chunks.advance(100)  # the first chunk is shown, the next within CHUNK_SECONDS is not, the last always
+    chunks.advance(100)
+    chunks.advance(100)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "format rows: 100/300 rows, eta " + out[0].rsplit(" ", 1)[1]
+    assert out[1:] == ["format rows: 300/300 rows, eta 0:00"]
