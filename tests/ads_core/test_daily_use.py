@@ -105,3 +105,28 @@ def test_lines_go_to_stdout_only_when_it_is_not_a_terminal(monkeypatch, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "format rows: 100/300 rows, eta " + out[0].rsplit(" ", 1)[1]
     assert out[1:] == ["format rows: 300/300 rows, eta 0:00"]
+
+
+def test_a_dry_run_shows_the_batch_every_sampler_kind_draws_per_step():
+    from ads_core.config.train import TrainSamplerConfig
+    from ads_core.train.trl.plan import step_batches
+
+    dumped = TrainSamplerConfig(kind="uniform").model_dump(mode="json")
+    assert dumped["uniform"]["batch_size"] == 128  # the section's default, which TRL never uses
+    shown = step_batches(dumped, 8)
+    assert shown["uniform"]["batch_size"] == 8 and shown["dots"]["batch_size"] == 8 and shown["kind"] == "uniform"
+
+
+def test_a_tied_output_embedding_is_not_reported_missing_but_a_really_missing_tensor_is(tiny_model_dir: Path):
+    from transformers import AutoModelForCausalLM
+
+    from ads_core.train.trl.trainer import tied_missing_keys
+
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))
+    assert model.config.tie_word_embeddings  # the tiny policy ties them, as SmolLM2 does
+    embed = next(n for n, p in model.named_parameters() if p is model.get_input_embeddings().weight)
+    assert tied_missing_keys(model, ["lm_head.weight"]) == {"lm_head.weight"}
+    assert tied_missing_keys(model, ["lm_head.weight", embed]) == set()  # the shared tensor itself is missing
+    assert tied_missing_keys(model, ["model.norm.weight"]) == set()
+    model.config.tie_word_embeddings = False
+    assert tied_missing_keys(model, ["lm_head.weight"]) == set()
