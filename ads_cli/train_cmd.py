@@ -92,6 +92,14 @@ def train_cmd(
             "RUN_DIR/run.json. Any other option that differs from the run's refuses the resume.",
         ),
     ] = None,
+    publish: Annotated[
+        bool,
+        typer.Option(
+            "--publish",
+            help="Run as a named `ads-train` flow run on the Prefect server in PREFECT_API_URL (`ads server`): its "
+            "plan, progress, plots, metrics and warnings are artifacts in the UI.",
+        ),
+    ] = False,
     **options: Any,
 ) -> None:
     """Train GRPO with the ADS sampler (or a baseline): TRL on CPU or a node's GPUs, verl on GPUs with Ray.
@@ -122,6 +130,9 @@ def train_cmd(
         changes["allow_change"] = list(allow_change)
     if extra:
         changes["verl.overrides"] = [*cfg.verl.overrides, *extra]
+    if publish:
+        cfg = cfg.with_overrides(changes) if changes else cfg
+        raise publish_run(artifact, cfg, dry_run)
     try:
         cfg = cfg.with_overrides(changes) if changes else cfg
         with console.status("checking the artifact and planning the run"):
@@ -153,6 +164,22 @@ def train_cmd(
             console.print(f"  {escape(key)}: {value:g}", highlight=False)
         return
     train_with_progress(plan, trun)
+
+
+def publish_run(artifact: str, cfg: Any, dry_run: bool) -> typer.Exit:
+    """`--publish`: the `ads-train` flow runs this training (its log lines here, its artifacts in the UI); one
+    line with the run's page, or its one-line failure and status 2."""
+    from ads_prefect.flows.ads_train import publish_training
+
+    try:
+        state, url = publish_training(artifact, cfg, dry_run)
+    except (InputError, ValueError) as exc:
+        return fail(str(exc))
+    if not state.is_completed():
+        return fail(f"ads-train ended {state.name}: {state.message} ({url})")
+    warned = state.message if state.message and "warning" in state.message else ""
+    console.print(f"published: {escape(url)}" + (f" ({escape(warned)})" if warned else ""), highlight=False)
+    return typer.Exit(0)
 
 
 def hold_run_folder(ctx: typer.Context, run_dir: str) -> None:
