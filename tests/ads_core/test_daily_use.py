@@ -3,6 +3,7 @@ and arrives before anything is loaded, the model card naming the sampler, and th
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -130,3 +131,23 @@ def test_a_tied_output_embedding_is_not_reported_missing_but_a_really_missing_te
     assert tied_missing_keys(model, ["model.norm.weight"]) == set()
     model.config.tie_word_embeddings = False
     assert tied_missing_keys(model, ["lm_head.weight"]) == set()
+
+
+def test_an_evaluated_policy_says_what_trained_it(tmp_path: Path):
+    run = tmp_path / "gsm8k-uniform"
+    (run / "final").mkdir(parents=True)
+    facts = {"sampler": "uniform", "trainer": "trl", "base_model": "/m", "seed": 3, "step": 8, "experiment": "e"}
+    (run / "final" / "ads_run.json").write_text(json.dumps({**facts, "checkpoint": "c", "prompts_per_step": 8}))
+    assert identity.trained_facts(str(run / "final")) == facts
+    about = {"sampler": "dots", "trainer": "trl", "model": "org/m", "seed": 5}
+    identity.start_run(run, {"model": "org/m"}, facts=about)
+    (run / "checkpoints" / "checkpoint-4").mkdir(parents=True)
+    assert identity.trained_facts(str(run / "checkpoints" / "checkpoint-4")) == {
+        "sampler": "dots",
+        "trainer": "trl",
+        "base_model": "org/m",
+        "seed": 5,
+        "step": 4,
+        "experiment": "gsm8k-uniform",
+    }
+    assert identity.trained_facts(str(tmp_path)) == {}

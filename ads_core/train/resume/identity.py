@@ -233,3 +233,29 @@ def check_resume(run_dir: str, doc: dict[str, Any], now: dict[str, Any], allow: 
         f"changed on purpose at step {step}: "
         + "; ".join(f"{k} {_show(recorded.get(k))} -> {_show(now.get(k))}" for k in changed)
     ]
+
+
+def trained_facts(model_dir: str) -> dict[str, Any]:
+    """What trained the policy in MODEL_DIR, for an evaluation's summary.json: a run's ``final/`` (its
+    ``ads_run.json``) or one of its checkpoints (the run's ``run.json`` and the checkpoint's step); {} otherwise."""
+    folder = Path(os.path.expanduser(model_dir))
+    try:
+        final = json.loads((folder / "ads_run.json").read_text(encoding="utf-8"))
+        keys = ("sampler", "trainer", "base_model", "seed", "step", "experiment")
+        return {key: final.get(key) for key in keys} if isinstance(final, dict) else {}
+    except (OSError, ValueError):
+        pass
+    if not folder.name.startswith("checkpoint-") or not folder.name.removeprefix("checkpoint-").isdigit():
+        return {}
+    doc = read_run(folder.parent.parent)
+    about = (doc or {}).get("about")
+    if not isinstance(about, dict):
+        return {}
+    return {
+        "sampler": about.get("sampler"),
+        "trainer": about.get("trainer"),
+        "base_model": about.get("model"),
+        "seed": about.get("seed"),
+        "step": int(folder.name.removeprefix("checkpoint-")),
+        "experiment": folder.parent.parent.name,
+    }
