@@ -151,3 +151,14 @@ def test_an_evaluated_policy_says_what_trained_it(tmp_path: Path):
         "experiment": "gsm8k-uniform",
     }
     assert identity.trained_facts(str(tmp_path)) == {}
+
+
+def test_a_machine_without_a_gpu_device_counts_none_without_asking_torch(monkeypatch):
+    from ads_core.train import choice
+
+    cuda = SimpleNamespace(is_available=lambda: True, device_count=lambda: 3)
+    monkeypatch.setitem(__import__("sys").modules, "torch", SimpleNamespace(cuda=cuda))  # a torch that sees 3
+    monkeypatch.setattr(choice, "gpu_devices_present", lambda: False)
+    assert choice.cuda_gpu_count() == 0  # answered from /dev: no torch import (seconds) before a refusal
+    monkeypatch.setattr(choice, "gpu_devices_present", lambda: True)
+    assert choice.cuda_gpu_count() == 3
