@@ -97,6 +97,7 @@ class ChunkLines:
     def __init__(self, what: str, total: int | None = None, unit: str = "rows") -> None:
         self.what, self.total, self.unit = what, total, unit
         self.done, self.started, self.shown = 0, time.monotonic(), 0.0
+        self.first: tuple[float, int] | None = None  # (time, count) at the first chunk: the rate is from there on
 
     def set_total(self, total: int | None) -> None:
         self.total = total
@@ -104,6 +105,8 @@ class ChunkLines:
     def advance(self, n: int) -> None:
         self.done += int(n)
         now = time.monotonic()
+        if self.first is None:  # what came before it (loading a model) is not in the rate
+            self.first = (now, self.done)
         finished = self.total is not None and self.done >= self.total
         if not finished and now - self.shown < CHUNK_SECONDS:
             return
@@ -114,8 +117,9 @@ class ChunkLines:
         elapsed = now - self.started
         if not self.total:
             return f"{self.what}: {self.done} {self.unit} ({clock(elapsed)})"
-        rate = self.done / elapsed if elapsed > 0 else 0.0
-        eta = clock((self.total - self.done) / rate) if rate > 0 else "?"
+        since, before = self.first or (self.started, 0)
+        rate = (self.done - before) / (now - since) if now > since and self.done > before else 0.0
+        eta = clock((self.total - self.done) / rate) if rate > 0 else ("0:00" if self.done >= self.total else "?")
         return f"{self.what}: {self.done}/{self.total} {self.unit}, eta {eta}"
 
 
