@@ -15,7 +15,7 @@ from prefect.cache_policies import NO_CACHE
 
 from ads_core import storage
 from ads_core.common.errors import InputError
-from ads_prefect.tasks.keys import artifact_key
+from ads_prefect.tasks.artifact_keys import artifact_key
 
 
 def eval_run_name() -> str:

@@ -46,9 +46,9 @@ def save_failure(exc: BaseException, folder: str) -> str | None:
 def remove_partial(folder: str) -> bool:
     """A save this process started that failed (its caller checks that): removed, which gives back its space,
     only when provably incomplete (no manifest; the manifest is written last). Returns whether it was removed."""
-    from ads_core.train.resume.manifest import has_manifest
+    from ads_core.storage.manifest import has_checkpoint_manifest
 
-    if has_manifest(folder):
+    if has_checkpoint_manifest(folder):
         return False
     shutil.rmtree(folder, ignore_errors=True)
     return True
