@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ads_core.common import progress
 from ads_core.common.text import last_boxed
 from ads_core.models.loading import load_for_training
 from ads_core.sampler.checkpoint import SamplerCheckpoint, has_checkpoint, read_checkpoint
@@ -182,8 +183,10 @@ def run_trl(
             return _result(plan, part, resumed, started, notes)
     validator = start_validation(plan, part.device, resumed[0] if resumed else 0, read_steps(part.steps_file))
     funcs, weights = reward_functions(score or math_score, plan.config.trl.format_reward)
+    progress.phase(f"training: loading the policy {plan.model}")
     model, tokenizer = load_for_training(plan.model, part.device)  # ads_core.models.loading, as every policy load
     if validator is not None:  # eval.jsonl: step 0 now, then every validation.steps steps and the last
+        progress.phase("training: validating the policy before the first step")
         validator.before_train(model, tokenizer)
         on_step = validator.chain(on_step)
 
@@ -216,6 +219,7 @@ def run_trl(
         trainer.remove_callback(noisy)
     trainer.resumed_rng = resumed[1] if resumed else None
     trainer.run_id, trainer.keep_checkpoints = run_id, plan.config.trl.keep_checkpoints
+    progress.phase(f"training: step {(resumed[0] if resumed else 0) + 1} (generating, scoring, updating)")
     trainer.train(resume_from_checkpoint=resumed[1] if resumed else None)
     del trainer, model
     notes += final.finish(plan, part, complete_checkpoints(part.checkpoints_dir))
