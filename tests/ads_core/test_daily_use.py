@@ -67,13 +67,13 @@ def test_the_check_before_loading_needs_no_weights_or_data(tmp_path: Path):
 
 
 def test_the_model_card_names_the_sampler_that_trained_it_and_an_absolute_base_model(tmp_path: Path):
-    facts = {"base_model": identity.absolute_model(str(tmp_path)), "experiment": "x", "artifact": "a.parquet"}
+    facts = {"base_model": identity.absolute_or_id(str(tmp_path)), "experiment": "x", "artifact": "a.parquet"}
     card = model_card({**facts, "sampler": "uniform", "step": 4, "prompts_per_step": 8, "trainer": "trl", "seed": 1})
     assert f"base_model: {tmp_path}\n" in card
     assert "- Sampler: `uniform` (GRPO's default: a fresh shuffle of all rows every epoch)\n" in card
     assert "- Trainer: trl; seed: 1\n" in card and "or a baseline" not in card
     assert sampler_line("dynamic") == " (DAPO-style dynamic sampling (verl's `algorithm.filter_groups`))"
-    assert identity.absolute_model("HuggingFaceTB/SmolLM2-135M") == "HuggingFaceTB/SmolLM2-135M"
+    assert identity.absolute_or_id("HuggingFaceTB/SmolLM2-135M") == "HuggingFaceTB/SmolLM2-135M"
 
 
 def test_ads_eval_and_ads_compare_outputs_are_ignored_by_git():

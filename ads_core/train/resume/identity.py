@@ -96,12 +96,12 @@ def about(plan: Any) -> dict[str, Any]:
     return {
         "sampler": plan.sampler.kind,
         "trainer": plan.trainer,
-        "model": absolute_model(plan.model),
+        "model": absolute_or_id(plan.model),
         "seed": getattr(section, "seed", None),
     }
 
 
-def absolute_model(model: str) -> str:
+def absolute_or_id(model: str) -> str:
     """A hub id as it is, a local folder as its absolute path (``ads-out/demo/policy`` -> ``/home/.../policy``)."""
     local = os.path.expanduser(model.removeprefix("file://"))
     return os.path.abspath(local) if os.path.exists(local) else model

@@ -132,8 +132,8 @@ def finish(plan: Any, part: Any, checkpoints: list[tuple[int, Path]]) -> list[st
         step, folder = checkpoints[-1]
         facts = {
             **identity.about(plan),  # sampler, trainer, seed; the model as a hub id or an absolute path
-            "base_model": identity.absolute_model(plan.model),
-            "artifact": plan.artifact_uri,
+            "base_model": identity.absolute_or_id(plan.model),
+            "artifact": identity.absolute_or_id(plan.artifact_uri),  # a local path as an absolute one
             "experiment": plan.experiment,
             "prompts_per_step": part.prompts_per_step,
             "lora_rank": plan.config.trl.lora_rank,
