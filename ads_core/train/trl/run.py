@@ -186,7 +186,8 @@ def run_trl(
     progress.phase(f"training: loading the policy {plan.model}")
     model, tokenizer = load_for_training(plan.model, part.device)  # ads_core.models.loading, as every policy load
     if validator is not None:  # eval.jsonl: step 0 now, then every validation.steps steps and the last
-        progress.phase("training: validating the policy before the first step")
+        if not resumed:
+            progress.phase("training: validating the policy before the first step")
         validator.before_train(model, tokenizer)
         on_step = validator.chain(on_step)
 
