@@ -111,7 +111,7 @@ def test_lines_go_to_stdout_only_when_it_is_not_a_terminal(monkeypatch, capsys):
 
 
 def test_a_dry_run_shows_the_batch_every_sampler_kind_draws_per_step():
-    from ads_core.config.train import TrainSamplerConfig
+    from ads_core.train.options import TrainSamplerConfig
     from ads_core.train.trl.plan import step_batches
 
     dumped = TrainSamplerConfig(kind="uniform").model_dump(mode="json")

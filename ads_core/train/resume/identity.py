@@ -55,20 +55,21 @@ def trajectory(plan: Any, horizon: int | None, load_free: bool = False) -> dict[
 
         out["model_weights"] = model_fingerprint(plan.model)
         out["artifact"] = storage.content_hash(plan.train_uri)
-    section = getattr(cfg, plan.trainer, None)
-    if section is not None:
-        for name, value in section.model_dump(mode="json").items():
+    from ads_core.sampler.kinds import kind_spec
+    from ads_core.train.options import sampler_knobs, trainer_options
+    from ads_core.train.trainers import section_of_trainer
+
+    options, prefix = trainer_options(cfg, plan.trainer), section_of_trainer(plan.trainer)
+    if options is not None:
+        for name, value in options.model_dump(mode="json").items():
             if name not in NOT_TRAJECTORY:
-                out[f"{plan.trainer}.{name}"] = value
+                out[f"{prefix}.{name}"] = value
     if horizon is not None:
-        out[f"{plan.trainer}.schedule_steps"] = horizon
-    _flat("sampler", {"kind": plan.sampler.kind, plan.sampler.kind: _knobs(plan.sampler)}, out)
+        out[f"{prefix}.schedule_steps"] = horizon
+    knobs = sampler_knobs(plan.sampler)
+    shown = knobs.model_dump(mode="json") if knobs is not None else {}
+    _flat("sampler", {"kind": plan.sampler.kind, kind_spec(plan.sampler.kind).section: shown}, out)
     return out
-
-
-def _knobs(sampler: Any) -> Any:
-    section = getattr(sampler, sampler.kind, None)
-    return section.model_dump(mode="json") if section is not None else {}
 
 
 def read_run(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -92,7 +93,9 @@ def _write(run_dir: str | os.PathLike[str], doc: dict[str, Any]) -> None:
 
 def about(plan: Any) -> dict[str, Any]:
     """What the run is, for people and tables (`ads compare`, the model card): sampler, trainer, model, seed."""
-    section = getattr(plan.config, plan.trainer, None)
+    from ads_core.train.options import trainer_options
+
+    section = trainer_options(plan.config, plan.trainer)
     return {
         "sampler": plan.sampler.kind,
         "trainer": plan.trainer,

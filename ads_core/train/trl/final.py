@@ -48,12 +48,16 @@ def load_checkpoint_policy(checkpoint: str | os.PathLike[str], base_model: str) 
 
 
 def sampler_line(kind: str) -> str:
-    """`` (what the sampler does)``: the first line of its config section's docstring (``ads``: "ADS: clusters
-    drawn by smoothed success, ..."); empty for a kind without a section of its own."""
-    from ads_core.config.train import TrainSamplerConfig
+    """`` (what the sampler does)``: the first sentence of its knobs' docstring (``ads``: "ADS: clusters drawn by
+    smoothed success, ..."); empty for a kind without knobs or a docstring."""
+    from ads_core.common.registry import UnknownBackendError
+    from ads_core.sampler.kinds import kind_spec
 
-    field = TrainSamplerConfig.model_fields.get(kind)
-    doc = (getattr(field.annotation, "__doc__", None) or "") if field is not None else ""
+    try:
+        options = kind_spec(kind).options
+    except UnknownBackendError:
+        return ""
+    doc = (getattr(options, "__doc__", None) or "") if options is not None else ""
     first = " ".join(doc.strip().split("\n\n")[0].split()).replace("``", "`").split(". ")[0].rstrip(".")
     if len(first) > 120 and ": " in first:  # a long sentence: its lead, before the colon
         first = first.split(": ")[0]
@@ -108,7 +112,7 @@ def write_plot(run_dir: str, records: list[dict[str, Any]], title: str) -> str |
     if not records:
         return None
     from ads_core.evaluation.evallog import EVAL_FILE, read_evals
-    from ads_core.train.trl.steps import plot_steps
+    from ads_core.train.step_plot import plot_steps
 
     uri = str(Path(run_dir) / PLOT_FILE)
     storage.write_bytes(uri, plot_steps(records, title=title, evals=read_evals(Path(run_dir) / EVAL_FILE)))
