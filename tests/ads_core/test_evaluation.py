@@ -246,6 +246,7 @@ def test_cli_evaluates_a_run_folder(tmp_path: Path, tiny_model_dir: Path, monkey
     assert result.exit_code == 0, result.output
     assert "mean@2" in result.output and "pass@2" in result.output and "amc23" in result.output
     assert re.search(r"2/2 [\d.]+ problems/s", result.output), result.output  # the bar's rate
+    assert "eval r1@3: 2/2 problems, eta 0:00" in result.stdout.splitlines()  # stdout not a terminal: lines
     out = tmp_path / "ads-eval" / "r1@3"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["sets"]["amc23"]["n"] == 2 and summary["config"]["seed"] == 3
