@@ -82,7 +82,7 @@ class NeutralTrainConfig(Section):
     )
     steps: int = Field(800, ge=1, description="Optimizer steps (the reference trains 800).")
     run_dir: str | None = Field(None, description="Checkpoints, metrics and staged inputs (default ./ads-runs/NAME).")
-    name: str | None = Field(None, description="Experiment name (default DATASET-ads); the same name resumes.")
+    name: str | None = Field(None, description="Experiment name (default DATASET-SAMPLER); the same name resumes.")
     eval_sets: list[str] | None = Field(
         None,
         description="Validation sets: names under OUT/eval, packaged names (math500, aime24, amc23) or .parquet "

@@ -17,11 +17,12 @@ uncertainty there is, and claim no order that it does not support.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,8 @@ from ads_core.evaluation.evallog import EVAL_FILE, read_evals
 AVERAGE = "average"
 RUNS_ROOT = "ads-runs"
 STEPS_FILE = "steps.jsonl"
+RUN_FILE = "run.json"  # what the run is (its "about": sampler, trainer, model, seed); ads_core.train.resume.identity
+ABOUT = ("sampler", "trainer", "model", "seed")
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class RunData:
     folder: str
     steps: list[dict[str, Any]]
     evals: list[dict[str, Any]]
+    about: dict[str, Any] = field(default_factory=dict)  # sampler, trainer, model, seed (None where unknown)
 
     @property
     def sets(self) -> list[str]:
@@ -115,7 +119,32 @@ def load_run(ref: str, name: str | None = None, runs_root: str = RUNS_ROOT) -> R
             f"run {ref}: {folder / EVAL_FILE} has no validation records; train with eval sets "
             "(--eval-set NAME, --eval-steps N) to record them"
         )
-    return RunData(name or folder.resolve().name, str(folder), read_steps(folder / STEPS_FILE), evals)
+    return RunData(
+        name or folder.resolve().name, str(folder), read_steps(folder / STEPS_FILE), evals, read_about(folder)
+    )
+
+
+def read_about(folder: Path) -> dict[str, Any]:
+    """The run's sampler, trainer, model and seed from RUN_DIR/run.json (a run recorded before it kept them: read
+    from its trajectory's keys); None for what it does not say."""
+    try:
+        doc = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        doc = {}
+    doc = doc if isinstance(doc, dict) else {}
+    about = doc.get("about") if isinstance(doc.get("about"), dict) else {}
+    trajectory = doc.get("trajectory") if isinstance(doc.get("trajectory"), dict) else {}
+    if not about and trajectory:
+        trainer = next(
+            (k.split(".")[0] for k in trajectory if k.endswith(".seed") and not k.startswith("sampler")), None
+        )
+        about = {
+            "sampler": trajectory.get("sampler.kind"),
+            "trainer": trainer,
+            "model": trajectory.get("model"),
+            "seed": trajectory.get(f"{trainer}.seed"),
+        }
+    return {key: about.get(key) for key in ABOUT}
 
 
 def load_runs(refs: Sequence[str], runs_root: str = RUNS_ROOT) -> list[RunData]:
@@ -262,6 +291,7 @@ def compare(groups: dict[str, list[RunData]]) -> dict[str, Any]:
             {
                 "name": r.name,
                 "folder": os.path.abspath(r.folder),
+                **{key: r.about.get(key) for key in ABOUT},
                 "steps": r.total_steps,
                 "prompts_rolled_out": r.total_prompts,
                 "final": finals[r.name],

@@ -125,6 +125,10 @@ def test_ads_compare_prints_both_runs_and_writes_its_plot(runs, tmp_path: Path, 
     (tmp_path / "ads-runs").mkdir()
     for name in ("uniform", "ads"):
         runs[name].rename(tmp_path / "ads-runs" / name)
+    about = {"sampler": "uniform", "trainer": "trl", "model": "org/policy", "seed": 7}
+    (tmp_path / "ads-runs" / "uniform" / "run.json").write_text(json.dumps({"about": about, "trajectory": {}}))
+    older = {"model": "/m/p", "trl.seed": 42, "sampler.kind": "ads", "sampler.ads.alpha": 0.3}  # before "about"
+    (tmp_path / "ads-runs" / "ads" / "run.json").write_text(json.dumps({"trajectory": older}))
     result = CliRunner().invoke(app, ["compare", "uniform", "ads"])
     assert result.exit_code == 0, result.output
     out = tmp_path / "ads-compare" / "uniform-vs-ads"
@@ -132,7 +136,11 @@ def test_ads_compare_prints_both_runs_and_writes_its_plot(runs, tmp_path: Path, 
     doc = json.loads((out / "compare.json").read_text())
     assert doc["baseline"] == "uniform" and doc["sets"] == ["math500", "aime24"] and doc["headline"] == AVERAGE
     assert [r["step_ratio"] for r in doc["reach"]["math500"]] == [1.0, 0.5]
-    assert "| ads | 0.600 [0.500, 0.700] | 0.300 [0.200, 0.400] | 0.450 | 4 | 32 |" in result.stdout
+    assert "| ads | ads | trl | /m/p | 42 | 0.600 [0.500, 0.700] | 0.300 [0.200, 0.400] | 0.450 | 4 | 32 |" in (
+        result.stdout
+    )
+    assert "| uniform | uniform | trl | org/policy | 7 | 0.500 [0.400, 0.600] |" in result.stdout
+    assert [(r["sampler"], r["seed"]) for r in doc["runs"]] == [("uniform", 7), ("ads", 42)]
 
     bad = CliRunner().invoke(app, ["compare", "uniform", "nope"])
     assert bad.exit_code == 2 and "run nope: no folder nope and no run ads-runs/nope" in bad.output

@@ -46,6 +46,8 @@ def test_the_hooks_we_override_keep_their_signatures():
     assert params(Trainer._load_rng_state) == ["self", "checkpoint"]
     assert params(Trainer._load_optimizer_and_scheduler) == ["self", "checkpoint"]  # an allowed learning-rate change
     assert params(Trainer._load_from_checkpoint) == ["self", "resume_from_checkpoint", "model"]  # the one-line misfit
+    assert params(Trainer._issue_warnings_after_load) == ["self", "load_result"]  # tied keys re-tied, not warned
+    assert "self._issue_warnings_after_load(load_result)" in inspect.getsource(Trainer._load_from_checkpoint)
     assert "save_total_limit" in inspect.getsource(Trainer._save_checkpoint)  # None: HF rotates nothing, we do
     source = inspect.getsource(GRPOTrainer._calculate_rewards)
     assert "gather(rewards_per_func)" in source  # the rewards we read are already gathered over processes

@@ -67,6 +67,15 @@ class TRLPlan:
         )
 
 
+def step_batches(sampler: dict[str, Any], prompts: int) -> dict[str, Any]:
+    """The sampler section as the run uses it: every kind draws the step's prompts (``build_sampler`` gives it
+    that batch), so a dry run shows ``uniform.batch_size: 8``, not the section's unused default of 128."""
+    return {
+        key: {**value, "batch_size": prompts} if isinstance(value, dict) and "batch_size" in value else value
+        for key, value in sampler.items()
+    }
+
+
 def plan_trl(plan: TrainPlan) -> TRLPlan:
     """The batch layout of a TRL run; a layout that does not divide evenly is an error naming the option."""
     from ads_core.train.choice import cuda_gpu_count
@@ -102,6 +111,7 @@ def plan_trl(plan: TrainPlan) -> TRLPlan:
     run_dir = Path(plan.run_dir)
     plan.warnings += settings.schedule_warnings(plan.config, settings.schedule_horizon(plan.config, run_dir))
     resolved = plan.config.model_copy(update={"sampler": plan.sampler}).model_dump(mode="json")
+    resolved["sampler"] = step_batches(resolved["sampler"], prompts)
     return TRLPlan(
         prompts_per_step=prompts,
         num_generations=trl.num_generations,

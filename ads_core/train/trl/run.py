@@ -5,8 +5,8 @@ Resume. A checkpoint folder counts when it holds its manifest (``ads_manifest.js
 ``ads_core.storage.manifest``); the newest one that verifies (every file's size and sha256) is resumed from,
 once the run's recorded options match this command's (``ads_core.train.resume.identity``) and its sampler
 checkpoint passed every check (a bad one stops the run with a ``CheckpointStateError`` naming the file and the
-field, before anything is trained). Failed checkpoints are set aside (``rejected-checkpoint-N``), newer incomplete
-folders (a save that was killed) removed, and ``steps.jsonl`` is cut back to the resumed step (each step once).
+field, before anything is trained). Newer checkpoints that fail or lack a manifest (a killed save) are moved aside
+(``rejected-checkpoint-N``), never deleted, and ``steps.jsonl`` is cut back to the resumed step (each step once).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ads_core.common import progress
 from ads_core.common.text import last_boxed
 from ads_core.models.loading import load_for_training
 from ads_core.sampler.checkpoint import SamplerCheckpoint, has_checkpoint, read_checkpoint
@@ -182,8 +183,11 @@ def run_trl(
             return _result(plan, part, resumed, started, notes)
     validator = start_validation(plan, part.device, resumed[0] if resumed else 0, read_steps(part.steps_file))
     funcs, weights = reward_functions(score or math_score, plan.config.trl.format_reward)
+    progress.phase(f"training: loading the policy {plan.model}")
     model, tokenizer = load_for_training(plan.model, part.device)  # ads_core.models.loading, as every policy load
     if validator is not None:  # eval.jsonl: step 0 now, then every validation.steps steps and the last
+        if not resumed:
+            progress.phase("training: validating the policy before the first step")
         validator.before_train(model, tokenizer)
         on_step = validator.chain(on_step)
 
@@ -226,6 +230,7 @@ def run_trl(
         trainer.remove_callback(noisy)
     trainer.resumed_rng = resumed[1] if resumed else None
     trainer.run_id, trainer.keep_checkpoints = run_id, plan.config.trl.keep_checkpoints
+    progress.phase(f"training: step {(resumed[0] if resumed else 0) + 1} (generating, scoring, updating)")
     trainer.train(resume_from_checkpoint=resumed[1] if resumed else None)
     del trainer, model
     notes += final.finish(plan, part, complete_checkpoints(part.checkpoints_dir))

@@ -221,6 +221,7 @@ class ADSGRPOTrainer(GRPOTrainer):
             )
         if self.args.should_save:
             fencing.check_publish(folder)  # a run that lost its lock on the run folder saves nothing more
+        started_here = not os.path.exists(folder)  # only a save this process began may be removed if it fails
         try:
             if self.args.should_save:
                 os.makedirs(folder, exist_ok=True)
@@ -235,7 +236,8 @@ class ADSGRPOTrainer(GRPOTrainer):
             why = saving.save_failure(exc, folder)
             if why is None:
                 raise
-            saving.remove_partial(folder)
+            if started_here:
+                saving.remove_partial(folder)
             found = checkpoints.checkpoint_folders(os.path.dirname(folder))
             done = [f for _, f in found if mf.has_checkpoint_manifest(f)]
             start = f"from {done[-1].name}" if done else "from step 0"
@@ -256,6 +258,16 @@ class ADSGRPOTrainer(GRPOTrainer):
             group["initial_lr"] = rate
             group["lr"] = rate * factor(schedule.last_epoch)
 
+    def _issue_warnings_after_load(self, load_result: Any) -> None:
+        """A policy with tied input and output embeddings is saved with the shared tensor once, so a resume reads
+        ``lm_head.weight`` as missing (HF's own check only knows ``_keys_to_ignore_on_save``, None for most
+        models): those keys are re-tied instead of reported; anything else missing or unexpected is still warned."""
+        tied = tied_missing_keys(self.model, list(load_result.missing_keys))
+        if tied:
+            self.model.tie_weights()
+            load_result = load_result._replace(missing_keys=[k for k in load_result.missing_keys if k not in tied])
+        super()._issue_warnings_after_load(load_result)
+
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         try:
             super()._load_from_checkpoint(resume_from_checkpoint, model)
@@ -268,6 +280,21 @@ class ADSGRPOTrainer(GRPOTrainer):
                 "model, or train under a new name",
                 options=("model", "name"),
             ) from None
+
+
+def tied_missing_keys(model: Any, missing: list[str]) -> set[str]:
+    """The MISSING keys that are the output embedding's weight while the model ties it to the input embedding
+    (the same tensor): nothing of the checkpoint is lost."""
+    unwrapped = getattr(model, "module", model)
+    if not getattr(getattr(unwrapped, "config", None), "tie_word_embeddings", False):
+        return set()
+    output, inputs = unwrapped.get_output_embeddings(), unwrapped.get_input_embeddings()
+    if output is None or inputs is None or output.weight is not inputs.weight:
+        return set()
+    names = {name for name, param in unwrapped.named_parameters(remove_duplicate=False) if param is output.weight}
+    if names <= set(missing):  # no name of the shared tensor was loaded: it is really missing
+        return set()
+    return {k for k in missing if k in names}
 
 
 def step_record(fb: Feedback, rows: TrainRows, metrics: dict[str, float], logs: dict[str, Any]) -> dict[str, Any]:
