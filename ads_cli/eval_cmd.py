@@ -72,6 +72,14 @@ def eval_cmd(
             "repeatable. Default: math500, aime24, amc23.",
         ),
     ] = None,
+    publish: Annotated[
+        bool,
+        typer.Option(
+            "--publish",
+            help="Also publish the tables as Prefect artifacts (flow ads-eval, run eval-<policy>-<time>) on the "
+            "server in PREFECT_API_URL.",
+        ),
+    ] = False,
     **options: Any,
 ) -> None:
     """Evaluate policies on eval sets: k samples per problem, graded; mean@k, pass@k and maj@k per set.
@@ -95,11 +103,16 @@ def eval_cmd(
         found = pol.unique_names([pol.resolve_policy(p) for p in policies])
         backend = backends.choose(cfg.backend)
         cfg = cfg.replaced(backend=backend)
+        if publish:  # no server: refused now, not after the evaluation
+            from ads_prefect.flows.ads_eval import needs_server
+
+            needs_server()
     except (InputError, ValueError) as exc:
         raise fail(str(exc)) from None
     several = len(found) > 1
     root = out if (out and several) else DEFAULT_ROOT
     summaries: dict[str, Any] = {}
+    folders: dict[str, str] = {}
     for policy in found:
         folder = str(Path(root) / policy.name) if several or not out else out
         console.print(
@@ -113,12 +126,27 @@ def eval_cmd(
             raise fail(str(exc)) from None
         show(policy.name, result, cfg.k)
         summaries[policy.name] = _summary(result)
+        folders[policy.name] = str(Path(folder).resolve()) if storage_is_local(folder) else folder
     if several:
         from ads_core import storage
 
         table_uri = storage.join(root, "table.md")
         storage.write_bytes(table_uri, markdown_table(summaries).encode("utf-8"))
         console.print(f"table of all policies: {escape(table_uri)}", highlight=False)
+    if publish:
+        from ads_prefect.flows.ads_eval import publish_evaluation
+
+        try:
+            url = publish_evaluation(folders)
+        except InputError as exc:
+            raise fail(str(exc)) from None
+        console.print(f"published: {escape(url)}", highlight=False)
+
+
+def storage_is_local(uri: str) -> bool:
+    from ads_core import storage
+
+    return storage.is_local(uri)
 
 
 def _run(evaluate_model: Any, policy: Any, sets: dict[str, str], cfg: EvalConfig, folder: str) -> Any:
@@ -131,16 +159,27 @@ def _run(evaluate_model: Any, policy: Any, sets: dict[str, str], cfg: EvalConfig
         TextColumn("eta"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=console, transient=False) as progress:
+    from ads_core.common import progress as progress_lines
+
+    progress_lines.enable_when_logged()  # stdout to a file: problems done and the ETA there, every few seconds
+    lines = progress_lines.ChunkLines(f"eval {policy.name}", None, "problems")
+    with (
+        Progress(*columns, console=console, transient=False) as progress,
+        progress_lines.heartbeat(f"eval {policy.name}: loading the policy and the sets"),
+    ):
         task = progress.add_task(f"{policy.name} problems", total=None)
+
+        def advance(n: int) -> None:
+            lines.advance(n)
+            progress.advance(task, n)
+
+        def on_problems(total: int) -> None:
+            lines.set_total(total)
+            progress_lines.phase(f"eval {policy.name}: generating", announce=False)
+            progress.update(task, total=total)
+
         return evaluate_model(
-            policy.path,
-            sets,
-            cfg,
-            out=folder,
-            policy=policy.name,
-            progress=lambda n: progress.advance(task, n),
-            on_problems=lambda total: progress.update(task, total=total),
+            policy.path, sets, cfg, out=folder, policy=policy.name, progress=advance, on_problems=on_problems
         )
 
 

@@ -8,7 +8,7 @@ artifact built by the real pipeline (scored in float32), then every (sampler, se
 ``ads-study`` Prefect flow: ``--jobs`` at a time in local one-thread processes, or over a Dask cluster with
 ``--dask local`` or ``--dask tcp://HOST:8786`` (as ``ads build --run.dask`` spreads score shards), so that more
 machines run more seeds. Samplers are named as in ``bench/grpo_curriculum.py`` (its ``SAMPLERS``); ``dots`` and
-``dots+rr`` run once the DOTS predictor (issue 42) is merged, and are skipped with a line until then.
+``dots+rr`` (issue 42) are skipped with a line until the study trains their predictor (a follow-up).
 
 What it writes to OUT: every run folder (``runs/<sampler>-seed<n>``, which ``ads compare`` reads), ``ads
 compare``'s compare.md, compare.json and compare.png, window_traces.png and .csv for the ADS runs, results.md
@@ -38,7 +38,6 @@ from typing import Any
 from ads_core.config.study import StudyConfig
 
 HERE = Path(__file__).resolve().parent
-DOTS_LANDED = "dots+rr"  # its presence in grpo_curriculum's SAMPLERS says that `dots` is the predictor, not the rule
 
 
 def named_samplers() -> dict[str, dict[str, Any]]:
@@ -53,13 +52,17 @@ def named_samplers() -> dict[str, dict[str, Any]]:
 
 
 def available(names: tuple[str, ...], known: dict[str, Any]) -> tuple[tuple[str, ...], list[str]]:
-    """The names that run now, and a line for each that does not (unknown, or DOTS before its predictor)."""
+    """The names that run now, and a line for each that does not (unknown, or DOTS, whose predictor the study does
+    not train yet)."""
     runnable, notes = [], []
     for name in names:
         if name not in known:
             notes.append(f"{name}: not a sampler here yet (merged with issue 42); skipped")
-        elif name in ("dots", "dots-rr") and DOTS_LANDED not in known:
-            notes.append(f"{name}: still the old DOTS-style rule until the DOTS predictor is merged; skipped")
+        elif known[name].get("kind") == "dots":
+            notes.append(
+                f"{name}: the study does not train DOTS's predictor yet (bench/grpo_curriculum.py's "
+                "prepare_predictor is the recipe; a follow-up wires it and TRL_EXTRA's replay in); skipped"
+            )
         else:
             runnable.append(name)
     return tuple(runnable), notes

@@ -64,6 +64,11 @@ def evaluate_model(
     if on_problems is not None:
         on_problems(sum(len(p) for p in problems.values()))
     identity = {"model": model, "fingerprint": model_fingerprint(model)}
+    from ads_core.train.resume.identity import trained_facts
+
+    trained = trained_facts(model)  # a run's policy: its sampler, trainer, base model, seed and step
+    if trained:
+        identity["trained"] = trained
     backend = backends.make_backend(cfg.backend, model, cfg)
     order = getattr(backend, "prompt_ids", None)
     return evaluate(

@@ -42,6 +42,7 @@ from ads_core.config.sampler import (
     UniformSamplerConfig,
 )
 from ads_core.sampler.base import Sampler
+from ads_core.sampler.dots.options import DotsSamplerConfig
 
 SamplerFactory = Callable[[Any, Any, Any, int], Sampler]  # (cluster_ids, rank_in_cluster, sampler section, batch)
 ENTRY_POINT_GROUP = "ads_pipeline.sampler_kinds"
@@ -177,11 +178,18 @@ def _uniform(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) 
     return UniformSampler(cluster_ids, rank_in_cluster, cfg.uniform.replaced(batch_size=batch_size))
 
 
-@register_kind("dots", options=DifficultyTargetedConfig)
+@register_kind("dots", options=DotsSamplerConfig)
 def _dots(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
+    from ads_core.sampler.dots.sampler import DotsSampler
+
+    return DotsSampler(cluster_ids, rank_in_cluster, cfg.dots.replaced(batch_size=batch_size))
+
+
+@register_kind("dots-lite", options=DifficultyTargetedConfig)
+def _dots_lite(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
     from ads_core.sampler.baselines import DifficultyTargetedSampler
 
-    return DifficultyTargetedSampler(cluster_ids, rank_in_cluster, cfg.dots.replaced(batch_size=batch_size))
+    return DifficultyTargetedSampler(cluster_ids, rank_in_cluster, cfg.dots_lite.replaced(batch_size=batch_size))
 
 
 @register_kind("dynamic", options=DynamicSamplingConfig, extra_rollouts=True)

@@ -6,7 +6,8 @@ command, TRL's batch layout; `ads_core.train.trainers`) and `ads_core.train.run.
     plan.trainer, plan.run_dir, plan.prompts_per_step
 
 A run folder (default ``./ads-runs/<experiment>``) holds checkpoints, the per-step log and staged copies of
-remote inputs. The experiment name is stable (the dataset's), so the same command again resumes.
+remote inputs. The default experiment name says what the run is (DATASET-SAMPLER, and -TRAINER for a GPU trainer)
+and is stable, so the same command again resumes.
 Nothing here imports Prefect or a trainer's library.
 """
 
@@ -165,6 +166,13 @@ def size_warnings(info: ArtifactInfo, sampler: TrainSamplerConfig) -> list[str]:
     return warnings
 
 
+def default_name(dataset: str | None, sampler_kind: str, trainer: Any) -> str:
+    """DATASET-SAMPLER, plus -TRAINER unless it is the fallback trainer (priority 0, TRL): a uniform baseline and
+    an ADS run of one dataset get two run folders, so neither resumes the other."""
+    name = f"{dataset or 'dataset'}-{sampler_kind}"
+    return name if int(getattr(trainer, "priority", 0)) <= 0 else f"{name}-{trainer.name}"
+
+
 def plan_training(artifact_uri: str, cfg: TrainConfig, materialize: bool = True) -> TrainPlan:
     """Validate the artifact and the options, pick the trainer, name the run, check for contamination.
 
@@ -175,7 +183,7 @@ def plan_training(artifact_uri: str, cfg: TrainConfig, materialize: bool = True)
     sampler = sampler_config(cfg, trainer)
     info = validate_artifact(artifact_uri, sampler)
     model = resolve_model(cfg.model, info, artifact_uri)
-    experiment = _slug(cfg.name or f"{info.dataset or 'dataset'}-ads")
+    experiment = _slug(cfg.name or default_name(info.dataset, sampler.kind, trainer))
     run_dir = Path(cfg.run_dir or os.path.join("ads-runs", experiment)).expanduser().resolve()
     blocker = next((p for p in (run_dir, *run_dir.parents) if p.exists()), None)
     if blocker is not None and not blocker.is_dir():

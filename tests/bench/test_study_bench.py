@@ -1,6 +1,6 @@
 """`bench/study.py`'s options without running anything: the sizes, the sampler names from
-bench/grpo_curriculum.py's map, and DOTS skipped (with a line) until its predictor is merged. The smoke run itself
-is tests/flows/test_study.py."""
+bench/grpo_curriculum.py's map, and DOTS skipped (with a line) until the study trains its predictor. The smoke run
+itself is tests/flows/test_study.py."""
 
 from __future__ import annotations
 
@@ -36,10 +36,12 @@ def test_sizes_and_sampler_names():
     assert study.named_samplers() == _load("grpo_curriculum").SAMPLERS  # one map for both benches
 
 
-def test_dots_runs_only_once_its_predictor_is_merged():
+def test_dots_is_skipped_with_a_line_until_the_study_trains_its_predictor():
     study = _load("study")
-    before = {"uniform": {}, "dots": {"kind": "dots"}}
-    runnable, notes = study.available(("uniform", "dots", "dots+rr"), before)
-    assert runnable == ("uniform",) and len(notes) == 2 and "old DOTS-style rule" in notes[0]
-    after = before | {"dots+rr": {"kind": "dots"}}
-    assert study.available(("uniform", "dots", "dots+rr"), after) == (("uniform", "dots", "dots+rr"), [])
+    known = {"uniform": {"kind": "uniform"}, "dots": {"kind": "dots"}, "dots+rr": {"kind": "dots"}}
+    runnable, notes = study.available(("uniform", "dots", "dots+rr", "nope"), known)
+    assert runnable == ("uniform",) and len(notes) == 3
+    assert notes[0].startswith("dots: the study does not train DOTS's predictor yet")
+    assert notes[2].startswith("nope: not a sampler")
+    names, _ = study.available(("uniform", "ads", "dots", "dots+rr"), study.named_samplers())
+    assert names == ("uniform", "ads")  # grpo_curriculum's map has both DOTS names now: neither runs here yet
