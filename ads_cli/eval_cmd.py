@@ -79,10 +79,11 @@ def eval_cmd(
     Writes completions.parquet (every sample with its grade), summary.json and table.md (the paper's layout).
     The same command again resumes a killed evaluation from the completions it wrote.
     """
-    from ads_core.evaluation import backends, evaluate_model
+    from ads_core.evaluation import backends
     from ads_core.evaluation import policies as pol
-    from ads_core.evaluation.problems import load_problems, resolve_sets
+    from ads_core.evaluation.api import evaluate_model
     from ads_core.evaluation.report import markdown_table
+    from ads_core.evaluation.sets.problems import load_problems, resolve_sets
     from ads_core.models import ModelLoadError
 
     config_file = options.pop("config_file", None)

@@ -313,8 +313,8 @@ def eval_sets_cmd(
 ) -> None:
     """Write validation sets (MATH-500, AIME24, AMC23) in verl's schema and check the training set against them."""
     from ads_core import storage
-    from ads_core.evals import decontam
-    from ads_core.evals import sets as ev
+    from ads_core.evaluation.sets import catalog as ev
+    from ads_core.evaluation.sets import decontam
     from ads_core.stages.format.eval_sets import write_eval_sets
 
     sources = {str(k): str(v) for k, v in parse_assignments(source, "--set").items()}

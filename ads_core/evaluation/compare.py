@@ -3,23 +3,22 @@
 For each run: the final validation accuracy (mean@k) per eval set with its 95% interval; and the steps and the
 prompts rolled out it needed to reach the FIRST run's (the baseline's) final accuracy, as a share of what the
 baseline itself needed. The rule is ``ads simulate``'s and ``bench/grpo_curriculum.py``'s: the target is reached at
-the first evaluation at or above it; a run that never gets there counts as its whole run, shown as ">=" (and as
-"not reached" when none of its seeds does); when the baseline's final accuracy is no better than where it started
-(reached at step 0) there is nothing to reach and the ratio is "n/a". The headline is the ``average`` over the
-sets every run evaluated (the paper's average column); each set has its own rows too.
+the first evaluation at or above it; a run that never gets there counts as its whole run, shown as ">=" (and as "not
+reached" when none of its seeds does); when the baseline's final accuracy is no better than where it started
+(reached at step 0) there is nothing to reach and the ratio is "n/a". The headline is the ``average`` over the sets
+every run evaluated (the paper's average column); each set has its own rows too.
 
 A comparison entry is a group of runs: one run for ``ads compare``, one run per seed for the benchmark, which then
-reports the mean and sd over seeds, seed i of a group measured against seed i of the baseline, and each ratio's
-95% interval: a percentile bootstrap over the seeds (2000 resamples, seeded, so the same runs give the same
-interval). With few seeds it is optimistic (it cannot be wider than the seeds' own range); read it as the least
-uncertainty there is, and claim no order that it does not support.
+reports the mean and sd over seeds, seed i of a group measured against seed i of the baseline, and each ratio's 95%
+interval: a percentile bootstrap over the seeds (``metrics.mean_interval``: 2000 resamples, seeded, so the same runs
+give the same interval). With few seeds it is optimistic (it cannot be wider than the seeds' own range); read it as
+the least uncertainty there is, and claim no order that it does not support.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 from ads_core.common.errors import InputError
 from ads_core.common.jsonl import read_steps
 from ads_core.evaluation.evallog import EVAL_FILE, read_evals
+from ads_core.evaluation.metrics import mean_interval
 
 AVERAGE = "average"
 RUNS_ROOT = "ads-runs"
@@ -131,14 +131,10 @@ def _sd(values: Sequence[float]) -> float:  # ddof 0, as ads simulate
     return math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
 
 
-def bootstrap_interval(values: Sequence[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
-    """95% percentile-bootstrap interval of the mean of VALUES (one per seed); None for fewer than two."""
-    if len(values) < 2:
-        return None
-    rng = random.Random(seed)
-    n = len(values)
-    means = sorted(sum(rng.choice(values) for _ in range(n)) / n for _ in range(resamples))
-    return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+def bootstrap_interval(values: Sequence[float]) -> tuple[float, float] | None:
+    """95% percentile-bootstrap interval of the mean of VALUES (one per seed; ``metrics.mean_interval``, the one
+    bootstrap); None for fewer than two."""
+    return mean_interval(values) if len(values) >= 2 else None
 
 
 def common_sets(runs: Sequence[RunData]) -> list[str]:

@@ -22,8 +22,8 @@ from typing import Any
 from ads_core import storage
 from ads_core.common.errors import render_options
 from ads_core.config.train import TrainConfig, TrainSamplerConfig
-from ads_core.evals import decontam
-from ads_core.evals import sets as ev
+from ads_core.evaluation.sets import catalog as ev
+from ads_core.evaluation.sets import decontam
 from ads_core.stages.format.eval_sets import write_eval_sets
 from ads_core.train.artifact import ArtifactError, ArtifactInfo, validate_artifact
 from ads_core.train.artifact import parent as _parent

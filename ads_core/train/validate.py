@@ -1,7 +1,7 @@
 """Validation during training (TRL): the policy measured on the eval sets as it trains, with ``ads eval``'s code.
 
 Every ``validation.steps`` optimizer steps (``--eval-steps``), after the last step, and (``validation.before_train``)
-once before the first, the live policy is evaluated with ``ads_core.evaluation.evaluate_policy``: ``validation.k``
+once before the first, the live policy is evaluated with ``ads_core.evaluation.api.evaluate_policy``: ``validation.k``
 samples per problem (``--eval-k``) of the first ``validation.limit`` problems (``--eval-limit``) of each set, at
 ``ads eval``'s temperature, top-p and seed, as long as the training's completions (``trl.max_completion_length``).
 The defaults are sized for where it runs: on a CPU 8 problems and k = 2, on a GPU every problem and the paper's
@@ -91,7 +91,7 @@ class Validator:
         """Evaluate now as step STEP; the records are on disk when this returns."""
         import torch
 
-        from ads_core.evaluation import evaluate_policy
+        from ads_core.evaluation.api import evaluate_policy
 
         started = time.perf_counter()
         devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []

@@ -134,7 +134,7 @@ def tiny_policy(tiny_model_dir: Path):
 
 
 def _eval_set() -> dict[str, list[Problem]]:
-    from ads_core.evaluation.problems import load_problems, resolve_sets
+    from ads_core.evaluation.sets.problems import load_problems, resolve_sets
 
     return load_problems(resolve_sets(["amc23"]), limit=5)
 
@@ -178,7 +178,7 @@ def test_a_resumed_evaluation_equals_an_uninterrupted_one(tmp_path: Path, tiny_p
 
 
 def test_evaluate_policy_on_a_loaded_model(tiny_policy):
-    from ads_core.evaluation import evaluate_policy
+    from ads_core.evaluation.api import evaluate_policy
 
     model = tiny_policy.model
     model.train()

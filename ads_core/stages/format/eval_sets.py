@@ -1,7 +1,7 @@
 """The eval sets formatted like the training set: the format stage run on each packaged (or given) set.
 
-It lives with the format stage, not in `ads_core.evals` (which sits below the stages and imports none of them), so
-the report stage's decontamination check uses it without an import that runs back up.
+It lives with the format stage, not in `ads_core.evaluation.sets.catalog` (which imports no stage), so the report
+stage's decontamination check uses it without an import that runs back up.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ads_core import storage
 from ads_core.config.build import FormatConfig
-from ads_core.evals.sets import EvalSet, eval_dir, eval_uri, resolve_sources, training_template
+from ads_core.evaluation.sets.catalog import EvalSet, eval_dir, eval_uri, resolve_sources, training_template
 from ads_core.stages.format.schema import TEMPLATES
 from ads_core.stages.format.stage import format_dataset
 

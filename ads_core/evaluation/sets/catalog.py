@@ -5,7 +5,7 @@ This package sits below the stages (it imports none): the sets' names, files and
 detection, prompt template and ``sample_id``) into ``OUT/eval/<name>.parquet``; ``data_source`` is the set's
 name, so verl reports ``val-core/<name>/acc/mean@n``. The three sets ship in the package
 (``ads_core/data/eval``, with their license notes), so this works from any install; ``--data-dir`` or
-``$ADS_EVAL_DATA_DIR`` override them. ``decontaminate(train, evals)`` (``ads_core.evals.decontam``) finds
+``$ADS_EVAL_DATA_DIR`` override them. ``decontaminate(train, evals)`` (``ads_core.evaluation.sets.decontam``) finds
 training rows that match an eval question exactly or by 13-gram overlap, and can write a copy of the training
 set without them.
 """

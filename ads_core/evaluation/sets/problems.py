@@ -1,7 +1,7 @@
 """Eval sets as problems: a packaged set by name (math500, aime24, amc23) or a file, each row a ``Problem``.
 
 A name, or a raw file (JSONL, CSV, a question/answer Parquet...), is formatted by the format stage with the
-configured prompt template (``ads_core.evals.sets``: the same detection, template and ``sample_id`` as the
+configured prompt template (``ads_core.evaluation.sets.catalog``: the same detection, template and ``sample_id`` as the
 training data); a formatted Parquet (``OUT/eval/<name>.parquet``, or a training artifact) is read as it is, its
 ``prompt`` messages kept. The problem id is the row's ``sample_id`` (a hash of the question), so it names the
 same problem whatever the file's order or ``--limit``. A row without a ground truth is refused.
@@ -18,8 +18,8 @@ from pathlib import Path
 
 from ads_core import storage
 from ads_core.common.errors import InputError
-from ads_core.evals import sets as ev
 from ads_core.evaluation.backends import Problem
+from ads_core.evaluation.sets import catalog as ev
 from ads_core.stages.format.eval_sets import write_eval_sets
 from ads_core.stages.format.schema import TEMPLATES
 
