@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, get_args
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ads_core.config.base import FrozenSection, Section, tuning
+from ads_core.config.build import TemplateName
 
 
 class GraderConfig(FrozenSection):
@@ -22,7 +24,7 @@ class GraderConfig(FrozenSection):
 
 
 EvalBackend = Literal["auto", "transformers", "vllm"]
-PAPER_SETS = ["math500", "aime24", "amc23"]
+PAPER_SETS = ["math500", "aime24", "amc23"]  # the default of `sets` (the packaged sets before AIME 2025)
 GPU_MAX_TOKENS = 14_336  # the ADS reference's validation response length
 CPU_MAX_TOKENS = 512  # long generations on a CPU take minutes per batch
 
@@ -50,12 +52,20 @@ class EvalConfig(Section):
     limit: int | None = Field(None, ge=1, description="Only the first N problems of each set (a quick look).")
     sets: list[str] = tuning(
         default_factory=lambda: list(PAPER_SETS),
-        description="Eval sets: packaged names (math500, aime24, amc23) or files (a formatted .parquet or raw data).",
+        description="Eval sets: named sets (math500, aime24, aime25, amc23, minerva, gpqa_diamond, mmlu_pro), paper "
+        "(all of the paper's table there is), NAME=PATH, or files (a formatted .parquet or raw data).",
     )
-    template: str = tuning(
-        default="ads_think",
-        description="Prompt template for sets given by name or as raw files: ads_think, boxed, plain, or a text "
-        "with {question}; a formatted .parquet keeps its prompts.",
+    template: str | None = Field(
+        None,
+        description="Prompt template: ads_think, boxed, plain, a file holding one, or a text with {question}. "
+        "Default: a training run's own (RUN_DIR/template.json), else ads_think. Raw and formatted files alike "
+        "get it.",
+        json_schema_extra={"flag": "--template"},
+    )
+    data_dir: str | None = Field(
+        None,
+        description="Eval data folder for sets kept outside the package (minerva/, gpqa_diamond/, mmlu_pro/; "
+        "default $ADS_EVAL_DATA_DIR).",
     )
     device: str = Field("auto", description="transformers backend device: auto, cpu, cuda, cuda:N.")
     dtype: str = tuning(default="auto", description="transformers backend dtype: auto, float32, bfloat16, float16.")
@@ -68,6 +78,20 @@ class EvalConfig(Section):
         if isinstance(data, dict) and data.get("greedy") and data.get("k") is None:
             data = {**data, "k": 1}
         return data
+
+    @field_validator("template")
+    @classmethod
+    def _a_template(cls, value: str | None) -> str | None:
+        if (
+            value is None
+            or value in get_args(TemplateName)
+            or "{question}" in value
+            or Path(value).expanduser().is_file()
+        ):
+            return value
+        raise ValueError(
+            f"{value!r} is neither {', '.join(get_args(TemplateName))}, a file, nor a text with {{question}}"
+        )
 
     @field_validator("k")
     @classmethod
