@@ -76,8 +76,10 @@ def train_cmd(
         list[str] | None,
         typer.Option(
             "--eval-set",
-            help="Validation set: a name under OUT/eval, a packaged set (math500, aime24, amc23) or a .parquet "
-            "path, repeatable; validated every --eval-steps steps. Default: every set in OUT/eval.",
+            help="Validation set, repeatable, as ads eval --set takes it: a name under OUT/eval, a named set "
+            "(math500, aime24, aime25, amc23; minerva from $ADS_EVAL_DATA_DIR), a .parquet, a raw file (JSONL, "
+            "CSV, ...; formatted with the training set's template) or NAME=PATH; validated every --eval-steps "
+            "steps. Default: every set in OUT/eval.",
         ),
     ] = None,
     no_eval: Annotated[

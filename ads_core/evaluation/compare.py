@@ -20,13 +20,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ads_core.common.errors import InputError
 from ads_core.common.jsonl import read_steps
-from ads_core.evaluation.evallog import EVAL_FILE, read_evals
+from ads_core.evaluation.evallog import EVAL_FILE, check_evals, read_evals
 from ads_core.evaluation.metrics import mean_interval
 
 AVERAGE = "average"
@@ -49,6 +49,7 @@ class RunData:
     folder: str
     steps: list[dict[str, Any]]
     evals: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)  # what the reader should know (NaN records left out)
 
     @property
     def sets(self) -> list[str]:
@@ -97,13 +98,19 @@ def resolve_run(ref: str, runs_root: str = RUNS_ROOT) -> Path:
 def load_run(ref: str, name: str | None = None, runs_root: str = RUNS_ROOT) -> RunData:
     """A run's steps and evaluations; a run without any validation record is refused (nothing to compare)."""
     folder = resolve_run(ref, runs_root)
-    evals = read_evals(folder / EVAL_FILE)
+    notes = check_evals(folder / EVAL_FILE)  # a record that is not numbers: one line naming file and line
+    evals = [r for r in read_evals(folder / EVAL_FILE) if not _nan(r.get("mean_at_k"))]
     if not evals:
         raise InputError(
             f"run {ref}: {folder / EVAL_FILE} has no validation records; train with eval sets "
             "(--eval-set NAME, --eval-steps N) to record them"
         )
-    return RunData(name or folder.resolve().name, str(folder), read_steps(folder / STEPS_FILE), evals)
+    return RunData(name or folder.resolve().name, str(folder), read_steps(folder / STEPS_FILE), evals, notes)
+
+
+def _nan(value: Any) -> bool:
+    """No usable mean@k: null (verl's NaN written as null) or a NaN that a hand or another tool wrote."""
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
 
 
 def load_runs(refs: Sequence[str], runs_root: str = RUNS_ROOT) -> list[RunData]:
@@ -232,6 +239,7 @@ def compare(groups: dict[str, list[RunData]]) -> dict[str, Any]:
             if record["step"] >= last.get(record["set"], {"step": -1})["step"]:
                 last[record["set"]] = record
         finals[run.name] = last
+    notes = [note for run in runs for note in run.notes] + unfinished_notes(runs, finals)
     reach = {key: summarize(groups, key) for key in ([AVERAGE] if len(sets) > 1 else []) + sets}
     return {
         "baseline": next(iter(groups)),
@@ -244,9 +252,28 @@ def compare(groups: dict[str, list[RunData]]) -> dict[str, Any]:
                 "steps": r.total_steps,
                 "prompts_rolled_out": r.total_prompts,
                 "final": finals[r.name],
+                "final_step": max((rec["step"] for rec in finals[r.name].values()), default=0),
             }
             for r in runs
         ],
         "headline": AVERAGE if len(sets) > 1 else sets[0],
         "reach": reach,
+        "notes": notes,
     }
+
+
+def unfinished_notes(runs: Sequence[RunData], finals: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """A note for each run whose final figures come from an earlier step than another run's, or than its own
+    last logged training step (an unfinished or killed run)."""
+    last = {r.name: max((rec["step"] for rec in finals[r.name].values()), default=0) for r in runs}
+    furthest = max(last.values(), default=0)
+    notes = []
+    for run in runs:
+        trained = max((int(s["step"]) for s in run.steps), default=0)
+        if last[run.name] < furthest or last[run.name] < trained:
+            ahead = max(furthest, trained)
+            notes.append(
+                f"{run.name}: last evaluated at step {last[run.name]} (step {ahead} reached elsewhere): unfinished? "
+                f"its final figures are those of step {last[run.name]}"
+            )
+    return notes

@@ -26,7 +26,12 @@ def finals_table(result: dict[str, Any]) -> str:
     sets = result["sets"]
     shown = list(dict.fromkeys([*sets, *(s for r in result["runs"] for s in r["final"])]))
     ks = sorted({int(r["final"][s].get("k", 0)) for r in result["runs"] for s in r["final"]})
-    head = "| run | " + " | ".join(shown) + (" | average" if len(sets) > 1 else "") + " | steps | prompts rolled out |"
+    head = (
+        "| run | "
+        + " | ".join(shown)
+        + (" | average" if len(sets) > 1 else "")
+        + " | final at step | steps | prompts rolled out |"
+    )
     lines = [
         f"Final accuracy: mean@{'/'.join(map(str, ks))} with its 95% interval (n = problems per set)",
         "",
@@ -38,10 +43,14 @@ def finals_table(result: dict[str, Any]) -> str:
         cells = [_cell(final.get(s)) for s in shown]
         if len(sets) > 1:
             cells.append(f"{sum(final[s]['mean_at_k'] for s in sets) / len(sets):.3f}")
-        lines.append(f"| {run['name']} | " + " | ".join(cells) + f" | {run['steps']} | {run['prompts_rolled_out']} |")
+        at = run.get("final_step", "-")
+        lines.append(
+            f"| {run['name']} | " + " | ".join(cells) + f" | {at} | {run['steps']} | {run['prompts_rolled_out']} |"
+        )
     n = {s: result["runs"][0]["final"][s].get("n") for s in sets}
     lines.append("")
     lines.append("n: " + ", ".join(f"{s} {v}" for s, v in n.items()))
+    lines += [f"note: {note}" for note in result.get("notes", [])]
     return "\n".join(lines)
 
 

@@ -30,10 +30,10 @@ def packaged_rows(name: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_writes_the_three_sets_in_verl_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_writes_the_four_packaged_sets_in_verl_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("ADS_EVAL_DATA_DIR", raising=False)
     results = write_eval_sets(str(tmp_path))  # the packaged sets
-    assert {k: v.rows for k, v in results.items()} == {"math500": 500, "aime24": 30, "amc23": 40}
+    assert {k: v.rows for k, v in results.items()} == {"math500": 500, "aime24": 30, "aime25": 30, "amc23": 40}
     for name in results:
         table = pq.read_table(tmp_path / "eval" / f"{name}.parquet")
         assert table.schema.equals(OUTPUT_SCHEMA, check_metadata=False)
@@ -95,7 +95,7 @@ def test_the_cli_works_from_anywhere(tmp_path: Path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     counts = {n: pq.read_metadata(cwd / "out" / "eval" / f"{n}.parquet").num_rows for n in ev.EVAL_SETS}
-    assert counts == {"math500": 500, "aime24": 30, "amc23": 40}
+    assert counts == {"math500": 500, "aime24": 30, "aime25": 30, "amc23": 40}
     manifest = json.loads((cwd / "out" / "eval" / "manifest.json").read_text())
     assert {k: v["rows"] for k, v in manifest["sets"].items()} == counts
     assert all(Path(v["source"]).is_relative_to(ev.packaged_data_dir()) for v in manifest["sets"].values())
@@ -128,8 +128,8 @@ def test_uses_the_training_template_and_user_paths(tmp_path: Path):
 def test_bad_requests_are_input_errors(tmp_path: Path):
     with pytest.raises(InputError, match="unknown eval set"):
         write_eval_sets(str(tmp_path), names=["gpqa"])
-    with pytest.raises(InputError, match="not found"):
-        write_eval_sets(str(tmp_path), names=["math500"], data_dir=tmp_path)
+    with pytest.raises(InputError, match=r"eval set 'minerva' not found: minerva: Minerva Math .* put it at DATA/"):
+        write_eval_sets(str(tmp_path), names=["minerva"], data_dir=tmp_path)  # never shipped: CC BY-NC-SA
     with pytest.raises(InputError, match="lowercase"):
         write_eval_sets(str(tmp_path), sources={"Bad Name": "x.jsonl"})
 

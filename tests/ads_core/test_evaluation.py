@@ -200,7 +200,11 @@ def test_evaluate_policy_on_a_loaded_model(tiny_policy):
     ("args", "message"),
     [
         (["nosuch-model"], "'nosuch-model': not a model folder"),
-        (["tiny", "--set", "nosuch"], "eval set 'nosuch': not a packaged set"),
+        (
+            ["tiny", "--set", "nosuch"],
+            "eval set 'nosuch': not a named set (math500, aime24, aime25, amc23, minerva, gpqa_diamond, mmlu_pro, "
+            "paper)",
+        ),
         (["tiny", "-k", "0"], "-k: Input should be greater than or equal to 1"),
         (["tiny", "--greedy", "-k", "4"], "-k: Value error, greedy decoding gives one sample per problem"),
         (["tiny", "--backend", "vllm"], "backend vllm needs the vllm package and a CUDA GPU"),
