@@ -179,3 +179,22 @@ def test_eval_sets_cli_with_decontamination(tmp_path: Path):
     rejects = pq.read_table(tmp_path / "eval" / "train_decontaminated.rejects.parquet").to_pylist()
     assert [(r["source_row"], r["reason"]) for r in rejects] == [(0, "contaminated"), (2, "contaminated")]
     assert set(ev.existing_eval_sets(str(tmp_path))) == {"aime24", "amc23"}  # the cleaned copy isn't an eval set
+
+
+def test_train_eval_set_takes_what_ads_eval_takes(tmp_path: Path):
+    from ads_core.train.artifact import ArtifactError, ArtifactInfo
+    from ads_core.train.plan import resolve_eval_sets
+
+    raw = tmp_path / "held.jsonl"
+    raw.write_text(
+        "".join(json.dumps({"question": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n" for i in range(3))
+    )
+    info = ArtifactInfo(str(tmp_path / "train.parquet"), 3, 1, 3, 3.0, 3, None, None)
+    found = resolve_eval_sets([str(raw), f"mine={raw}"], info, str(tmp_path / "run" / "data"))
+    assert sorted(found) == ["held", "mine"]
+    assert found["held"] == str(tmp_path / "run" / "data" / "eval" / "held.parquet")
+    table = pq.read_table(found["mine"])
+    assert table.column("data_source").to_pylist() == ["mine"] * 3
+    assert [rm["ground_truth"] for rm in table.column("reward_model").to_pylist()] == ["1", "2", "3"]
+    with pytest.raises(ArtifactError, match=r"eval set nope=.*/missing.jsonl: no such file"):
+        resolve_eval_sets([f"nope={tmp_path / 'missing.jsonl'}"], info, None)
