@@ -27,6 +27,16 @@ EvalBackend = Literal["auto", "transformers", "vllm"]
 PAPER_SETS = ["math500", "aime24", "amc23"]  # the default of `sets` (the packaged sets before AIME 2025)
 GPU_MAX_TOKENS = 14_336  # the ADS reference's validation response length
 CPU_MAX_TOKENS = 512  # long generations on a CPU take minutes per batch
+PAPER_K = 16  # the paper's mean@16
+CPU_K = 2  # samples per problem when validating on a CPU
+
+
+def default_k(device: str, k: int | None = None) -> int:
+    """The one default-k rule of validation: K when given, else 2 on a CPU (a quick look) and the paper's 16
+    elsewhere (`ads eval` itself defaults to 16, greedy to 1: `EvalConfig`)."""
+    if k is not None:
+        return int(k)
+    return CPU_K if device == "cpu" else PAPER_K
 
 
 class EvalConfig(Section):
@@ -34,7 +44,11 @@ class EvalConfig(Section):
 
     greedy: bool = Field(False, description="Greedy decoding, one deterministic sample per problem (k 1).")
     k: int = Field(
-        16, ge=1, le=1024, description="Samples per problem (the paper's mean@16).", json_schema_extra={"flag": "-k"}
+        PAPER_K,
+        ge=1,
+        le=1024,
+        description="Samples per problem (the paper's mean@16).",
+        json_schema_extra={"flag": "-k"},
     )
     temperature: float = Field(0.6, gt=0, le=10, description="Sampling temperature.")
     top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling: the smallest token set with this mass.")

@@ -28,7 +28,6 @@ from ads_core.evaluation.evallog import EVAL_FILE, append_evals, eval_records, k
 
 log = logging.getLogger("ads.train")
 
-CPU_K = 2  # samples per problem when validating on a CPU (the paper's 16 on a GPU: EvalConfig.k)
 CPU_LIMIT = 8  # problems per set when validating on a CPU (every problem on a GPU)
 OnStep = Callable[[dict[str, Any], Any], None]
 
@@ -50,12 +49,12 @@ class ValidationSettings:
 def validation_settings(cfg: Any, sets: Mapping[str, str], device: str, max_tokens: int) -> ValidationSettings | None:
     """What a run with TrainConfig CFG (its ``validation`` section) validates on DEVICE (cpu or cuda); None
     without eval sets."""
-    from ads_core.config.eval import EvalConfig
+    from ads_core.config.eval import default_k
 
     if not sets:
         return None
     v, on_cpu = cfg.validation, device == "cpu"
-    k = v.k if v.k is not None else (CPU_K if on_cpu else EvalConfig().k)
+    k = default_k(device, v.k)
     limit = v.limit if v.limit is not None else (CPU_LIMIT if on_cpu else 0)
     return ValidationSettings(
         sets=dict(sets),
