@@ -217,11 +217,6 @@ def plan_training(artifact_uri: str, cfg: TrainConfig, materialize: bool = True)
             options=("run_dir", "name"),
         )
     warnings = size_warnings(info, sampler)
-    if materialize:  # the prompt is part of the measurement: `ads eval RUN` evaluates with the run's template
-        from ads_core.evaluation.sets.templates import record_run_template
-
-        run_dir.mkdir(parents=True, exist_ok=True)
-        record_run_template(str(run_dir), artifact_uri)
     evals = resolve_eval_sets(cfg.eval_sets, info, str(run_dir / "data") if materialize else None)
     train_uri, decon = artifact_uri, None
     if evals and cfg.decontaminate != "off":
@@ -233,6 +228,11 @@ def plan_training(artifact_uri: str, cfg: TrainConfig, materialize: bool = True)
             warnings.append(f"{report.contaminated} training rows match eval questions {report.matches}: {verb}")
         if drop_to:
             train_uri = drop_to
+    if materialize:  # the prompt is part of the measurement: `ads eval RUN` evaluates with the run's template
+        from ads_core.evaluation.sets.templates import record_run_template
+
+        run_dir.mkdir(parents=True, exist_ok=True)
+        record_run_template(str(run_dir), artifact_uri)
     return TrainPlan(
         artifact_uri=artifact_uri,
         config=cfg,
