@@ -4,7 +4,7 @@ A multiple-choice ground truth is a JSON object ``{"choice": "C", "options": [".
 ``ads_core.evaluation.sets.choice`` writes; a dict is taken as it is). The completion's choice is read, last
 mention first, from
 
-1. its last ``\\boxed{...}``: a letter (``C``, ``(C)``, ``C)``, ``\\text{C}``) or an option's text;
+1. its last ``\\boxed{...}``: a letter (``C``, ``(C)``, ``C)``, ``\\text{C}``, ``(C) Rome``) or an option's text;
 2. otherwise its last "answer is (C)" / "Answer: C" (the letter or an option's text after it);
 
 and is correct when it is the ground truth's letter. A letter outside the options counts as no answer.
@@ -23,6 +23,7 @@ from ads_core.grading.text import extract_answer
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _WRAPPERS = re.compile(r"\\(?:text|textbf|mathrm|mathbf)\s*\{([^{}]*)\}")
 _LETTER = re.compile(r"^\(?\s*([A-Z])\s*(?:\)|\.|:)?$")
+_LETTER_THEN_TEXT = re.compile(r"^\(?([A-Z])(?:\)|\.|:)\s+\S")  # "(C) Rome", "C. Rome"
 _ANSWER_IS = re.compile(
     r"(?:answer|option|choice)\s*(?:is|:)\s*(?:option\s*)?\(?\s*([A-Z])\b\)?|"
     r"(?:answer|option|choice)\s*(?:is|:)\s*([^\n.]{1,200})",
@@ -69,7 +70,7 @@ def _norm(text: str) -> str:
 def _pick(text: str, truth: ChoiceTruth) -> str | None:
     """The letter TEXT names: a letter of the options, or an option's exact text (normalised)."""
     inner = _WRAPPERS.sub(r"\1", text).replace("$", "").strip()
-    m = _LETTER.match(inner.strip())
+    m = _LETTER.match(inner.strip()) or _LETTER_THEN_TEXT.match(inner.strip())
     if m:
         return m.group(1) if m.group(1) in LETTERS[: len(truth.options)] else None
     wanted = _norm(inner)

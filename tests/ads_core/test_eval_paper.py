@@ -39,6 +39,7 @@ MMLU_PRO = PAPER_DATA / "mmlu_pro" / "test.jsonl"
         ("\\boxed{Rome}", True, "C", "correct"),  # the option's text
         ("The answer is rome.", True, "C", "correct"),
         ("\\boxed{(B)}", False, "B", "wrong"),
+        ("\\boxed{\\text{(C) Rome}}", True, "C", "correct"),
         ("\\boxed{E}", False, None, "no_answer"),  # not one of the four options
         ("I think it's Paris, no, the answer is (D)", False, "D", "wrong"),  # the last statement counts
         ("no idea", False, None, "no_answer"),
