@@ -74,6 +74,14 @@ def eval_cmd(
             "multiple-choice file in its published layout). Default: math500, aime24, amc23.",
         ),
     ] = None,
+    publish: Annotated[
+        bool,
+        typer.Option(
+            "--publish",
+            help="Also publish the tables as Prefect artifacts (flow ads-eval, run eval-<policy>-<time>) on the "
+            "server in PREFECT_API_URL.",
+        ),
+    ] = False,
     **options: Any,
 ) -> None:
     """Evaluate policies on eval sets: k samples per problem, graded; mean@k, pass@k and maj@k per set.
@@ -111,11 +119,16 @@ def eval_cmd(
             outfolder.check(folder)
         backend = backends.choose(cfg.backend)
         cfg = cfg.replaced(backend=backend)
+        if publish:  # no server: refused now, not after the evaluation
+            from ads_prefect.flows.ads_eval import needs_server
+
+            needs_server()
     except (InputError, ValueError) as exc:
         raise fail(str(exc)) from None
     for line in missing:
         console.print(f"missing from the paper's table: {escape(line)}", highlight=False)
     summaries: dict[str, Any] = {}
+    published: dict[str, str] = {}
     for policy in found:
         template, warning = chosen[policy.name]
         folder = folders[policy.name]
@@ -134,6 +147,7 @@ def eval_cmd(
             raise fail(str(exc)) from None
         show(policy.name, result, cfg.k)
         summaries[policy.name] = _summary(result)
+        published[policy.name] = str(Path(folder).resolve()) if storage_is_local(folder) else folder
     table = markdown_table(summaries)
     console.print(table.split("### pass@")[0].rstrip(), highlight=False, markup=False)
     console.print("Prompt template: " + table.rsplit("Prompt template: ", 1)[1].strip(), highlight=False, markup=False)
@@ -143,6 +157,20 @@ def eval_cmd(
         table_uri = storage.join(root, "table.md")
         storage.write_bytes(table_uri, table.encode("utf-8"))
         console.print(f"table of all policies: {escape(table_uri)}", highlight=False)
+    if publish:
+        from ads_prefect.flows.ads_eval import publish_evaluation
+
+        try:
+            url = publish_evaluation(published)
+        except InputError as exc:
+            raise fail(str(exc)) from None
+        console.print(f"published: {escape(url)}", highlight=False)
+
+
+def storage_is_local(uri: str) -> bool:
+    from ads_core import storage
+
+    return storage.is_local(uri)
 
 
 def _run(
@@ -157,16 +185,33 @@ def _run(
         TextColumn("eta"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=console, transient=False) as progress:
+    from ads_core.common import progress as progress_lines
+
+    progress_lines.enable_when_logged()  # stdout to a file: problems done and the ETA there, every few seconds
+    lines = progress_lines.ChunkLines(f"eval {policy.name}", None, "problems")
+    with (
+        Progress(*columns, console=console, transient=False) as progress,
+        progress_lines.heartbeat(f"eval {policy.name}: loading the policy and the sets"),
+    ):
         task = progress.add_task(f"{policy.name} problems", total=None)
+
+        def advance(n: int) -> None:
+            lines.advance(n)
+            progress.advance(task, n)
+
+        def on_problems(total: int) -> None:
+            lines.set_total(total)
+            progress_lines.phase(f"eval {policy.name}: generating", announce=False)
+            progress.update(task, total=total)
+
         return evaluate_model(
             policy.path,
             sets,
             cfg,
             out=folder,
             policy=policy.name,
-            progress=lambda n: progress.advance(task, n),
-            on_problems=lambda total: progress.update(task, total=total),
+            progress=advance,
+            on_problems=on_problems,
             template=template,
         )
 

@@ -67,7 +67,7 @@ PRIVATE_APIS: tuple[PrivateApi, ...] = (
         "transformers",
         "transformers:PretrainedConfig",
         ("_attn_implementation",),
-        "ads_core/stages/score/hf.py",
+        "ads_core/stages/score/transformers_scorer.py",
         "whether the loaded model attends with varlen flash-attention (packed rows) or not",
     ),
     PrivateApi(
@@ -82,9 +82,10 @@ PRIVATE_APIS: tuple[PrivateApi, ...] = (
     PrivateApi(
         "transformers",
         "transformers:Trainer",
-        ("_load_rng_state",),
+        ("_load_rng_state", "_issue_warnings_after_load"),
         "ads_core/train/trl/trainer.py",
-        "a resumed run restores the RNG state when its sampler is first made",
+        "a resumed run restores the RNG state when its sampler is first made; a tied output embedding that a "
+        "checkpoint stores once is re-tied, not reported missing",
         contract="tests/integrations/test_trl_contract.py",
     ),
     PrivateApi(
@@ -93,6 +94,31 @@ PRIVATE_APIS: tuple[PrivateApi, ...] = (
         ("_logs",),
         "ads_core/train/trl/hooks.py",
         "TRL's own per-step buffer (prompt, completion, rewards, advantages)",
+        kind="instance_attribute",
+        contract="tests/integrations/test_trl_contract.py",
+    ),
+    PrivateApi(
+        "trl",
+        "trl:GRPOTrainer",
+        ("_tokenize_prompts", "_generate_single_turn"),
+        "ads_core/train/trl/replay/reference.py",
+        "DOTS's reference rollouts render and generate exactly as training does (same template and sampling)",
+        contract="tests/integrations/test_trl_contract.py",
+    ),
+    PrivateApi(
+        "trl",
+        "trl:GRPOTrainer",
+        ("_get_per_token_logps_and_entropies", "_compute_loss"),
+        "ads_core/train/trl/replay/trainer.py",
+        "rollout replay computes behaviour and pi_old log-probs as TRL's loss does and overrides the loss",
+        contract="tests/integrations/test_trl_contract.py",
+    ),
+    PrivateApi(
+        "trl",
+        "trl:GRPOTrainer",
+        ("_metrics", "_tokenizer"),
+        "ads_core/train/trl/replay/trainer.py",
+        "rollout replay logs its entropy and importance weights where TRL logs, and pads with TRL's tokenizer",
         kind="instance_attribute",
         contract="tests/integrations/test_trl_contract.py",
     ),

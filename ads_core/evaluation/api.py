@@ -58,6 +58,11 @@ def evaluate_model(
     problems = load_problems(sets, cfg.template, cfg.limit)
     cfg = cfg.for_device(device_of(cfg))
     identity = {"model": model, "fingerprint": model_fingerprint(model)}
+    from ads_core.train.resume.identity import trained_facts
+
+    trained = trained_facts(model)  # a run's policy: its sampler, trainer, base model, seed and step
+    if trained:
+        identity["trained"] = trained
     with outfolder.holding(out) if out else nullcontext():
         if out:
             outfolder.check(out)

@@ -17,6 +17,7 @@ the least uncertainty there is, and claim no order that it does not support.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Sequence
@@ -32,6 +33,8 @@ from ads_core.evaluation.metrics import mean_interval
 AVERAGE = "average"
 RUNS_ROOT = "ads-runs"
 STEPS_FILE = "steps.jsonl"
+RUN_FILE = "run.json"  # what the run is (its "about": sampler, trainer, model, seed); ads_core.train.resume.identity
+ABOUT = ("sampler", "trainer", "model", "seed")
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,13 @@ class Point:
     accuracy: float  # mean@k
     ci_low: float | None = None
     ci_high: float | None = None
+    seconds: float = 0.0  # training wall seconds logged up to this step
+
+
+def step_seconds(record: dict[str, Any]) -> float:
+    """A logged step's wall seconds: ``step_seconds`` (rollouts, reference rollouts, update, saves), else TRL's
+    ``seconds``."""
+    return float(record.get("step_seconds", record.get("seconds", 0.0)) or 0.0)
 
 
 @dataclass
@@ -49,6 +59,7 @@ class RunData:
     folder: str
     steps: list[dict[str, Any]]
     evals: list[dict[str, Any]]
+    about: dict[str, Any] = field(default_factory=dict)  # sampler, trainer, model, seed (None where unknown)
     notes: list[str] = field(default_factory=list)  # what the reader should know (NaN records left out)
 
     @property
@@ -58,6 +69,10 @@ class RunData:
     def prompts_at(self, step: int) -> int:
         """Prompts rolled out in the logged steps up to STEP (dynamic sampling's extra batches included)."""
         return sum(int(s.get("rollout_prompts", 0)) for s in self.steps if s["step"] <= step)
+
+    def seconds_at(self, step: int) -> float:
+        """Training wall seconds of the logged steps up to STEP."""
+        return sum(step_seconds(s) for s in self.steps if s["step"] <= step)
 
     @property
     def total_steps(self) -> int:
@@ -83,7 +98,8 @@ class RunData:
             prompts = int(prompts) if isinstance(prompts, int) else self.prompts_at(step)
             accuracy = sum(float(r["mean_at_k"]) for r in records) / len(records)  # type: ignore[index]
             single = records[0] if len(records) == 1 else {}
-            points.append(Point(step, prompts, accuracy, single.get("ci_low"), single.get("ci_high")))  # type: ignore[union-attr]
+            low, high = single.get("ci_low"), single.get("ci_high")  # type: ignore[union-attr]
+            points.append(Point(step, prompts, accuracy, low, high, self.seconds_at(step)))
         return points
 
 
@@ -105,7 +121,31 @@ def load_run(ref: str, name: str | None = None, runs_root: str = RUNS_ROOT) -> R
             f"run {ref}: {folder / EVAL_FILE} has no validation records; train with eval sets "
             "(--eval-set NAME, --eval-steps N) to record them"
         )
-    return RunData(name or folder.resolve().name, str(folder), read_steps(folder / STEPS_FILE), evals, notes)
+    steps = read_steps(folder / STEPS_FILE)
+    return RunData(name or folder.resolve().name, str(folder), steps, evals, read_about(folder), notes)
+
+
+def read_about(folder: Path) -> dict[str, Any]:
+    """The run's sampler, trainer, model and seed from RUN_DIR/run.json (a run recorded before it kept them: read
+    from its trajectory's keys); None for what it does not say."""
+    try:
+        doc = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        doc = {}
+    doc = doc if isinstance(doc, dict) else {}
+    about = doc.get("about") if isinstance(doc.get("about"), dict) else {}
+    trajectory = doc.get("trajectory") if isinstance(doc.get("trajectory"), dict) else {}
+    if not about and trajectory:
+        trainer = next(
+            (k.split(".")[0] for k in trajectory if k.endswith(".seed") and not k.startswith("sampler")), None
+        )
+        about = {
+            "sampler": trajectory.get("sampler.kind"),
+            "trainer": trainer,
+            "model": trajectory.get("model"),
+            "seed": trajectory.get(f"{trainer}.seed"),
+        }
+    return {key: about.get(key) for key in ABOUT}
 
 
 def _nan(value: Any) -> bool:
@@ -159,6 +199,7 @@ def summarize(groups: dict[str, list[RunData]], set_name: str = AVERAGE) -> list
     for name, runs in groups.items():
         step_ratios: list[float] = []
         prompt_ratios: list[float] = []
+        time_ratios: list[float] = []
         steps_hit: list[int] = []
         finals: list[float] = []
         for i, run in enumerate(runs):
@@ -174,12 +215,15 @@ def summarize(groups: dict[str, list[RunData]], set_name: str = AVERAGE) -> list
                 steps_hit.append(mine.step)
             hit_step = mine.step if mine else run.total_steps
             hit_prompts = mine.prompts if mine else run.total_prompts
+            hit_seconds = mine.seconds if mine else run.seconds_at(run.total_steps)
             if theirs.step == 0 or theirs.prompts == 0:  # the baseline ended no better than it started
                 step_ratios.append(math.nan)
                 prompt_ratios.append(math.nan)
+                time_ratios.append(math.nan)
                 continue
             step_ratios.append(hit_step / theirs.step)
             prompt_ratios.append(hit_prompts / theirs.prompts)
+            time_ratios.append(hit_seconds / theirs.seconds if theirs.seconds > 0 and run.steps else math.nan)
         last = runs[0].curve(set_name, sets)[-1]
         informative = sum(int(s.get("informative_groups", 0)) for r in runs for s in r.steps)
         rolled = sum(r.total_prompts for r in runs)
@@ -196,11 +240,12 @@ def summarize(groups: dict[str, list[RunData]], set_name: str = AVERAGE) -> list
                 "steps_mean": _mean(steps_hit) if steps_hit else None,
                 **_ratio_fields("step_ratio", step_ratios),
                 **_ratio_fields("rollout_ratio", prompt_ratios),
+                **_ratio_fields("time_ratio", time_ratios),
                 "steps": _mean([r.total_steps for r in runs]),
                 "prompts_rolled_out": rolled / len(runs),
                 "prompts_per_step": rolled / max(1, sum(r.total_steps for r in runs)),
                 "informative_share": informative / max(1, rolled) if any(r.steps for r in runs) else None,
-                "seconds": sum(float(s.get("seconds", 0.0)) for r in runs for s in r.steps),
+                "seconds": sum(step_seconds(s) for r in runs for s in r.steps),
             }
         )
     return rows
@@ -249,6 +294,7 @@ def compare(groups: dict[str, list[RunData]]) -> dict[str, Any]:
             {
                 "name": r.name,
                 "folder": os.path.abspath(r.folder),
+                **{key: r.about.get(key) for key in ABOUT},
                 "steps": r.total_steps,
                 "prompts_rolled_out": r.total_prompts,
                 "final": finals[r.name],

@@ -6,7 +6,8 @@ command, TRL's batch layout; `ads_core.train.trainers`) and `ads_core.train.run.
     plan.trainer, plan.run_dir, plan.prompts_per_step
 
 A run folder (default ``./ads-runs/<experiment>``) holds checkpoints, the per-step log and staged copies of
-remote inputs. The experiment name is stable (the dataset's), so the same command again resumes.
+remote inputs. The default experiment name says what the run is (DATASET-SAMPLER, and -TRAINER for a GPU trainer)
+and is stable, so the same command again resumes.
 Nothing here imports Prefect or a trainer's library.
 """
 
@@ -21,12 +22,12 @@ from typing import Any
 
 from ads_core import storage
 from ads_core.common.errors import render_options
-from ads_core.config.train import TrainConfig, TrainSamplerConfig
 from ads_core.evaluation.sets import catalog as ev
 from ads_core.evaluation.sets import decontam
-from ads_core.stages.format.eval_sets import write_eval_sets
+from ads_core.stages.eval_sets import write_eval_sets
 from ads_core.train.artifact import ArtifactError, ArtifactInfo, validate_artifact
 from ads_core.train.artifact import parent as _parent
+from ads_core.train.options import TrainConfig, TrainSamplerConfig
 from ads_core.train.trainers import TrainerPart, choose_trainer, sampler_config
 
 WARNING_OPTIONS = ("decontaminate", "eval_sets")  # options plan warnings may name (see TrainPlan.warnings_for)
@@ -198,6 +199,13 @@ def size_warnings(info: ArtifactInfo, sampler: TrainSamplerConfig) -> list[str]:
     return warnings
 
 
+def default_name(dataset: str | None, sampler_kind: str, trainer: Any) -> str:
+    """DATASET-SAMPLER, plus -TRAINER unless it is the fallback trainer (priority 0, TRL): a uniform baseline and
+    an ADS run of one dataset get two run folders, so neither resumes the other."""
+    name = f"{dataset or 'dataset'}-{sampler_kind}"
+    return name if int(getattr(trainer, "priority", 0)) <= 0 else f"{name}-{trainer.name}"
+
+
 def plan_training(artifact_uri: str, cfg: TrainConfig, materialize: bool = True) -> TrainPlan:
     """Validate the artifact and the options, pick the trainer, name the run, check for contamination.
 
@@ -208,7 +216,7 @@ def plan_training(artifact_uri: str, cfg: TrainConfig, materialize: bool = True)
     sampler = sampler_config(cfg, trainer)
     info = validate_artifact(artifact_uri, sampler)
     model = resolve_model(cfg.model, info, artifact_uri)
-    experiment = _slug(cfg.name or f"{info.dataset or 'dataset'}-ads")
+    experiment = _slug(cfg.name or default_name(info.dataset, sampler.kind, trainer))
     run_dir = Path(cfg.run_dir or os.path.join("ads-runs", experiment)).expanduser().resolve()
     blocker = next((p for p in (run_dir, *run_dir.parents) if p.exists()), None)
     if blocker is not None and not blocker.is_dir():

@@ -24,13 +24,13 @@ from prefect.artifacts import (
 from prefect.cache_policies import NO_CACHE
 
 from ads_core.common.errors import InputError, render_options
-from ads_core.config.train import TrainConfig
 from ads_core.train import artifact as ta
 from ads_core.train import run as trun
 from ads_core.train.errors import LaunchError, RunStateError, error_text
+from ads_core.train.options import TrainConfig
 from ads_core.train.plan import TrainPlan
+from ads_prefect.tasks.artifact_keys import train_artifact_key as artifact_key
 from ads_prefect.tasks.handoff import run_name
-from ads_prefect.tasks.keys import train_artifact_key as artifact_key
 from ads_prefect.tasks.publish import image_markdown
 
 EXPECTED_ERRORS: tuple[type[Exception], ...] = (ta.ArtifactError, LaunchError, ValueError, InputError, RunStateError)
@@ -88,16 +88,15 @@ class _OneLineFailedRun(logging.Filter):
         return True
 
 
-def _install_filter() -> None:
+def install_log_filters() -> None:
+    """Failed training runs log one line (idempotent); applied by the flows when they start
+    (`ads_prefect.flows.setup`), never at import."""
     logger = logging.getLogger("prefect.task_runs")
     if not any(isinstance(f, _NoTracebackForExpectedErrors) for f in logger.filters):
         logger.addFilter(_NoTracebackForExpectedErrors())
     for name in ("prefect.flow_runs", "prefect.engine"):
         if not any(isinstance(f, _OneLineFailedRun) for f in logging.getLogger(name).filters):
             logging.getLogger(name).addFilter(_OneLineFailedRun())
-
-
-_install_filter()
 
 
 def failure_line(exc: BaseException, limit: int = 300) -> str:
@@ -149,7 +148,7 @@ def _run_training(plan: TrainPlan) -> trun.TrainResult:
     this run's log (trainers that run as a subprocess); then the training plot and the last step's numbers."""
     from ads_core.evaluation.compare_report import validation_report
     from ads_core.evaluation.evallog import EVAL_FILE, read_evals
-    from ads_core.train.trl.steps import plot_steps
+    from ads_core.train.step_plot import plot_steps
 
     logger = get_run_logger()
     total = plan.config.steps
@@ -176,11 +175,20 @@ def _run_training(plan: TrainPlan) -> trun.TrainResult:
         )
         for note in record.get("notes", []):  # e.g. a dynamic-sampling step that rolled out several batches
             logger.info(note)
-        for warning in record.get("warnings", []):  # e.g. no learning signal: shown in the run's log
-            logger.warning(render_options(warning, record.get("warning_options", ()), spell_param))
+        for warning in record.get("warnings", []):  # e.g. no learning signal: the log, an artifact, the state
+            warnings.append(render_options(warning, record.get("warning_options", ()), spell_param))
+            logger.warning(warnings[-1])
 
+    warnings: list[str] = []
     logger.info("%s: %s", plan.trainer, plan.part.launch_line() if plan.part else "")
     result = trun.execute(plan, on_step=on_step, on_line=logger.info)
+    result.warnings = [*result.warnings, *(w for w in warnings if w not in result.warnings)]
+    if result.warnings:  # seen in the UI beside the run's plots, not only in its log
+        create_markdown_artifact(
+            key=artifact_key(plan.experiment, "warnings"),
+            markdown=f"# {plan.experiment}: warnings\n\n" + "\n".join(f"- {w}" for w in result.warnings),
+            description=f"what the training of {plan.experiment} warned about (e.g. no learning signal)",
+        )
     if progress is not None:
         update_progress_artifact(artifact_id=progress, progress=100.0)
     for note in result.notes:
@@ -218,7 +226,7 @@ def publish_comparison(runs: list[str], out: str) -> dict[str, Any]:
 
     from ads_core.evaluation.compare import load_runs
     from ads_core.evaluation.compare_report import write_comparison
-    from ads_prefect.tasks.keys import artifact_key as key_of
+    from ads_prefect.tasks.artifact_keys import artifact_key as key_of
 
     loaded = load_runs(runs)
     result = write_comparison({r.name: [r] for r in loaded}, out)

@@ -22,12 +22,12 @@ from typer.testing import CliRunner
 
 from ads_cli.main import app
 from ads_core.pipeline.build import BuildResult, StageEvent, build
-from ads_core.pipeline.keys import stage_key
 from ads_core.pipeline.resolve import resolve
+from ads_core.pipeline.stage_keys import stage_key
 from ads_core.pipeline.stages import context
 from ads_core.stages.format import stage as format_stage
+from ads_core.stages.format.convert import format_dataset
 from ads_core.stages.format.sources import source_digest
-from ads_core.stages.format.stage import format_dataset
 from ads_core.storage import manifest as mf
 
 
@@ -130,7 +130,7 @@ def train_dry_run(out: Path, tmp_path: Path) -> Any:
 
 def planned_model(out: Path) -> str:
     """The policy `ads train` would train (what its dry run resolves when --model is not given)."""
-    from ads_core.config.train import TrainConfig
+    from ads_core.train.options import TrainConfig
     from ads_core.train.plan import plan_training
 
     cfg = TrainConfig(trainer="trl", eval_sets=[])

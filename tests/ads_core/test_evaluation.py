@@ -221,6 +221,18 @@ def test_cli_bad_input_is_one_error_line(args: list[str], message: str, monkeypa
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.output
 
 
+def test_publish_without_a_server_is_refused_before_any_evaluation(monkeypatch, tmp_path: Path):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from ads_cli.main import app
+
+    monkeypatch.chdir(tmp_path)
+    with temporary_settings(updates={PREFECT_API_URL: None}):
+        result = CliRunner().invoke(app, ["eval", "tiny", "--set", "amc23", "--publish"])
+    assert result.exit_code == 2 and "--publish needs a Prefect server" in result.output, result.output
+    assert not (tmp_path / "ads-eval").exists()
+
+
 def test_cli_evaluates_a_run_folder(tmp_path: Path, tiny_model_dir: Path, monkeypatch):
     import shutil
 
@@ -229,6 +241,8 @@ def test_cli_evaluates_a_run_folder(tmp_path: Path, tiny_model_dir: Path, monkey
     run = tmp_path / "ads-runs" / "r1"
     shutil.copytree(tiny_model_dir, run / "checkpoints" / "checkpoint-3")
     (run / "steps.jsonl").write_text("")
+    about = {"sampler": "uniform", "trainer": "trl", "model": "org/base", "seed": 42}
+    (run / "run.json").write_text(json.dumps({"run_id": "x", "about": about, "trajectory": {}}))
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(
         app, ["eval", "r1", "--set", "amc23", "--limit", "2", "-k", "2", "--max-tokens", "4", "--seed", "3"]
@@ -236,9 +250,18 @@ def test_cli_evaluates_a_run_folder(tmp_path: Path, tiny_model_dir: Path, monkey
     assert result.exit_code == 0, result.output
     assert "mean@2" in result.output and "pass@2" in result.output and "amc23" in result.output
     assert re.search(r"2/2 [\d.]+ problems/s", result.output), result.output  # the bar's rate
+    assert "eval r1@3: 2/2 problems, eta 0:00" in result.stdout.splitlines()  # stdout not a terminal: lines
     out = tmp_path / "ads-eval" / "r1@3"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["sets"]["amc23"]["n"] == 2 and summary["config"]["seed"] == 3
+    trained = summary["model"]["trained"]  # what trained the evaluated policy (issue 45)
+    assert (trained["sampler"], trained["trainer"], trained["base_model"], trained["seed"], trained["step"]) == (
+        "uniform",
+        "trl",
+        "org/base",
+        42,
+        3,
+    )
     table = pq.read_table(out / "completions.parquet")
     assert table.num_rows == 4 and pa.types.is_boolean(table.schema.field("correct").type)
 

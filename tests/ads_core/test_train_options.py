@@ -13,10 +13,12 @@ import pytest
 import yaml
 
 from ads_core.common.registry import DuplicateBackendError
-from ads_core.config.sampler import ADSSamplerConfig, SamplerKind
-from ads_core.config.train import INTEGRATION_KEYS, TRL_MINI_CLUSTER_SIZE, TrainConfig, VerlConfig
+from ads_core.config.sampler import ADSSamplerConfig
 from ads_core.sampler import kinds
 from ads_core.train import choice, trainers
+from ads_core.train.options import TrainConfig
+from ads_core.train.trl.options import TRL_MINI_CLUSTER_SIZE
+from ads_core.train.verl.options import INTEGRATION_KEYS, VerlConfig
 
 YAML = Path(__file__).resolve().parents[2] / "ads_core" / "train" / "verl" / "config" / "ads_grpo.yaml"
 
@@ -53,8 +55,8 @@ def test_the_flow_parameters_are_the_train_config_fields():
     from ads_prefect.flows.ads_train import ads_train
 
     params = inspect.signature(ads_train.fn).parameters
-    assert list(params)[:2] == ["artifact_uri", "dry_run"]
-    assert set(params) - {"artifact_uri", "dry_run"} == set(TrainConfig.model_fields)
+    assert list(params)[:2] == ["artifact_uri", "dry_run"] and list(params)[-1] == "options"
+    assert set(params) - {"artifact_uri", "dry_run", "options"} == set(TrainConfig.model_fields)
     defaults = TrainConfig()
     for name, field in TrainConfig.model_fields.items():
         default = params[name].default
@@ -72,7 +74,7 @@ def test_the_sampler_flag_picks_the_kind_and_s_sets_an_ads_knob(tmp_path: Path):
 
     artifact = tmp_path / "missing" / "final" / "train.parquet"
     result = CliRunner().invoke(app, ["train", str(artifact), "--sampler", "bogus", "--dry-run"])
-    assert result.exit_code == 2 and "--sampler" in result.output  # the kind, validated against SamplerKind
+    assert result.exit_code == 2 and "--sampler" in result.output  # the kind, validated against the registry
     result = CliRunner().invoke(app, ["train", str(artifact), "-s", "alpah=0.5", "--dry-run"])
     assert result.exit_code == 2 and "sampler.ads.alpah" in result.output
 
@@ -97,7 +99,7 @@ def test_auto_picks_verl_only_where_it_can_train(monkeypatch: pytest.MonkeyPatch
     chosen, why = trainers.choose_trainer(cfg.replaced(trainer="trl"))
     assert (chosen.name, why) == ("trl", "trainer=trl as set")
     assert trainers.choose_trainer(cfg.replaced(trainer="verl"))[0].name == "verl"
-    for kind in ("dots", "uniform"):  # verl trains every kind without extra rollouts per step
+    for kind in ("dots", "dots-lite", "uniform"):  # verl trains every kind without extra rollouts per step
         assert (
             trainers.choose_trainer(TrainConfig(verl={"ray_address": address}, sampler={"kind": kind}))[0].name
             == expected
@@ -114,13 +116,39 @@ def test_a_trainer_name_is_taken_once():
         trainers.register_trainer("trl")(type("Again", (), {}))
 
 
-def test_every_sampler_kind_is_one_registry_entry():
-    assert kinds.kind_names() == list(typing.get_args(SamplerKind))
+def tiny_predictor(folder: Path, rows: int) -> str:
+    """A DOTS predictor artifact over ROWS random embeddings (one epoch: only its shape matters here)."""
+    from ads_core.sampler.dots import artifact, predictor
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(rows, 8)).astype(np.float32)
+    model = predictor.fit(z, {"a": rng.random(rows)}, predictor.FitSettings(hidden=8, layers=1, epochs=1))
+    artifact.save(str(folder / "predictor"), model, z, [str(i) for i in range(rows)], {})
+    return str(folder / "predictor")
+
+
+def test_every_sampler_kind_is_one_registry_entry(tmp_path: Path):
+    assert kinds.kind_names()[:5] == ["ads", "uniform", "dots", "dots-lite", "dynamic"]
+    assert {k: kinds.kind_spec(k).options.__name__ for k in kinds.kind_names()[:5]} == {
+        "ads": "ADSSamplerConfig",
+        "uniform": "UniformSamplerConfig",
+        "dots": "DotsSamplerConfig",
+        "dots-lite": "DifficultyTargetedConfig",
+        "dynamic": "DynamicSamplingConfig",
+    }
+    assert list(TrainConfig.model_fields["sampler"].annotation.model_fields)[:6] == [
+        "kind",
+        "ads",
+        "uniform",
+        "dots",
+        "dots_lite",
+        "dynamic",
+    ]
     with pytest.raises(DuplicateBackendError, match="'ads' is already registered"):
         kinds.register_kind("ads")(lambda *a: None)
     cid = np.repeat(np.arange(4), 10)
     rank = np.tile(np.arange(10), 4)
-    cfg = trainers.sampler_config(TrainConfig(), "trl")
+    cfg = trainers.sampler_config(TrainConfig(sampler={"dots": {"predictor": tiny_predictor(tmp_path, 40)}}), "trl")
     for kind in kinds.kind_names():
         sampler = kinds.build_sampler(kind, cid, rank, cfg, 8)
         rows = sampler.next_batch()
@@ -151,4 +179,5 @@ def test_every_simulated_sampler_is_made_by_build_sampler(monkeypatch: pytest.Mo
     world = learners.make_world(cfg, seed=0)
     for factory in sim.SAMPLER_FACTORIES.values():
         assert factory(world, cfg, 0).batch_size == cfg.ads.batch_size
-    assert len(made) == len(sim.SAMPLER_FACTORIES) and set(made) == set(kinds.kind_names())
+    # every kind but dots, which needs a trained predictor and reference rollouts (the simulator has neither)
+    assert len(made) == len(sim.SAMPLER_FACTORIES) and set(made) == set(kinds.kind_names()) - {"dots"}

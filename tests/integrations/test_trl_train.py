@@ -21,9 +21,9 @@ import pytest
 
 pytest.importorskip("trl")
 
-from ads_core.config.train import TrainConfig  # noqa: E402
 from ads_core.sampler.checkpoint import CheckpointStateError, read_checkpoint  # noqa: E402
 from ads_core.sampler.kinds import build_sampler  # noqa: E402
+from ads_core.train.options import TrainConfig  # noqa: E402
 from ads_core.train.run import train  # noqa: E402
 from ads_core.train.trainers import sampler_config  # noqa: E402
 from ads_core.train.trl.steps import read_steps  # noqa: E402
@@ -99,8 +99,8 @@ def test_a_truncated_or_flipped_sampler_checkpoint_stops_the_resume_in_one_line(
     left as it was). Without the manifest's check, the sampler file's own checksum refuses it the same way."""
     import shutil
 
+    from ads_core.storage.manifest import write_checkpoint
     from ads_core.train.errors import RunStateError
-    from ads_core.train.resume.manifest import write_manifest
 
     cfg, result = trl_run
     run_dir = tmp_path / "run"
@@ -117,14 +117,14 @@ def test_a_truncated_or_flipped_sampler_checkpoint_stops_the_resume_in_one_line(
         assert f"{path}: " in text and "\n" not in text, text
         assert len(read_steps(run_dir / "steps.jsonl")) == 4  # nothing trained, nothing cut
     run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
-    write_manifest(path.parent, 4, run_id)  # the manifest now vouches for the flipped file
+    write_checkpoint(path.parent, 4, run_id)  # the manifest now vouches for the flipped file
     with pytest.raises(CheckpointStateError) as info:
         train(str(final_artifact), cfg.replaced(run_dir=str(run_dir), steps=5))
     assert str(info.value).startswith(f"{path}: bad sampler checkpoint: ") and "\n" not in str(info.value)
     assert len(read_steps(run_dir / "steps.jsonl")) == 4
 
 
-@pytest.mark.parametrize("kind", ["uniform", "dots"])
+@pytest.mark.parametrize("kind", ["uniform", "dots-lite"])
 def test_the_baselines_plug_in_by_kind(kind: str, final_artifact: Path, trl_helpers, tmp_path: Path):
     cfg = TrainConfig(trainer="trl", steps=2, run_dir=str(tmp_path), sampler={"kind": kind}, **trl_helpers.sizes)
     result = train(str(final_artifact), cfg, score=trl_helpers.score)

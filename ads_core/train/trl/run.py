@@ -2,11 +2,11 @@
 checkpoint; train; return where everything went.
 
 Resume. A checkpoint folder counts when it holds its manifest (``ads_manifest.json``, written last;
-``ads_core.train.resume.manifest``); the newest one that verifies (every file's size and sha256) is resumed from,
+``ads_core.storage.manifest``); the newest one that verifies (every file's size and sha256) is resumed from,
 once the run's recorded options match this command's (``ads_core.train.resume.identity``) and its sampler
 checkpoint passed every check (a bad one stops the run with a ``CheckpointStateError`` naming the file and the
-field, before anything is trained). Failed checkpoints are set aside (``rejected-checkpoint-N``), newer incomplete
-folders (a save that was killed) removed, and ``steps.jsonl`` is cut back to the resumed step (each step once).
+field, before anything is trained). Newer checkpoints that fail or lack a manifest (a killed save) are moved aside
+(``rejected-checkpoint-N``), never deleted, and ``steps.jsonl`` is cut back to the resumed step (each step once).
 """
 
 from __future__ import annotations
@@ -18,20 +18,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ads_core.common import progress
 from ads_core.common.text import last_boxed
+from ads_core.models.loading import load_for_training
 from ads_core.sampler.checkpoint import SamplerCheckpoint, has_checkpoint, read_checkpoint
 from ads_core.sampler.kinds import build_sampler
+from ads_core.storage.manifest import has_checkpoint_manifest
 from ads_core.train.plan import TrainPlan
-from ads_core.train.resume.manifest import has_manifest
 from ads_core.train.resume.point import find_resume
 from ads_core.train.reward import compute_score
 from ads_core.train.trainers import TrainResult
 from ads_core.train.trl import final, settings
-from ads_core.train.trl.data import TrainRows, load_rows
-from ads_core.train.trl.feed import FeedbackSampler
+from ads_core.train.trl.feed import FeedbackSampler, TrainRows, load_rows
 from ads_core.train.trl.plan import TRLPlan
 from ads_core.train.trl.steps import StepWriter, keep_steps_up_to, read_steps
-from ads_core.train.validate import start_validation
+from ads_core.train.trl.validate import start_validation
 
 log = logging.getLogger("ads.train")
 
@@ -72,7 +73,7 @@ def complete_checkpoints(folder: str) -> list[tuple[int, Path]]:
     found = []
     for child in root.iterdir() if root.is_dir() else ():
         m = _CHECKPOINT.fullmatch(child.name)
-        if m and has_manifest(child) and (child / "trainer_state.json").is_file() and has_checkpoint(child):
+        if m and has_checkpoint_manifest(child) and (child / "trainer_state.json").is_file() and has_checkpoint(child):
             found.append((int(m.group(1)), child))
     return sorted(found)
 
@@ -111,19 +112,6 @@ def resume_point(
     return (step, str(folder)), found.run_id, found.notes
 
 
-def load_policy(model_path: str, device: str) -> tuple[Any, Any]:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    tokenizer.padding_side = "left"  # TRL generates from left-padded prompts
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return model, tokenizer
-
-
 def grpo_config(plan: TrainPlan, part: TRLPlan, reward_weights: list[float] | None) -> Any:
     from trl import GRPOConfig
 
@@ -144,7 +132,7 @@ def grpo_config(plan: TrainPlan, part: TRLPlan, reward_weights: list[float] | No
         logging_steps=1,
         save_strategy="steps",
         save_steps=trl.save_steps,
-        save_total_limit=None,  # rotation is ours, after a checkpoint's manifest (ads_core.train.resume.manifest)
+        save_total_limit=None,  # rotation is ours, after a checkpoint's manifest (ads_core.train.resume.checkpoints)
         ignore_data_skip=True,  # the sampler resumes itself; skipping batches would draw and discard them
         dataloader_num_workers=0,  # workers would prefetch batches drawn before the last update
         remove_unused_columns=False,
@@ -167,6 +155,7 @@ def run_trl(
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     from ads_core.train.trl import hooks
+    from ads_core.train.trl.replay.reference import attach_reference_rollouts
     from ads_core.train.trl.trainer import ADSGRPOTrainer
 
     started = time.perf_counter()
@@ -194,8 +183,11 @@ def run_trl(
             return _result(plan, part, resumed, started, notes)
     validator = start_validation(plan, part.device, resumed[0] if resumed else 0, read_steps(part.steps_file))
     funcs, weights = reward_functions(score or math_score, plan.config.trl.format_reward)
-    model, tokenizer = load_policy(plan.model, part.device)
+    progress.phase(f"training: loading the policy {plan.model}")
+    model, tokenizer = load_for_training(plan.model, part.device)  # ads_core.models.loading, as every policy load
     if validator is not None:  # eval.jsonl: step 0 now, then every validation.steps steps and the last
+        if not resumed:
+            progress.phase("training: validating the policy before the first step")
         validator.before_train(model, tokenizer)
         on_step = validator.chain(on_step)
 
@@ -207,7 +199,13 @@ def run_trl(
                 control.should_save = True
             return control
 
-    trainer = ADSGRPOTrainer(
+    trainer_class, extension = ADSGRPOTrainer, {}
+    if plan.config.trl.replay:
+        from ads_core.train.trl.replay.trainer import ReplayGRPOTrainer
+
+        trainer_class = ReplayGRPOTrainer
+        extension = {"replay": plan.config.trl.rollout_replay, "replay_groups": part.replay_groups}
+    trainer = trainer_class(
         model=model,
         reward_funcs=funcs,
         args=grpo_config(plan, part, weights),
@@ -219,7 +217,11 @@ def run_trl(
         writer=StepWriter(part.steps_file),
         on_step=hooks.with_notices(on_step, hooks.StepNotices(plan.config, part.prompts_per_step), log),
         peft_config=settings.peft_config(plan.config.trl),
+        **extension,
     )
+    attach_reference_rollouts(trainer)  # kind dots: its reference sets are rolled out by this policy
+    if resumed is not None and extension:
+        trainer.restore_buffer(resumed[1])
     trainer.schedule_steps = settings.schedule_horizon(plan.config, plan.run_dir)  # see settings: the horizon
     if settings.is_rank_zero():
         settings.record_horizon(plan.config, plan.run_dir, trainer.schedule_steps)
@@ -228,6 +230,7 @@ def run_trl(
         trainer.remove_callback(noisy)
     trainer.resumed_rng = resumed[1] if resumed else None
     trainer.run_id, trainer.keep_checkpoints = run_id, plan.config.trl.keep_checkpoints
+    progress.phase(f"training: step {(resumed[0] if resumed else 0) + 1} (generating, scoring, updating)")
     trainer.train(resume_from_checkpoint=resumed[1] if resumed else None)
     del trainer, model
     notes += final.finish(plan, part, complete_checkpoints(part.checkpoints_dir))
