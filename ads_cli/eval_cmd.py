@@ -129,6 +129,10 @@ def eval_cmd(
         console.print(f"missing from the paper's table: {escape(line)}", highlight=False)
     summaries: dict[str, Any] = {}
     published: dict[str, str] = {}
+    if found:
+        from ads_core.grading.api import start_verifier
+
+        start_verifier()  # the verifier's start (seconds) is nobody's grade time, and the backend's children share it
     for policy in found:
         template, warning = chosen[policy.name]
         folder = folders[policy.name]
