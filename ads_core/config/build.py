@@ -81,7 +81,8 @@ class ScoreConfig(Section):
 
     model: str | None = Field(
         "default",
-        description="Policy model: a local dir or hub id (local cache only); `default` builds a tiny local model.",
+        description="Policy model: a local dir, a hub id (local cache only), or a built-in: `default` (= `tiny`, built "
+        "locally), `bench`, `smollm2` (SmolLM2-135M-Instruct; the `smollm2` extra).",
     )
     text_mode: Literal["question_plus_solution", "question_only"] = Field(
         "question_plus_solution", description="Embed question+solution, or the question only."
