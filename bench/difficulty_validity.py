@@ -1,7 +1,7 @@
 """Does a difficulty measure follow difficulty? Each measure against the source's own level and the policy's pass rate.
 
     .venv/bin/python bench/difficulty_validity.py [SOURCE] [--model smollm2] [--pass-rows 50] [-k 4]
-        [--max-tokens 384] [--clusters 7 16] [--json FILE] [--smoke]
+        [--max-tokens 384] [--clusters 7 16] [--json FILE] [--pass-only] [--smoke]
 
 SOURCE (default: ../shared/data/math500/test.jsonl, else the packaged MATH-500) is formatted by the format stage
 (its `level` and `subject` kept in `source_meta`). Measures, all from the policy MODEL (default the built-in
@@ -75,6 +75,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=384)
     parser.add_argument("--clusters", type=int, nargs="+", default=[7, 16])
     parser.add_argument("--json", default=None, help="Also write the numbers to this JSON file.")
+    parser.add_argument("--pass-only", action="store_true", help="Only the pass rates (cached for a later run).")
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
 
@@ -112,24 +113,6 @@ def main() -> None:
     frame = frame.with_columns(level=pl.Series(labels.get("level", np.full(frame.height, np.nan))))
     print(f"rows: {frame.height} from {source}; model {args.model}; labels: {sorted(labels)}", flush=True)
 
-    cfg = ScoreConfig(model=args.model)
-    loaded = make_backend(cfg)
-    score_uri = str(tmp / "out" / "scores" / "scores.parquet")
-    score_shard(formatted, score_uri, 0, cfg, scorer=loaded)
-    scores = storage.read_parquet(score_uri)
-    backend, tokenizer = loaded
-    inputs = _inputs_table(formatted).to_pylist()
-    t1 = time.perf_counter()
-    answers = backend.score([tokenize_row(tokenizer, r["question"], None, r["answer"], cfg) for r in inputs])
-    answer_seconds = time.perf_counter() - t1
-    nll_mean = scores.column("difficulty").to_numpy()
-    measures = {
-        "nll_mean": nll_mean,
-        "nll_sum": nll_mean * scores.column("n_target_tokens").to_numpy(),
-        "nll_answer": answers.difficulty,
-    }
-    print(f"scored (nll_mean/nll_sum + nll_answer pass {answer_seconds:.0f} s)", flush=True)
-
     # the policy's pass rate on a level-stratified subset, generated and graded like `ads eval`
     pick = stratified(frame, args.pass_rows)
     subset_uri = str(tmp / "subset.parquet")
@@ -150,6 +133,27 @@ def main() -> None:
         f"mean {np.nanmean(pass_rate):.3f}, rows with any correct: {int((pass_rate > 0).sum())}",
         flush=True,
     )
+    if args.pass_only:
+        return
+
+    cfg = ScoreConfig(model=args.model)
+    loaded = make_backend(cfg)
+    score_uri = str(tmp / "out" / "scores" / "scores.parquet")
+    score_shard(formatted, score_uri, 0, cfg, scorer=loaded)
+    scores = storage.read_parquet(score_uri)
+    backend, tokenizer = loaded
+    inputs = _inputs_table(formatted).to_pylist()
+    t1 = time.perf_counter()
+    answers = backend.score([tokenize_row(tokenizer, r["question"], None, r["answer"], cfg) for r in inputs])
+    answer_seconds = time.perf_counter() - t1
+    nll_mean = scores.column("difficulty").to_numpy()
+    measures = {
+        "nll_mean": nll_mean,
+        "nll_sum": nll_mean * scores.column("n_target_tokens").to_numpy(),
+        "nll_answer": answers.difficulty,
+    }
+    print(f"scored (nll_mean/nll_sum + nll_answer pass {answer_seconds:.0f} s)", flush=True)
+
     level = frame["level"].to_numpy()
     table = []
     for name, values in {**measures, "pass_rate": pass_rate}.items():

@@ -81,6 +81,8 @@ def convert_gguf(source: Path, target: Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if is_converted(target):
+        return target
     _require_gguf_reader()
     digest = gguf_digest(source)
     tmp = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
