@@ -35,7 +35,9 @@ def grade_cmd(
 ) -> None:
     """Grade saved completions: each row's last complete \\boxed{} answer against its ground truth.
 
-    Writes the rows in the same order, with `correct`, `extracted` and `reason` added.
+    Writes the rows in the same order, with `correct`, `extracted` and `reason` added. The file is streamed
+    (memory stays near one batch of rows); answers may be strings, numbers or lists of accepted answers, mixed
+    in one JSONL file. The output is checked before any row is graded.
 
     Reasons: correct, wrong, no_answer, timeout, too_complex, error (e.g. no ground truth).
 
@@ -44,20 +46,20 @@ def grade_cmd(
     from ads_core.common.errors import InputError
     from ads_core.grading import configure, settings
     from ads_core.grading.api import start_verifier
-    from ads_core.grading.files import check_columns, grade_table, read_rows
+    from ads_core.grading.files import check_out, grade_file, plan_file
 
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
     cfg = resolve_config(GraderConfig, options, config_file, assignments)
     before = settings()
     configure(cfg)  # verifier processes and cache size; the limit is passed on explicitly
     try:
-        table = read_rows(file)
-        check_columns(table, file, completion_col, answer_col, out)
+        target = check_out(file, out)  # before reading or grading anything
+        plan = plan_file(file, completion_col, answer_col)
         with console.status("starting the verifier processes"):
             start_verifier()  # its start-up is not any row's time
-        with progress_bar("grade", total=table.num_rows, unit="rows") as advance:
-            result = grade_table(
-                table, file, completion_col, answer_col, out, timeout_s=cfg.timeout_s, progress=advance
+        with progress_bar("grade", total=plan.rows, unit="rows") as advance:
+            result = grade_file(
+                file, completion_col, answer_col, target, timeout_s=cfg.timeout_s, progress=advance, plan=plan
             )
     except InputError as exc:
         raise fail(exc.render(lambda name: "--" + name.replace("_", "-"))) from None

@@ -173,10 +173,11 @@ def interrupted(run_dir: str) -> typer.Exit:
     """After Ctrl-C: which checkpoint a rerun of the same command resumes from (the newest complete one)."""
     from pathlib import Path
 
-    from ads_core.train.resume.manifest import checkpoint_folders, has_manifest
+    from ads_core.storage.manifest import has_checkpoint_manifest
+    from ads_core.train.resume.checkpoints import checkpoint_folders
 
     found = checkpoint_folders(Path(run_dir) / "checkpoints")
-    done = [(step, folder) for step, folder in found if has_manifest(folder)]
+    done = [(step, folder) for step, folder in found if has_checkpoint_manifest(folder)]
     where = f"from {done[-1][1]} (step {done[-1][0]})" if done else "from the start (no checkpoint was complete yet)"
     console.print(f"interrupted: training stopped; rerun the same command to resume {where}", highlight=False)
     return typer.Exit(code=130)
@@ -315,7 +316,7 @@ def eval_sets_cmd(
     from ads_core import storage
     from ads_core.evals import decontam
     from ads_core.evals import sets as ev
-    from ads_core.stages.format.eval_sets import write_eval_sets
+    from ads_core.stages.eval_sets import write_eval_sets
 
     sources = {str(k): str(v) for k, v in parse_assignments(source, "--set").items()}
     wanted = [n.strip() for n in names.split(",") if n.strip()] if names else None

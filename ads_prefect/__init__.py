@@ -1,3 +1,2 @@
-"""Prefect flows and tasks over `ads_core`; importing any of it sets where build locks live ($PREFECT_HOME)."""
-
-import ads_prefect.locks  # noqa: F401  (registers the locks' default folder)
+"""Prefect flows and tasks over `ads_core`. Importing it changes nothing in the process: what a run needs set up
+(log filters, the API routing of Prefect's services) is applied by the entry points (`ads_prefect.runtime.setup`)."""

@@ -3,7 +3,7 @@
     .venv/bin/python bench/embed_nll.py [--model DIR] [--rows 64] [--threads 2] [--token-budget N] [--smoke]
 
 Rows: the first `--rows` problems of each of MATH-500 and GSM8K (test) from ../shared/data (without that folder:
-the packaged MATH-500 and the bundled GSM8K sample), formatted with `ads_core.stages.format.stage.format_dataset`
+the packaged MATH-500 and the bundled GSM8K sample), formatted with `ads_core.stages.format.convert.format_dataset`
 into a temp dir and tokenised once with `ads_core.stages.score.scorer.tokenize_row`, so both paths see exactly the
 same token ids. Model: the locally built "bench" preset (~47M params, Qwen2 style, cached under the ADS cache dir;
 nothing is downloaded) unless `--model` is given. fp32, CPU. `--smoke` (what the test suite runs): the tiny model,
@@ -85,7 +85,7 @@ def source_file(name: str) -> Path:
 def load_rows(rows_per_set: int, workdir: Path) -> list[dict]:
     from ads_core import storage
     from ads_core.config.build import FormatConfig
-    from ads_core.stages.format.stage import format_dataset
+    from ads_core.stages.format.convert import format_dataset
 
     out: list[dict] = []
     for name in DATASETS:
@@ -210,7 +210,7 @@ def dtype_and_packing(model_dir: str, cfg, rows, fp32, real: int, rounds: int) -
     import torch
 
     from ads_core import models
-    from ads_core.stages.score.hf import TransformersScorer
+    from ads_core.stages.score.transformers_scorer import TransformersScorer
 
     name = models.dtype_name("cpu", "auto", model_dir)
     reason = auto_reason(model_dir)
@@ -276,8 +276,8 @@ def main() -> int:
 
     from ads_core import models
     from ads_core.config.build import ScoreConfig
-    from ads_core.stages.score.hf import TransformersScorer
     from ads_core.stages.score.scorer import tokenize_row
+    from ads_core.stages.score.transformers_scorer import TransformersScorer
 
     torch.set_num_threads(args.threads)
     model_dir = models.resolve_model(args.model or "bench")

@@ -28,8 +28,8 @@ def fused(model: str, n: int) -> bool:
     from embed_nll import agreement, load_rows
 
     from ads_core.config.build import ScoreConfig
-    from ads_core.stages.score.hf import TransformersScorer
     from ads_core.stages.score.scorer import tokenize_row
+    from ads_core.stages.score.transformers_scorer import TransformersScorer
 
     with tempfile.TemporaryDirectory(prefix="ads-gpu-") as tmp:
         raw = load_rows(n, Path(tmp))
@@ -92,8 +92,8 @@ def smoke() -> int:
 
     from ads_core.config.build import ClusterConfig, ScoreConfig  # noqa: F401
     from ads_core.stages.cluster.fit import cluster_embeddings
-    from ads_core.stages.score.hf import TransformersScorer  # noqa: F401
     from ads_core.stages.score.scorer import tokenize_row  # noqa: F401
+    from ads_core.stages.score.transformers_scorer import TransformersScorer  # noqa: F401
 
     with tempfile.TemporaryDirectory(prefix="ads-gpu-smoke-") as tmp:
         rows = load_rows(1, Path(tmp))

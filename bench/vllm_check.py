@@ -47,8 +47,8 @@ def main() -> int:
     from scipy.stats import spearmanr
 
     from ads_core.config.build import ScoreConfig
-    from ads_core.stages.score.hf import TransformersScorer
     from ads_core.stages.score.scorer import tokenize_row
+    from ads_core.stages.score.transformers_scorer import TransformersScorer
     from ads_core.stages.score.vllm import VLLMScorer
 
     cfg = ScoreConfig(

@@ -1,7 +1,7 @@
 """The house rules, read from the source with `ast` (lazy imports inside functions count too):
 
-- layers point one way: ads_cli -> ads_prefect.flows -> ads_prefect.tasks -> ads_prefect.runtime ->
-  ads_prefect.locks -> ads_core (the lock machinery itself is ads_core.locks);
+- layers point one way: ads_cli -> ads_prefect.flows -> ads_prefect.tasks -> ads_prefect.runtime -> ads_core
+  (the lock machinery is ads_core.locks);
 - no import circle between the modules of the project;
 - no module over 400 lines, no folder with more than 12 modules.
 """
@@ -19,7 +19,6 @@ PACKAGES = ("ads_core", "ads_prefect", "ads_cli")
 # layer -> dotted prefixes it must never import (not even inside a function)
 FORBIDDEN = {
     "ads_core": ("prefect", "prefect_dask", "ads_prefect", "ads_cli"),
-    "ads_prefect.locks": ("ads_prefect.runtime", "ads_prefect.tasks", "ads_prefect.flows", "ads_cli"),
     "ads_prefect.runtime": ("ads_prefect.tasks", "ads_prefect.flows", "ads_cli"),
     "ads_prefect.tasks": ("ads_prefect.flows", "ads_cli"),
     "ads_prefect.flows": ("ads_cli",),

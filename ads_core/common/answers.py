@@ -12,6 +12,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+# How tables and exports spell a missing value (pandas, R, SQL, spreadsheets): never a ground truth.
+MISSING_VALUE_TEXTS = frozenset({"nan", "none", "null", "n/a", "na", "nil", "<na>", "undefined", "missing", "#n/a"})
 _DELIMITED = re.compile(r"^(?:\$\$(.*)\$\$|\$(.*)\$|\\\((.*)\\\)|\\\[(.*)\\\])$", re.DOTALL)
 
 
@@ -25,6 +27,15 @@ def strip_math_delimiters(text: str) -> str:
     if any(d in inner for d in ("$", "\\(", "\\)", "\\[", "\\]")):
         return s  # "$2$ or $3$" is two formulas, not one wrapped answer
     return inner
+
+
+def is_missing_answer(value: Any) -> bool:
+    """True for an answer that holds none: None, NaN, empty (inside its math delimiters too), or a missing value
+    written as text (``nan``, ``None``, ``null``, ``N/A``, ...)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return True
+    text = strip_math_delimiters(str(value)).strip("$ \t\n")
+    return not text or text.casefold() in MISSING_VALUE_TEXTS
 
 
 def ground_truth_answers(ground_truth: Any) -> list[str]:

@@ -67,7 +67,7 @@ PRIVATE_APIS: tuple[PrivateApi, ...] = (
         "transformers",
         "transformers:PretrainedConfig",
         ("_attn_implementation",),
-        "ads_core/stages/score/hf.py",
+        "ads_core/stages/score/transformers_scorer.py",
         "whether the loaded model attends with varlen flash-attention (packed rows) or not",
     ),
     PrivateApi(

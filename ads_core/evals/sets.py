@@ -1,7 +1,7 @@
 """Validation sets for training (MATH-500, AIME24, AMC23) in verl's schema, and a decontamination check.
 
 This package sits below the stages (it imports none): the sets' names, files and paths are here, and
-``write_eval_sets(out)`` (``ads_core.stages.format.eval_sets``) formats each set with the format stage (same
+``write_eval_sets(out)`` (``ads_core.stages.eval_sets``) formats each set with the format stage (same
 detection, prompt template and ``sample_id``) into ``OUT/eval/<name>.parquet``; ``data_source`` is the set's
 name, so verl reports ``val-core/<name>/acc/mean@n``. The three sets ship in the package
 (``ads_core/data/eval``, with their license notes), so this works from any install; ``--data-dir`` or

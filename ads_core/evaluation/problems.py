@@ -17,10 +17,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ads_core import storage
+from ads_core.common.answers import is_missing_answer
 from ads_core.common.errors import InputError
 from ads_core.evals import sets as ev
 from ads_core.evaluation.backends import Problem
-from ads_core.stages.format.eval_sets import write_eval_sets
+from ads_core.stages.eval_sets import write_eval_sets
 from ads_core.stages.format.schema import TEMPLATES
 
 FORMATTED_COLUMNS = ("prompt", "reward_model")
@@ -116,8 +117,9 @@ def _read(name: str, uri: str, stamp: tuple[int, int] | None) -> tuple[Problem, 
     ids = table.column("sample_id").to_pylist() if "sample_id" in names else list(range(table.num_rows))
     problems = []
     for row, (prompt, truth, pid) in enumerate(zip(prompts, truths, ids, strict=True)):
-        if truth is None or not str(truth).strip():
-            raise InputError(f"{uri}: row {row} has no ground truth (reward_model.ground_truth); fix or drop it")
+        if is_missing_answer(truth):
+            missing = f"no ground truth (reward_model.ground_truth {truth!r})"
+            raise InputError(f"{uri}: row {row} has {missing}; fix or drop it")
         if not prompt:
             raise InputError(f"{uri}: row {row} has no prompt messages")
         messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt]

@@ -8,17 +8,31 @@ answer of the ground truth, first hit wins:
 2. both are plain numbers (integers, decimals, ``a/b``, ``\\frac{a}{b}``): exact comparison here, except that
    unequal decimals go on to math-verify, which compares them rounded;
 3. the pre-check refuses an answer whose evaluation would explode (reason ``too_complex``);
-4. math-verify in a verifier process, cut at the time limit (reason ``timeout``).
+4. math-verify in a verifier process (reason ``timeout`` when it is cut).
+
+The promise: every call returns within the limit + 0.5 s, in the main thread, in thread pools and in child
+processes, and a check that finishes within the limit on a quiet machine gets the same verdict under load.
+So each math-verify check gets the limit as a budget of its worker's CPU time (other work on the machine does
+not eat into it), and every call has a wall-clock deadline of limit + `GRACE_S` for everything (waiting for a
+worker, starting the verifier, the check): past it the verdict is ``timeout`` with a detail saying the machine
+was too busy, and that verdict is not cached. A check that used its CPU budget is cached as a timeout.
+Starting the verifier (seconds) is no answer's time: entry points call `start_verifier()` first, and child
+processes share their parent's verifier (`pool`), so that their first grade is as fast as any other.
+Answers sympy would need long for are refused first, the same way everywhere (`precheck`).
 
 A percentage reads as its number and as its fraction (``50\\%`` equals ``50`` and ``0.5``). Ground truths with
 several answers follow `ads_core.common.answers` (a JSON list: any one of them; a comma-separated string: the
-set of them). A missing or empty ground truth is never graded correct (reason ``error``): callers refuse such
-rows when an artifact or eval set is checked. Verdicts are cached per (answer, ground truth).
+set of them). A missing ground truth (None, NaN, empty, or a missing value written as text: ``nan``, ``None``,
+``null``, ``N/A``, see `ads_core.common.answers.is_missing_answer`) is never graded correct (reason ``error``);
+the format stage and the eval-set reader refuse such rows when a set or artifact is checked. Verdicts are
+cached per (answer, ground truth).
 """
 
 from __future__ import annotations
 
+import atexit
 import math
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -27,15 +41,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ads_core.common.answers import ground_truth_answers, strip_math_delimiters
+from ads_core.common.answers import ground_truth_answers, is_missing_answer, strip_math_delimiters
 from ads_core.config.eval import GraderConfig
-from ads_core.grading.pool import WorkerUnavailable, cpu_cores, get_pool
+from ads_core.grading.pool import ZYGOTE_ENV, Late, WorkerUnavailable, cpu_cores, get_pool, shutdown
 from ads_core.grading.precheck import too_complex
-from ads_core.grading.text import Reading, as_number, extract_answer, is_decimal, readings
+from ads_core.grading.text import Reading, as_number, extract_answer, for_math_verify, is_decimal, readings
 
 MAX_NORMALIZED_CHARS = 2_000  # longer answers are only compared as they are (the pre-check refuses them anyway)
 MAX_CACHED_CHARS = 2_000  # the cache holds short (answer, ground truth) pairs only: its memory stays bounded
 REASONS = ("correct", "wrong", "no_answer", "timeout", "too_complex", "error")
+HUGE_BITS = 200  # exact numbers past 2^200 (60 digits) are compared here only, never sent to math-verify
+GRACE_S = 0.3  # the deadline past the limit: limit + 0.5 s is promised, the rest is for stopping and returning
 
 
 @dataclass(frozen=True)
@@ -68,12 +84,26 @@ def settings() -> GraderConfig:
     return _settings
 
 
-def start_verifier() -> None:
-    """Start the verifier processes now (1-3 s) rather than with the first answer that needs math-verify."""
+_exit_hook = {"registered": False}
+
+
+def start_verifier(*, share_with_children: bool = True) -> None:
+    """Start the verifier processes now (seconds) rather than with the first answer that needs math-verify.
+
+    Call it once from an entry point that grades (a CLI command, a trainer's start). It registers the pool's
+    shutdown at exit, and with `share_with_children` exports the zygote's address ($ADS_GRADER_ZYGOTE) so that
+    child processes, forked or spawned later, fork their workers from it: their first grade is then as fast as
+    any other. Nothing of this happens at import."""
     try:
-        get_pool(pool_size()).start()
+        pool = get_pool(pool_size())
+        pool.start()
     except WorkerUnavailable:
-        pass  # each completion that needs math-verify will say so (reason error)
+        return  # each completion that needs math-verify will say so (reason error)
+    if not _exit_hook["registered"]:
+        atexit.register(shutdown)
+        _exit_hook["registered"] = True
+    if share_with_children and pool.address:
+        os.environ[ZYGOTE_ENV] = pool.address
 
 
 def cache_info() -> dict[str, int]:
@@ -88,12 +118,12 @@ def pool_size(config: GraderConfig | None = None) -> int:
 
 
 def grade(completion: str, ground_truth: Any, *, timeout_s: float | None = None) -> Grade:
-    """Grade one completion against its ground truth; never raises, never runs past the limit (+ overhead)."""
+    """Grade one completion against its ground truth; never raises, returns within the limit + 0.5 s."""
     start = time.monotonic()
     extracted = None
     try:
         extracted = extract_answer(completion if isinstance(completion, str) else "")
-        verdict = _grade_answer(extracted, ground_truth, timeout_s)
+        verdict = _grade_answer(extracted, ground_truth, timeout_s, start)
     except Exception as exc:  # noqa: BLE001 - a reward must never crash a training step
         verdict = (False, "error", f"{type(exc).__name__}: {exc}"[:200])
     return Grade(verdict[0], extracted, verdict[1], verdict[2], time.monotonic() - start)
@@ -103,7 +133,7 @@ def grade_answer(answer: str | None, ground_truth: Any, *, timeout_s: float | No
     """Grade an already extracted answer (None: there was none)."""
     start = time.monotonic()
     try:
-        verdict = _grade_answer(answer, ground_truth, timeout_s)
+        verdict = _grade_answer(answer, ground_truth, timeout_s, start)
     except Exception as exc:  # noqa: BLE001
         verdict = (False, "error", f"{type(exc).__name__}: {exc}"[:200])
     return Grade(verdict[0], answer, verdict[1], verdict[2], time.monotonic() - start)
@@ -142,7 +172,7 @@ def gold_answers(ground_truth: Any) -> tuple[str, ...] | None:
         ground_truth = ground_truth.tolist()
     if isinstance(ground_truth, list | tuple) and not any(x is not None and str(x).strip() for x in ground_truth):
         return None
-    answers = [a for a in ground_truth_answers(ground_truth) if a.strip() and strip_math_delimiters(a).strip("$ ")]
+    answers = [a for a in ground_truth_answers(ground_truth) if not is_missing_answer(a)]
     if not answers:
         return None
     if len(answers) > 1:
@@ -150,7 +180,9 @@ def gold_answers(ground_truth: Any) -> tuple[str, ...] | None:
     return tuple(answers)
 
 
-def _grade_answer(answer: str | None, ground_truth: Any, timeout_s: float | None) -> tuple[bool, str, str]:
+def _grade_answer(
+    answer: str | None, ground_truth: Any, timeout_s: float | None, start: float
+) -> tuple[bool, str, str]:
     golds = gold_answers(ground_truth)
     if golds is None:
         return False, "error", "no ground truth"
@@ -165,9 +197,9 @@ def _grade_answer(answer: str | None, ground_truth: Any, timeout_s: float | None
             _counts["hits"] += 1
             return hit[0], hit[1], hit[2]
         _counts["misses"] += 1
-    verdict = _judge(answer, golds, limit)
+    verdict, lasting = _judge(answer, golds, limit, start + limit + GRACE_S)
     small = len(answer) + sum(map(len, golds)) <= MAX_CACHED_CHARS  # junk is refused in microseconds anyway
-    if verdict[1] != "error" and _settings.cache_size > 0 and small:
+    if lasting and _settings.cache_size > 0 and small:
         with _cache_lock:
             _cache[key] = (*verdict, limit)
             if len(_cache) > _settings.cache_size:
@@ -175,41 +207,58 @@ def _grade_answer(answer: str | None, ground_truth: Any, timeout_s: float | None
     return verdict
 
 
-def _judge(answer: str, golds: tuple[str, ...], limit: float) -> tuple[bool, str, str]:
+def _huge(value: Any) -> bool:
+    return value is not None and max(abs(value.numerator), value.denominator).bit_length() > HUGE_BITS
+
+
+def _judge(answer: str, golds: tuple[str, ...], limit: float, deadline: float) -> tuple[tuple[bool, str, str], bool]:
+    """(verdict, whether it would be the same on another try: errors and a busy machine's timeouts are not)."""
     if len(answer) > MAX_NORMALIZED_CHARS:  # not even normalised: some of its regexes are quadratic on junk
         if answer.strip() in {g.strip() for g in golds}:
-            return True, "correct", ""
-        return False, "too_complex", f"answer longer than {MAX_NORMALIZED_CHARS} characters"
+            return (True, "correct", ""), True
+        return (False, "too_complex", f"answer longer than {MAX_NORMALIZED_CHARS} characters"), True
     preds = readings(answer)
     if not any(p.norm for p in preds):
-        return False, "no_answer", ""
+        return (False, "no_answer", ""), True
     truths = [r for g in golds for r in (readings(g) if len(g) <= MAX_NORMALIZED_CHARS else [Reading(g, g)])]
     undecided: dict[tuple[str, str], None] = {}
     for p in preds:
         for g in truths:
             if p.norm and p.norm == g.norm:
-                return True, "correct", ""
+                return (True, "correct", ""), True
             pv, gv = as_number(p.norm), as_number(g.norm)
             if pv is not None and gv is not None:
                 if pv == gv:
-                    return True, "correct", ""
+                    return (True, "correct", ""), True
                 if not (is_decimal(p.norm) or is_decimal(g.norm)):
                     continue  # two exact numbers that differ: decided
+            if _huge(pv) or _huge(gv):
+                continue  # a number of 60+ digits (999!!) against an expression: no answer is that, decided here
             if p.text and g.text:
-                undecided[(p.text, g.text)] = None
+                undecided[(for_math_verify(p.text), for_math_verify(g.text))] = None
     if not undecided:
-        return False, "wrong", ""
+        return (False, "wrong", ""), True
     refused = too_complex(answer)
     if refused is not None:
-        return False, "too_complex", refused
+        return (False, "too_complex", refused), True
     try:
-        reply, took = get_pool(pool_size()).ask({"pairs": [list(pair) for pair in undecided]}, limit)
+        pool = get_pool(pool_size())
+        if not pool.started:  # this process neither started nor joined a verifier: its start is no answer's time
+            before = time.monotonic()
+            pool.start()
+            deadline += time.monotonic() - before
+        reply, why = pool.ask({"pairs": [list(pair) for pair in undecided]}, limit, deadline)
     except WorkerUnavailable as exc:
-        return False, "error", str(exc)
-    if reply is None:
-        return False, "timeout", f"math-verify still running after {took:.2f} s (limit {limit:g} s)"
+        return (False, "error", str(exc)), False
+    except Late as exc:
+        return (False, "timeout", f"no verdict within limit + {GRACE_S:g} s: {exc} (a busy machine)"), False
+    if why == "cpu":
+        return (False, "timeout", f"math-verify used its {limit:g} s of CPU time (the limit)"), True
+    if why:
+        busy = f"no verdict within limit + {GRACE_S:g} s: the machine was too busy to give math-verify its time"
+        return (False, "timeout", busy), False
     if reply.get("match"):
-        return True, "correct", ""
+        return (True, "correct", ""), True
     if reply.get("error") and "verifier process" in reply["error"]:
-        return False, "error", reply["error"]
-    return False, "wrong", ""
+        return (False, "error", reply["error"]), False
+    return (False, "wrong", ""), True

@@ -1,30 +1,35 @@
-"""A small pool of verifier processes with a hard time limit per request, usable from any thread.
+"""A small pool of verifier processes, each request stopped at a CPU budget or a deadline, usable from any thread.
 
 Why processes: sympy can run for minutes on one answer, Python cannot interrupt a thread, and math-verify's
-signal-based timeouts work only in the main thread (verl grades from a thread pool). A worker that is still busy
-at the limit is killed (SIGKILL); the request counts as a timeout, and the next request forks a fresh one.
+signal-based timeouts work only in the main thread (verl grades from a thread pool). A worker that used its CPU
+budget, or is still busy at the caller's deadline, is killed (SIGKILL); the next request forks a fresh one.
 
-- One zygote process loads and warms math-verify once (~1-2 s, the first request waits for it) and forks the
-  workers (milliseconds each): up to `size` of them (one per CPU core), reused, and extra ones in a burst when
-  every worker is busy for long (see `VerifierPool`).
-- The zygote dies with this process, and its workers with it (PR_SET_PDEATHSIG, see `procs.Zygote`).
-- A process that forks (multiprocessing) gets a fresh, empty pool in the child; the parent's workers stay its own.
-- The zygote's start and the wait for a free worker are not counted against the limit.
+- One zygote process loads and warms math-verify once (seconds) and forks the workers (milliseconds each): up to
+  `size` of them (one per CPU core), reused, and extra ones in a burst when every worker is busy for long.
+- The zygote dies with the process that started it, and its workers with it (PR_SET_PDEATHSIG).
+- A child process shares its parent's zygote: a forked child finds it in the pool it inherited (and gets a pool
+  of its own workers), a spawned one in $ADS_GRADER_ZYGOTE (set by `api.start_verifier`). Its first grade then
+  costs a fork, not a start. With no zygote to join, the first one starts its own.
+- Budget and deadline: a check gets `cpu_s` of the worker's CPU time (the machine's load does not eat into it)
+  and must end by the caller's deadline (the wall-clock promise, queueing and starting included).
 """
 
 from __future__ import annotations
 
-import atexit
 import collections
-import contextlib
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
-from ads_core.grading.procs import Worker, WorkerUnavailable, Zygote
+from ads_core.common.procs import Late, Worker, WorkerUnavailable, Zygote
 
-__all__ = ["VerifierPool", "WorkerUnavailable", "cpu_cores", "get_pool", "shutdown"]
+__all__ = ["ZYGOTE_ENV", "Late", "VerifierPool", "WorkerUnavailable", "cpu_cores", "get_pool", "shutdown"]
+
+# Run as a script, not `-m`: it needs only the standard library and math-verify, not this package (pydantic, ...).
+WORKER = str(Path(__file__).resolve().with_name("worker.py"))
+ZYGOTE_ENV = "ADS_GRADER_ZYGOTE"  # the address of a zygote a spawned child may share (its parent's)
 
 BURST = 32  # workers at most while every regular one is busy with a long answer
 
@@ -38,17 +43,17 @@ class _Turn:
 
 
 class VerifierPool:
-    """`size` verifier processes, more in a burst; `ask` sends one request with a hard time limit.
+    """`size` verifier processes, more in a burst; `ask` sends one request with a CPU budget and a deadline.
 
     Waiting callers are served in arrival order (a freed worker goes to the longest waiter, never to a
-    newcomer). When every worker has been busy with its current answer for `patience_s` (ordinary answers take
-    milliseconds: these are likely junk that will run into the limit), a waiting caller forks an extra worker,
+    newcomer). When every worker has used `patience_s` of CPU time on its current answer (ordinary answers take
+    milliseconds: these are likely junk that will use their whole budget), a waiting caller forks an extra worker,
     up to `burst` in all, so that it does not queue behind several other completions' time limits; an extra
     worker is stopped as soon as no one waits for it. Otherwise callers queue: keeping to `size` (one per CPU
     core) keeps the workers from competing for the CPU, which would push ordinary answers into the limit.
     """
 
-    def __init__(self, size: int, burst: int = 32, patience_s: float = 0.2) -> None:
+    def __init__(self, size: int, burst: int = 32, patience_s: float = 0.2, join: str | None = None) -> None:
         self.size = max(1, size)
         self.burst = max(self.size, burst)
         self.patience_s = patience_s
@@ -57,40 +62,38 @@ class VerifierPool:
         self._waiting: collections.deque[_Turn] = collections.deque()
         self._busy: dict[Worker, float] = {}  # worker -> when it took its current request
         self._live = 0  # workers in use, idle or being forked (a waiter's right to fork counts too)
-        self._zygote: Zygote | None = None
-        self.killed = 0  # workers stopped at the limit, for benches and tests
+        self._zygote = Zygote(WORKER, join)
+        self.killed = 0  # workers stopped at their budget or deadline, for benches and tests
         self.extra = 0  # extra workers forked in bursts, for benches and tests
 
-    def ask(self, request: dict[str, Any], timeout_s: float) -> tuple[dict[str, Any] | None, float]:
-        """(reply or None at the limit, seconds the workers took). Raises WorkerUnavailable.
+    def ask(self, request: dict[str, Any], cpu_s: float, deadline: float) -> tuple[dict[str, Any] | None, str]:
+        """(reply, "") or (None, why): why "cpu" when the check used its CPU budget `cpu_s`, "deadline" when the
+        deadline (a `time.monotonic()` value) came first. Raises Late (no worker by the deadline) or
+        WorkerUnavailable.
 
         A worker found dead (its zygote was killed, the kernel's OOM killer took it) is replaced and the request
-        sent once more, within what is left of the limit; a second failure is the reply's `error`."""
-        spent = 0.0
+        sent once more, within what is left; a second failure is the reply's `error`."""
         for attempt in range(2):
-            worker = self._acquire(min(self.patience_s, timeout_s / 4))
-            start = time.monotonic()
+            worker = self._acquire(self.patience_s, deadline)
             with self._lock:
-                self._busy[worker] = start
+                self._busy[worker] = time.monotonic()
             try:
-                reply = worker.ask(request, timeout_s - spent)
+                reply, _, why = worker.ask({**request, "cpu_s": cpu_s}, cpu_s, deadline)
             except (OSError, EOFError, ValueError) as exc:  # it died, or garbled its answer
                 self._discard(worker)
-                spent += time.monotonic() - start
-                if attempt or spent >= timeout_s:
-                    return {"match": False, "error": f"verifier process failed: {exc}"}, spent
+                if attempt or time.monotonic() >= deadline:
+                    return {"match": False, "error": f"verifier process failed: {exc}"}, ""
                 continue
-            spent += time.monotonic() - start
             if reply is None:
                 self._discard(worker)
                 with self._lock:
                     self.killed += 1
             else:
                 self._release(worker)
-            return reply, spent
+            return reply, why
         raise AssertionError("unreachable")
 
-    def _acquire(self, patience_s: float) -> Worker:
+    def _acquire(self, patience_s: float, deadline: float) -> Worker:
         turn = None
         with self._lock:
             if self._idle:
@@ -100,14 +103,18 @@ class VerifierPool:
             else:
                 turn = _Turn()
                 self._waiting.append(turn)
-            if self._zygote is None:
-                self._zygote = Zygote()
-            zygote = self._zygote
-        while turn is not None and not turn.ready.wait(patience_s):
+        while turn is not None:
+            if turn.ready.wait(max(0.0, min(patience_s, deadline - time.monotonic()))):
+                break
             with self._lock:
+                if turn.ready.is_set():
+                    break
                 now = time.monotonic()
-                stuck = bool(self._busy) and all(now - since >= patience_s for since in self._busy.values())
-                if not turn.ready.is_set() and stuck and self._live < self.burst:
+                if now >= deadline:
+                    self._waiting.remove(turn)
+                    raise Late("every verifier process was busy")
+                stuck = bool(self._busy) and all(self._working(w, now - since) for w, since in self._busy.items())
+                if stuck and self._live < self.burst:
                     self._waiting.remove(turn)
                     self._live += 1
                     self.extra += 1
@@ -115,19 +122,29 @@ class VerifierPool:
         if turn is not None and turn.worker is not None:
             return turn.worker
         try:  # our own slot, or one handed over by a worker that was discarded
-            return zygote.fork()
+            return self._zygote.fork(deadline)
         except BaseException:
             self._pass_slot()
             raise
 
+    def _working(self, worker: Worker, busy_s: float) -> bool:
+        """Busy with a long answer: it used `patience_s` of CPU on it. One that was busy that long by the clock
+        but got little CPU is starved by a loaded machine: another worker would only compete with it."""
+        used = worker.cpu_used()
+        return (used if used is not None else busy_s) >= self.patience_s
+
     def start(self) -> None:
-        """Start the zygote now, so that the first completion does not wait for it. Raises WorkerUnavailable."""
-        with self._lock:
-            if self._zygote is None:
-                self._zygote = Zygote()
-            zygote = self._zygote
-        with zygote.lock:
-            zygote.ensure()
+        """Start (or join) the zygote now, so that no completion waits for it. Raises WorkerUnavailable."""
+        self._zygote.start()
+
+    @property
+    def started(self) -> bool:
+        return self._zygote.running
+
+    @property
+    def address(self) -> str | None:
+        """The zygote's address, which children may join (None before it runs)."""
+        return self._zygote.address
 
     def _release(self, worker: Worker) -> None:
         with self._lock:
@@ -158,24 +175,20 @@ class VerifierPool:
                 self._live -= 1
 
     def close(self) -> None:
-        """Stop every worker and the zygote (they would also stop when this process ends)."""
+        """Stop every worker and our zygote (they would also stop when this process ends)."""
         with self._lock:
             idle, self._idle = self._idle, []
             self._live -= len(idle)
-            zygote, self._zygote = self._zygote, None
         for worker in idle:
             worker.kill()
-        if zygote is not None:
-            zygote.stop()
+        self._zygote.stop()
 
     def forget(self) -> None:
         """In a forked child: drop the parent's processes without touching them (close our copies of sockets)."""
         for worker in [*self._idle, *self._busy]:
             worker.close()
-        if self._zygote is not None and self._zygote.control is not None:
-            with contextlib.suppress(OSError):
-                self._zygote.control.close()
-        self._idle, self._busy, self._zygote, self._live = [], {}, None, 0
+        self._zygote.forget()
+        self._idle, self._busy, self._live = [], {}, 0
 
 
 def cpu_cores() -> int:
@@ -187,15 +200,24 @@ def cpu_cores() -> int:
 
 
 _POOL: VerifierPool | None = None
-_POOL_LOCK = threading.Lock()
+_POOL_PID = 0
+_LOCKS: dict[int, threading.Lock] = {}  # one per process id: a lock held by another thread at fork is not ours
 
 
 def get_pool(size: int) -> VerifierPool:
-    """The process-wide pool (created on first use; resized when `size` changes); bursts up to `BURST`."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = VerifierPool(size, burst=BURST)
+    """This process's pool (created on first use; resized when `size` changes); bursts up to `BURST`.
+
+    A forked child finds its parent's pool: it keeps none of its workers but joins its zygote. A fresh process
+    joins the zygote named by $ADS_GRADER_ZYGOTE when there is one (a spawned child of a process that shares)."""
+    global _POOL, _POOL_PID
+    pid = os.getpid()
+    with _LOCKS.setdefault(pid, threading.Lock()):
+        if _POOL is None or _POOL_PID != pid:
+            inherited, join = _POOL, os.environ.get(ZYGOTE_ENV) or None
+            if inherited is not None:
+                join = inherited.address or join
+                inherited.forget()
+            _POOL, _POOL_PID = VerifierPool(size, burst=BURST, join=join), pid
         else:
             _POOL.size = max(1, size)
             _POOL.burst = max(_POOL.size, BURST)
@@ -203,20 +225,11 @@ def get_pool(size: int) -> VerifierPool:
 
 
 def shutdown() -> None:
+    """Stop this process's verifier processes (registered with atexit by `api.start_verifier`)."""
     global _POOL
-    with _POOL_LOCK:
-        pool, _POOL = _POOL, None
+    pool = None
+    with _LOCKS.setdefault(os.getpid(), threading.Lock()):
+        if _POOL_PID == os.getpid():
+            pool, _POOL = _POOL, None
     if pool is not None:
         pool.close()
-
-
-def _after_fork_in_child() -> None:
-    global _POOL, _POOL_LOCK
-    _POOL_LOCK = threading.Lock()
-    if _POOL is not None:
-        _POOL.forget()
-    _POOL = None
-
-
-atexit.register(shutdown)
-os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,10 +1,14 @@
-"""A cheap look at an answer before sympy sees it: refuse what would take sympy minutes or all memory.
+r"""A cheap look at an answer before sympy sees it: refuse what would take sympy minutes or all memory.
 
 sympy evaluates numbers exactly, so ``9^{9^{9^{9}}}``, ``2^{1000000000}``, ``((5!)!)!`` or ``10^{-10^{10}}``
 never finish, and Python's big-integer arithmetic cannot be interrupted even by a signal. This module estimates,
 without evaluating anything big, how many digits such an expression has: numbers are tracked by their base-10
-logarithm, so a tower is refused once its exponent alone is too large. What it does not understand it lets
-through; the verifier's hard time limit covers the rest.
+logarithm, so a tower is refused once its exponent alone is too large. ``e`` and ``\pi`` are numbers here
+(``e^{e^{e^{10}}}``), ``n!!`` is a double factorial, ``\Gamma(x)`` is at most ``x!``, ``\binom{n}{k}`` has the
+digits of its value, and a sum, product or integral with a bound past `MAX_BOUND` or a sine of a huge argument is
+refused: each is seconds of sympy for an answer no problem has. What it does not understand it lets through;
+the verifier's CPU budget and deadline cover the rest. A refusal is the same verdict in every context, which is
+why answers that take sympy long are refused here rather than raced against the clock.
 """
 
 from __future__ import annotations
@@ -16,9 +20,15 @@ MAX_ANSWER_CHARS = 400  # an answer this long is junk (or an essay): never parse
 MAX_DEPTH = 12  # nesting of {[( -- legit answers stay under 5
 MAX_DIGITS = 10_000.0  # an exact number with more digits than this is refused
 MAX_SYMBOLIC_EXPONENT = 1_000.0  # x^{N}, e^{N}, \sum^{N}: N above this is refused
-MAX_FACTORIAL = 3_000.0  # n! beyond this has over ~9000 digits
+MAX_FACTORIAL = 3_000.0  # n! beyond this has over ~9000 digits (n!! beyond twice this)
+MAX_BOUND = 1_000.0  # \sum, \prod, \int with a numeric bound beyond this are refused
+MAX_TRIG_ARGUMENT = 1e15  # \sin(10^{100}) needs 100 digits of pi
 
-_TOKEN = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+|\\[a-zA-Z]+|\\.|.)", re.DOTALL)
+_TOKEN = re.compile(r"\s*(!!|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|\\[a-zA-Z]+|\\.|.)", re.DOTALL)
+_CONSTANTS = {"e": math.log10(math.e), "\\pi": math.log10(math.pi)}
+_BIG_OPERATORS = {"\\sum", "\\prod", "\\int", "\\iint", "\\iiint", "\\oint"}
+_BINOMIALS = {"\\binom", "\\dbinom", "\\tbinom"}
+_TRIG = {"\\sin", "\\cos", "\\tan", "\\cot", "\\sec", "\\csc"}
 _TIMES = {"\\cdot", "\\times", "*"}
 _CLOSERS = {"{": ("}",), "(": (")", "]"), "[": ("]", ")")}
 
@@ -40,8 +50,6 @@ def too_complex(answer: str) -> str | None:
             depth -= 1
     if deepest > MAX_DEPTH:
         return f"nesting deeper than {MAX_DEPTH}"
-    if "^" not in answer and "!" not in answer:
-        return None
     try:
         _Estimator(answer).run()
     except _Big as exc:
@@ -93,23 +101,30 @@ class _Estimator:
         return total
 
     def factor(self) -> float | None:
+        constant = self.peek() in _CONSTANTS
         base = self.atom()
-        while (tok := self.peek()) in ("^", "!"):
+        while (tok := self.peek()) in ("^", "!", "!!"):
             self.take()
             if tok == "!":
                 base = self.factorial(base)
+            elif tok == "!!":
+                base = self.factorial(base, double=True)
             else:
                 exponent = self.exponent_value()
+                if constant and exponent[0] is not None and exponent[0] > math.log10(MAX_SYMBOLIC_EXPONENT):
+                    raise _Big("exponent too large")  # e^{N} stays symbolic in sympy, like x^{N}
                 base = self.power(base, exponent)
+            constant = False
         return base
 
-    def factorial(self, log_n: float | None) -> float | None:
+    def factorial(self, log_n: float | None, double: bool = False) -> float | None:
         if log_n is None:
             return None
-        if log_n > math.log10(MAX_FACTORIAL):
+        if log_n > math.log10(MAX_FACTORIAL * (2 if double else 1)):
             raise _Big("factorial too large")
         n = 10**log_n
-        return math.lgamma(n + 1) / math.log(10) if n > 1 else 0.0
+        digits = math.lgamma(n + 1) / math.log(10) if n > 1 else 0.0
+        return digits / 2 + 1 if double else digits  # n!! <= sqrt(n!) * sqrt(n) roughly: half the digits
 
     def exponent_value(self) -> tuple[float | None, bool]:
         """(log10 of |exponent|, whether it is numeric) of the group or token after ``^``."""
@@ -161,7 +176,53 @@ class _Estimator:
             return None if num is None or den is None else max(num, 0.0) + max(-den, 0.0) + 1.0
         if tok in ("\\left", "\\right"):
             return self.atom()
-        return _log10_literal(tok)
+        if tok in _CONSTANTS:
+            return _CONSTANTS[tok]
+        if tok == "\\Gamma":  # Gamma(x) = (x-1)! <= x!
+            return self.factorial(self.atom())
+        if tok in _BINOMIALS:
+            return self.binomial(self.atom(), self.atom())
+        if tok in _BIG_OPERATORS:
+            self.bounds()
+            return None
+        if tok in _TRIG:
+            argument = self.atom()
+            if argument is not None and argument > math.log10(MAX_TRIG_ARGUMENT):
+                raise _Big("trigonometric argument too large")
+            return 0.0
+        value = _log10_literal(tok)
+        if value is not None and value > MAX_DIGITS:
+            raise _Big("number too large")
+        return value
+
+    def binomial(self, log_n: float | None, log_k: float | None) -> float | None:
+        if log_n is None:
+            return None
+        n = 10 ** min(log_n, 300.0)
+        k = 10 ** min(log_k, 300.0) if log_k is not None else n / 2
+        k = min(max(k, 0.0), n)
+        digits = (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)) / math.log(10)
+        if digits > MAX_DIGITS:
+            raise _Big("binomial coefficient too large")
+        return digits
+
+    def bounds(self) -> None:
+        """The ``_{a}^{b}`` after a sum, product or integral: refuse a numeric bound past MAX_BOUND."""
+        while self.peek() in ("_", "^"):
+            self.take()
+            value, numeric = self.exponent_value() if self.peek() != "{" else self.group_bound()
+            if numeric and value is not None and value > math.log10(MAX_BOUND):
+                raise _Big("bound too large")
+
+    def group_bound(self) -> tuple[float | None, bool]:
+        """A braced bound, ``{k=1}`` included: the value after its last ``=``."""
+        self.take()
+        value = self.expr()
+        while self.peek() == "=":
+            self.take()
+            value = self.expr()
+        self._close("{")
+        return value, value is not None
 
     def _close(self, opener: str) -> None:
         """Skip to the closer of OPENER's group (``(2, 5]`` closes a round bracket with a square one)."""
@@ -172,6 +233,10 @@ class _Estimator:
 
 def _log10_literal(tok: str) -> float | None:
     if tok[0].isdigit() or tok[0] == ".":
-        value = float(tok) if len(tok) < 300 else 10.0 ** min(len(tok), 300)
-        return math.log10(value) if value > 0 else -math.inf
+        mantissa, _, exponent = tok.lower().partition("e")
+        digits = mantissa if len(mantissa) < 300 else "1" + "0" * 300
+        value = float(digits)
+        if value <= 0:
+            return -math.inf
+        return math.log10(value) + (int(exponent) if exponent and len(exponent) < 12 else 0)
     return None

@@ -23,6 +23,16 @@ _DEGREES = re.compile(r"\^\s*\{?\\circ\}?|°")
 _PERCENT = re.compile(r"^(.*?)(?:\\?%)$", re.DOTALL)
 _PERCENT_TEXT = re.compile(r"\\*%\s*\.?\s*$")
 _NUMBER = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)")
+# Scientific notation: 1e-3, 2.5E+4, 1\times10^{-3}, 1\cdot10^3, 10^{-3} (after normalisation: no spaces).
+_SCIENTIFIC = re.compile(
+    r"(?P<m>-?(?:\d+(?:\.\d*)?|\.\d+))[eE](?P<e>[-+]?\d{1,4})"
+    r"|(?:(?P<m2>-?(?:\d+(?:\.\d*)?|\.\d+))(?:\\times|\\cdot|\*))?10\^(?:\{(?P<e2>[-+]?\d{1,4})\}|(?P<e3>\d))"
+)
+_E_NOTATION = re.compile(r"(?<![\w.\\])(\d+(?:\.\d*)?|\.\d+)[eE]([-+]?\d{1,4})(?![\w.])")
+_FACTORIALS = re.compile(r"(?<![\w.}])(\d{1,4})(!!|!)(?!!)")
+MAX_EXPONENT = 400  # 1e400 is still read exactly; larger exponents go to the pre-check (and are refused)
+MAX_FACTORIAL_DIGITS = 10_000  # n! and n!! as a number up to this many digits (as the pre-check allows)
+WRITTEN_OUT_DIGITS = 60  # ... and written out for math-verify (which reads n!! as (n!)!) up to this many
 _FRACTION = re.compile(r"(-?)\\frac\{(-?\d+)\}\{(-?\d+)\}|(-?\d+)/(\d+)")
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
 _SUPERSCRIPT_RUN = re.compile("[⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻]+")
@@ -148,11 +158,20 @@ def _decimal(value: Fraction) -> str:
 
 
 def as_number(normalized: str) -> Fraction | None:
-    """The exact value of a plain numeral (``-12``, ``0.5``, ``\\frac{3}{4}``, ``3/4``), else None."""
+    """The exact value of a plain numeral (``-12``, ``0.5``, ``\\frac{3}{4}``, ``3/4``, ``1e-3``,
+    ``2.5\\times10^{4}``, ``10^{-3}``, ``5!!``, ``6!``), else None."""
     if len(normalized) > MAX_NUMBER_CHARS:
         return None
     if _NUMBER.fullmatch(normalized):
         return Fraction(normalized)
+    m = _SCIENTIFIC.fullmatch(normalized)
+    if m is not None:
+        mantissa = m.group("m") or m.group("m2") or "1"
+        exponent = int(m.group("e") or m.group("e2") or m.group("e3"))
+        return Fraction(mantissa) * Fraction(10) ** exponent if abs(exponent) <= MAX_EXPONENT else None
+    m = _FACTORIALS.fullmatch(normalized)
+    if m is not None:
+        return factorial_value(int(m.group(1)), double=m.group(2) == "!!", max_digits=MAX_FACTORIAL_DIGITS)
     m = _FRACTION.fullmatch(normalized)
     if m is None:
         return None
@@ -166,3 +185,25 @@ def as_number(normalized: str) -> Fraction | None:
 def is_decimal(normalized: str) -> bool:
     """A numeral with a decimal point: math-verify compares those rounded, so only equality is decided here."""
     return "." in normalized
+
+
+def factorial_value(n: int, *, double: bool = False, max_digits: int = WRITTEN_OUT_DIGITS) -> Fraction | None:
+    """n! or n!! (the product of n, n-2, n-4, ...), when it has at most `max_digits` digits."""
+    value, bound = 1, 10**max_digits
+    for k in range(n, 1, -2 if double else -1):
+        value *= k
+        if value >= bound:
+            return None
+    return Fraction(value)
+
+
+def for_math_verify(text: str) -> str:
+    """An answer as math-verify should read it: scientific notation as a power of ten (it reads ``1e-3`` as
+    ``e - 3``), and ``n!!``/``n!`` written out when small (it reads ``n!!`` as ``(n!)!``)."""
+    text = _E_NOTATION.sub(lambda m: f"{m.group(1)}\\times10^{{{int(m.group(2))}}}", text)
+
+    def written_out(m: re.Match[str]) -> str:
+        value = factorial_value(int(m.group(1)), double=m.group(2) == "!!")
+        return m.group() if value is None else f"({value})"
+
+    return _FACTORIALS.sub(written_out, text) if "!" in text else text

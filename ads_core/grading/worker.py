@@ -1,10 +1,11 @@
 """The verifier processes: math-verify on (prediction, gold) pairs, read as JSON lines from a socket.
 
-They run in processes of their own so that the pool can stop one at the time limit whatever it is doing
+They run in processes of their own so that the pool can stop one at its limit whatever it is doing
 (sympy's big-integer arithmetic ignores signals, and math-verify's own timeouts need the main thread). The pool
-(`ads_core.grading.pool`) starts one zygote, which forks the workers; one request at a time:
+(`ads_core.grading.pool`) starts one zygote (`ads_core.common.procs.Zygote`), which forks the workers; one
+request at a time:
 
-    -> {"pairs": [[prediction, gold], ...]}
+    -> {"pairs": [[prediction, gold], ...], "cpu_s": 1.0}
     <- {"match": true|false}             (true when any pair is equivalent)
     <- {"match": false, "error": "..."}  (math-verify raised on every pair it tried)
 
@@ -72,13 +73,25 @@ WARM_UP = [
 
 
 def serve(reader: Any, writer: Any) -> None:
-    """Answer requests, one JSON line each, until the other end closes."""
+    """Answer requests, one JSON line each, until the other end closes.
+
+    A request's ``cpu_s`` arms the kernel's CPU limit a little past it (SIGXCPU ends the process whatever it
+    does): a worker whose asker died, and so can no longer stop it, still stops by itself."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
     for line in reader:
         if not line.strip():
             continue
         try:
-            reply = answer(json.loads(line))
-        except (ValueError, KeyError, TypeError) as exc:
+            request = json.loads(line)
+            if request.get("cpu_s"):
+                used = resource.getrusage(resource.RUSAGE_SELF)
+                soft = int(used.ru_utime + used.ru_stime + float(request["cpu_s"])) + 2
+                with contextlib.suppress(ValueError, OSError):
+                    resource.setrlimit(resource.RLIMIT_CPU, (soft if hard < 0 else min(soft, hard), hard))
+            reply = answer(request)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             reply = {"match": False, "error": f"bad request: {exc}"[:200]}
         writer.write(json.dumps(reply).encode() + b"\n")
         writer.flush()
@@ -95,13 +108,25 @@ def _die_with(parent: int) -> None:
         os._exit(1)
 
 
-def zygote(fd: int, parent: int) -> None:
-    """Load and warm math-verify once, then fork a ready worker for every byte received on socket FD.
+def _same_user(conn: Any) -> bool:
+    import socket
+    import struct
 
-    Each worker gets one end of a new socket pair; the other end goes back to the pool with the worker's pid
-    (SCM_RIGHTS). Forking a warm process takes milliseconds where starting Python and sympy takes a second or
-    more, and its first verdicts are as fast as later ones, so a worker killed at the time limit costs little.
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1] == os.getuid()
+
+
+def zygote(fd: int, parent: int) -> None:
+    """Load and warm math-verify once, then fork a ready worker for every byte a client sends.
+
+    Clients: the process that started us (over the socket pair FD, our lifeline: when it closes, we exit), and any
+    process of the same user that connects to our abstract Unix socket (a child of our parent sharing us). Each
+    worker gets one end of a new socket pair; the other end goes back to the asker with the worker's pid
+    (SCM_RIGHTS). Forking a warm process takes milliseconds where starting Python and sympy takes seconds, and
+    its first verdicts are as fast as later ones, so a worker killed at the limit costs little.
     """
+    import secrets
+    import selectors
     import signal
     import socket
 
@@ -110,25 +135,54 @@ def zygote(fd: int, parent: int) -> None:
     logging.disable(logging.CRITICAL)  # math-verify warns once that its timeouts are off: we know
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # killed workers are reaped by the kernel
     _die_with(parent)  # first: the pool's process may already be gone
-    control = socket.socket(fileno=fd)
+    lifeline = socket.socket(fileno=fd)
     for prediction, gold in WARM_UP:
         with contextlib.suppress(Exception):
             equivalent(prediction, gold)
-    control.sendall(json.dumps(READY).encode() + b"\n")
+    address = f"ads-grader-{os.getpid()}-{secrets.token_hex(8)}"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind("\0" + address)  # abstract: nothing to clean up; same-user check on each connection
+    listener.listen(64)
+    lifeline.sendall(json.dumps({**READY, "address": address}).encode() + b"\n")
     me = os.getpid()
-    while control.recv(1):
-        ours, theirs = socket.socketpair()
-        pid = os.fork()
-        if pid == 0:
-            control.close()
+    selector = selectors.DefaultSelector()
+    selector.register(lifeline, selectors.EVENT_READ)
+    selector.register(listener, selectors.EVENT_READ)
+    while True:
+        for key, _ in selector.select():
+            sock = key.fileobj
+            if sock is listener:
+                with contextlib.suppress(OSError):
+                    conn, _ = listener.accept()
+                    if _same_user(conn):
+                        selector.register(conn, selectors.EVENT_READ)
+                    else:
+                        conn.close()
+                continue
+            try:
+                wanted = sock.recv(1)
+            except OSError:
+                wanted = b""
+            if not wanted:
+                if sock is lifeline:
+                    os._exit(0)
+                selector.unregister(sock)
+                sock.close()
+                continue
+            ours, theirs = socket.socketpair()
+            pid = os.fork()
+            if pid == 0:
+                for other in [k.fileobj for k in selector.get_map().values()]:
+                    other.close()
+                ours.close()
+                _die_with(me)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                serve(theirs.makefile("rb"), theirs.makefile("wb"))
+                os._exit(0)
+            theirs.close()
+            with contextlib.suppress(OSError):  # the asker gave up (its deadline): the worker sees EOF and exits
+                socket.send_fds(sock, [f"{pid}\n".encode()], [ours.fileno()])
             ours.close()
-            _die_with(me)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            serve(theirs.makefile("rb"), theirs.makefile("wb"))
-            os._exit(0)
-        theirs.close()
-        socket.send_fds(control, [f"{pid}\n".encode()], [ours.fileno()])
-        ours.close()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ writer that lost its lock publishes nothing.
 `manager` holds a lock for a whole build (`owning`) or run and renews its lease; `store` is the lock store
 interface and its folder implementation (and the lock settings); `objectstore` the same in an object store with
 conditional writes; `place` picks the store of a location; `fence` checks, right before every publish, that the
-holder's token is still the newest. Prefect-free: the build's flows (`ads_prefect`) and training
-(`ads_core.train.lock`) both use it; the Prefect layer only sets where locks live by default
-(`store.set_default_lock_dir`: $PREFECT_HOME/ads-locks).
+holder's token is still the newest. Prefect-free: the build's flows (`ads_prefect`), the in-process `build()`
+and training (`ads_core.train.resume.lock`) all use it. No module sets where locks live: `place` decides from the
+location locked and ADS_LOCK_DIR, read at call time.
 """

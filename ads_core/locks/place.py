@@ -4,7 +4,7 @@
   (`ObjectLockStore`), for every OUT;
 - otherwise, an object-store OUT keeps its lock in its own bucket, `s3://<bucket>/.ads-locks`, which every machine
   that builds into OUT, and every Dask worker that writes there, already reaches with no shared folder;
-- otherwise (a local OUT) `$PREFECT_HOME/ads-locks`.
+- otherwise (a local OUT) `<ADS cache dir>/locks` (`store.lock_dir`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def store_at(location: str | None = None) -> LockStore:
 def store_for(out: str) -> LockStore:
     """Where the lock of OUT lives: ADS_LOCK_DIR when set; for an object-store OUT its own bucket, which every
     machine that builds into OUT (and every Dask worker that writes there) reaches with no shared folder;
-    otherwise $PREFECT_HOME/ads-locks."""
+    otherwise `<ADS cache dir>/locks`."""
     if not os.environ.get(LOCK_DIR_ENV) and _is_object_store(out):
         scheme, _, rest = out.partition("://")
         return store_at(f"{scheme.lower()}://{rest.split('/', 1)[0]}/{OBJECT_LOCKS}")

@@ -25,7 +25,6 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -66,23 +65,14 @@ def lock_settings() -> LockSettings:
     return LockSettings(lease_s=lease, heartbeat_s=heartbeat, wait_s=wait)
 
 
-_DEFAULT_DIR: list[Callable[[], Path]] = []  # set by the orchestration layer (ads_prefect: $PREFECT_HOME/ads-locks)
-
-
-def set_default_lock_dir(where: Callable[[], Path]) -> None:
-    """Where locks live when ADS_LOCK_DIR is unset: the layer above says (the Prefect layer: $PREFECT_HOME/ads-locks),
-    so this module never imports it; without one, `<ADS cache dir>/locks`."""
-    _DEFAULT_DIR[:] = [where]
-
-
 def lock_dir() -> Path:
-    """ADS_LOCK_DIR (a folder; `place.store_at` also takes an s3:// prefix), else the registered default
-    (`set_default_lock_dir`), else `<ADS cache dir>/locks`."""
+    """ADS_LOCK_DIR (a folder; `place.store_at` also takes an s3:// prefix), else `<ADS cache dir>/locks`.
+
+    Read from the environment at every call and never set by any module: which layers a process imported does
+    not move its locks (before, importing `ads_prefect` moved them to $PREFECT_HOME/ads-locks)."""
     explicit = os.environ.get(LOCK_DIR_ENV)
     if explicit:
         return Path(explicit).expanduser().resolve()
-    if _DEFAULT_DIR:
-        return _DEFAULT_DIR[0]()
     from ads_core.common.defaults import cache_dir
 
     return cache_dir().expanduser().resolve() / "locks"

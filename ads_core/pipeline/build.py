@@ -13,15 +13,17 @@ whether it was reused and its wall and CPU seconds: what a benchmark times, with
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ads_core.config.build import BuildConfig
+from ads_core.locks.manager import owning
 from ads_core.pipeline import lifecycle
 from ads_core.pipeline.executor import execute
-from ads_core.pipeline.keys import reusable, run_stage, stage_key
 from ads_core.pipeline.resolve import resolve
+from ads_core.pipeline.stage_keys import reusable, run_stage, stage_key
 from ads_core.pipeline.stages import context
 from ads_core.stages.base import SHARD_SLOT, ProgressFactory, Stage, StageContext
 from ads_core.storage import manifest as mf
@@ -105,6 +107,8 @@ def build(
 
     SOURCE, OUT and the dataset name are resolved as the CLI and the flow resolve them
     (`ads_core.pipeline.resolve`): a relative source is made absolute, OUT defaults to ads-out/<dataset>.
+    Like the flow, it holds OUT's lock for the whole build (`ads_core.locks.manager.owning`): a second build into
+    OUT, by either executor, waits for it, and a build that lost the lock publishes nothing more.
     """
     cfg = cfg or BuildConfig()
     target = resolve(source, out, dataset, cfg.format.name)
@@ -112,6 +116,7 @@ def build(
     if progress is not None:
         ctx.progress = progress
     executor = InProcess(reuse, on_stage)
-    execute(executor, ctx)
+    with owning(target.out, f"build:{os.getpid()}"):  # as the flow does: one build per OUT, every publish fenced
+        execute(executor, ctx)
     uris = {name: ctx.uri(name) for name, path in ctx.layout.items() if SHARD_SLOT not in path}
     return BuildResult(target.out, target.dataset, executor.manifests, executor.by_artifact, uris)

@@ -4,7 +4,7 @@
 read at call time), its order, `run.force_from`, and tearing down each stage's set-up state once its runs are
 done. An executor owns only how one stage's runs happen and what it keeps of them. The two implementations are
 the in-process one (`ads_core.pipeline.build.InProcess`, behind `build()`) and the Prefect one
-(`ads_prefect.flows.executor.PrefectExecutor`, behind the `ads-build` flow), so a stage added to the list runs in
+(`ads_prefect.flows.stage_runs.PrefectExecutor`, behind the `ads-build` flow), so a stage added to the list runs in
 both with no other edit.
 """
 

@@ -1,4 +1,11 @@
-"""`manifest.json` beside every artifact: what a stage read, with which config and code, and what it wrote.
+"""The one manifest module: files listed with their checksums, checked before they are trusted. Two kinds:
+
+- `manifest.json` beside every artifact (below): what a stage read, with which config and code, and what it wrote;
+- `ads_manifest.json` in every training checkpoint (`write_checkpoint`, `checkpoint_problem`, at the end): each
+  file's size and sha256, the step and the run's identity. Which checkpoint a resume uses, rotation and setting
+  failed ones aside are the resume's business (`ads_core.train.resume.checkpoints`).
+
+Artifact manifests:
 
 A stage directory is complete only once its manifest exists and the output hashes it lists still
 match the files (`verify`). The manifest is written last, so a crash mid-stage leaves no
@@ -16,10 +23,13 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ads_core import __version__, storage
+from ads_core.storage import fencing
 
 MANIFEST_NAME = "manifest.json"
 log = logging.getLogger("ads.manifest")
@@ -191,3 +201,94 @@ def why_not_intact(stage_dir: str) -> tuple[Manifest | None, str | None]:
 def verify(stage_dir: str) -> Manifest | None:
     """The stage's manifest if it checks out (digest, counts) and every output it lists is intact beside it."""
     return why_not_intact(stage_dir)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoint manifests: written last, after every file of the checkpoint is fsynced; a checkpoint counts only with
+# its manifest, and a resume re-hashes it (a missing, truncated or changed file fails it, named)
+
+CHECKPOINT_MANIFEST = "ads_manifest.json"
+CHECKPOINT_FORMAT = "ads-checkpoint-manifest"
+
+
+def _file_sha256(path: Path) -> str:
+    return storage.content_hash(str(path)).removeprefix("sha256:")
+
+
+def _checkpoint_files(folder: Path) -> list[Path]:
+    return sorted(
+        p for p in folder.rglob("*") if p.is_file() and p.name != CHECKPOINT_MANIFEST and not p.name.startswith(".")
+    )
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_checkpoint(folder: str | os.PathLike[str], step: int, run_id: str) -> Path:
+    """Fsync every file of FOLDER, then write its manifest atomically (the checkpoint is complete once it lands);
+    fenced: a run that lost its lock on the run folder publishes no checkpoint."""
+    root = Path(folder)
+    files: dict[str, dict[str, Any]] = {}
+    for path in _checkpoint_files(root):
+        _fsync(path)
+        files[path.relative_to(root).as_posix()] = {"size": path.stat().st_size, "sha256": _file_sha256(path)}
+    for sub in sorted({p.parent for p in _checkpoint_files(root)} | {root}):
+        _fsync(sub)
+    doc = {"format": CHECKPOINT_FORMAT, "version": 1, "step": int(step), "run_id": run_id, "files": files}
+    target, tmp = root / CHECKPOINT_MANIFEST, root / f".{CHECKPOINT_MANIFEST}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(doc, indent=1, sort_keys=True))
+        fh.flush()
+        os.fsync(fh.fileno())
+    fencing.check_publish(str(target))  # LockLost: the checkpoint stays without a manifest, never counted
+    os.replace(tmp, target)
+    _fsync(root)
+    return target
+
+
+def has_checkpoint_manifest(folder: str | os.PathLike[str]) -> bool:
+    return (Path(folder) / CHECKPOINT_MANIFEST).is_file()
+
+
+def checkpoint_run_id(folder: str | os.PathLike[str]) -> str | None:
+    try:
+        value = json.loads((Path(folder) / CHECKPOINT_MANIFEST).read_text(encoding="utf-8")).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def checkpoint_problem(folder: str | os.PathLike[str], step: int, run_id: str | None) -> str | None:
+    """Why FOLDER is not a verified checkpoint of STEP of run RUN_ID (None: it is), naming the file."""
+    root = Path(folder)
+    path = root / CHECKPOINT_MANIFEST
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"{path}: missing (the save did not finish)"
+    except (OSError, ValueError) as exc:
+        return f"{path}: unreadable ({exc})"
+    if not isinstance(doc, dict) or doc.get("format") != CHECKPOINT_FORMAT or not isinstance(doc.get("files"), dict):
+        return f"{path}: not a checkpoint manifest"
+    if doc.get("step") != step:
+        return f"{path}: says step {doc.get('step')}, the folder step {step}"
+    if run_id is not None and doc.get("run_id") != run_id:
+        return f"{path}: belongs to another run ({doc.get('run_id')}, this run is {run_id})"
+    for rel, entry in sorted(doc["files"].items()):
+        file = root / rel
+        try:
+            size = file.stat().st_size
+            if size != entry.get("size"):
+                return f"{file}: truncated or changed ({size} bytes, its manifest says {entry.get('size')})"
+            if _file_sha256(file) != entry.get("sha256"):
+                return f"{file}: changed since it was saved (its sha256 differs from the manifest's)"
+        except FileNotFoundError:
+            return f"{file}: missing"
+        except OSError as exc:
+            return f"{file}: unreadable ({exc.strerror or exc})"
+    return None

@@ -24,7 +24,7 @@ from ads_core.common.errors import render_options
 from ads_core.config.train import TrainConfig, TrainSamplerConfig
 from ads_core.evals import decontam
 from ads_core.evals import sets as ev
-from ads_core.stages.format.eval_sets import write_eval_sets
+from ads_core.stages.eval_sets import write_eval_sets
 from ads_core.train.artifact import ArtifactError, ArtifactInfo, validate_artifact
 from ads_core.train.artifact import parent as _parent
 from ads_core.train.trainers import TrainerPart, choose_trainer, sampler_config

@@ -1,9 +1,9 @@
-"""The `ads-build` flow: the Prefect executor (`ads_prefect.flows.executor`) of the declared stages
+"""The `ads-build` flow: the Prefect executor (`ads_prefect.flows.stage_runs`) of the declared stages
 (`ads_core.pipeline.stages.STAGES`): each through the one generic cached task, each followed by the UI items it
 declares. No stage is named here: a stage added to the list runs in this flow as it does in the in-process
 `build()`.
 
-Every stage is keyed on input content (`ads_core.pipeline.keys.stage_key`), so rerunning a failed or finished
+Every stage is keyed on input content (`ads_core.pipeline.stage_keys.stage_key`), so rerunning a failed or finished
 build resumes from the stages whose inputs did not change. `run.force_from=<stage>` recomputes that stage and
 everything after it. A cached stage whose artifact has vanished or was overwritten is recomputed
 (`ads_prefect.tasks.stage_task.checked`). A sharded stage runs in-process by default, or on Dask
@@ -31,14 +31,15 @@ from ads_core.config.build import BuildConfig, ClusterConfig, FormatConfig, Repo
 from ads_core.locks.manager import owning
 from ads_core.pipeline import stages as declared
 from ads_core.pipeline.executor import execute
-from ads_core.pipeline.keys import outputs_digest
 from ads_core.pipeline.refresh import row_identities, summarize
 from ads_core.pipeline.resolve import resolve, resolve_name, resolve_source
+from ads_core.pipeline.stage_keys import outputs_digest
 from ads_core.pipeline.stages import context
 from ads_core.stages.base import StageContext
 from ads_core.storage import manifest as mf
 from ads_core.storage.errors import StorageError
-from ads_prefect.flows.executor import PrefectExecutor
+from ads_prefect.flows.setup import prepare_process
+from ads_prefect.flows.stage_runs import PrefectExecutor
 from ads_prefect.runtime.prefect_env import BUILD_TIMEOUT_ENV, BUILD_TIMEOUT_S, flow_timeout
 from ads_prefect.runtime.runs import mark_crashed, run_url
 from ads_prefect.tasks.handoff import start_training
@@ -120,6 +121,7 @@ def ads_build(
         report: the build report.
         run: force_from, Dask, the ads-train hand-off and result storage.
     """
+    prepare_process()
     logger = get_run_logger()
     target = resolve(source, out, dataset, format.name)
     cfg = BuildConfig(format=format, score=score, cluster=cluster, report=report, run=run)

@@ -10,6 +10,7 @@ from typing import Any
 from prefect import flow
 
 from ads_core.common.errors import InputError
+from ads_prefect.flows.setup import prepare_process
 from ads_prefect.tasks import train as tt
 
 
@@ -21,6 +22,7 @@ def ads_compare(runs: list[str], out: str) -> dict[str, Any]:
         runs: run folders (or names under ./ads-runs); the first is the baseline.
         out: folder for compare.png, compare.json and compare.md.
     """
+    prepare_process()
     return tt.publish_comparison(runs, out)
 
 

@@ -21,6 +21,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from ads_core.config.demo import DemoConfig
 from ads_core.demo import runs
 from ads_prefect.flows.ads_build import ads_build
+from ads_prefect.flows.setup import prepare_process
 from ads_prefect.tasks import demo as td
 
 
@@ -40,6 +41,7 @@ def ads_demo(demo: DemoConfig = DemoConfig()) -> dict[str, Any]:
     Args:
         demo: `ads_core.config.demo.DemoConfig` (sizes, seeds, steps, where it writes).
     """
+    prepare_process()
     cfg = demo.effective()
     paths = runs.DemoPaths.of(cfg)
     prepared = td.prepare_demo(cfg)

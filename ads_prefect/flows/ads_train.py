@@ -40,6 +40,7 @@ from ads_core.config.train import (
     VerlConfig,
 )
 from ads_core.train import run as trun
+from ads_prefect.flows.setup import prepare_process
 from ads_prefect.runtime.prefect_env import TRAIN_TIMEOUT_ENV, TRAIN_TIMEOUT_S, flow_timeout
 from ads_prefect.tasks import train as tt
 from ads_prefect.tasks.handoff import RUN_NAME
@@ -101,6 +102,7 @@ def ads_train(
             the first `limit` problems (default: 8 problems and k 2 on a CPU, all and k 16 on a GPU), into
             RUN_DIR/eval.jsonl; e.g. {"steps": 50, "k": 16}.
     """
+    prepare_process()
     logger = get_run_logger()
     try:
         cfg = TrainConfig(

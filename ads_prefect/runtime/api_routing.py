@@ -11,9 +11,9 @@ concurrency slots", "Unable to connect to ws://...<A's port>") and failed.
 Every task brings its build's settings to the worker (Prefect serialises them with the task).
 `route_services_by_api_url` keys every such service instance on the API URL in effect where it is looked up, so
 a task's events, slots and logs go to its own build's API whatever the process ran before; the instance starts
-in the caller's context, so its client is opened with that URL. It is installed when the stage task module is
-imported (the flow process, before any build) and on every Dask worker by a worker plugin
-(`ads_prefect.runtime.dask.RouteServicesByApiUrl`) before it runs any task.
+in the caller's context, so its client is opened with that URL. It is installed explicitly, never at import: by each
+flow when it starts (`ads_prefect.flows.setup.prepare_process`) and on every Dask worker by a worker plugin
+(`ads_prefect.runtime.dask_worker.RouteServicesByApiUrl`) before it runs any task.
 
 It patches private names of Prefect (`_QueueServiceBase` and its instance cache), listed in
 `ads_core/common/private_apis.py` and pinned by `tests/integrations/test_private_apis.py`.

@@ -13,7 +13,7 @@ from prefect.cache_policies import NO_CACHE
 
 from ads_core.config.demo import DemoConfig
 from ads_core.demo import runs
-from ads_prefect.tasks.keys import artifact_key
+from ads_prefect.tasks.artifact_keys import artifact_key
 from ads_prefect.tasks.publish import image_markdown
 
 _pool: ProcessPoolExecutor | None = None  # the flow's worker processes, set for the duration of its training

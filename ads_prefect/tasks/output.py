@@ -8,7 +8,7 @@ or was replaced is recomputed rather than trusted (see `tasks.stage_task.checked
 
 from __future__ import annotations
 
-from ads_core.pipeline.keys import outputs_digest, reusable
+from ads_core.pipeline.stage_keys import outputs_digest, reusable
 from ads_core.stages.base import Stage, StageContext
 from ads_core.storage import manifest as mf
 

@@ -19,7 +19,7 @@ from ads_core.common.text import md_text
 from ads_core.pipeline.stages import stages_by_name
 from ads_core.stages.base import UIItem
 from ads_core.storage import manifest as mf
-from ads_prefect.tasks.keys import artifact_key
+from ads_prefect.tasks.artifact_keys import artifact_key
 from ads_prefect.tasks.retries import report_task
 from ads_prefect.tasks.stage_task import context_of
 

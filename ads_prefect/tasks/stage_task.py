@@ -23,19 +23,15 @@ from prefect.states import Completed, State
 from ads_core.config.build import BuildConfig
 from ads_core.locks.fence import fenced, stopping_when_lost
 from ads_core.pipeline import lifecycle
-from ads_core.pipeline.keys import cache_key, outputs_digest, reusable, run_stage
+from ads_core.pipeline.stage_keys import cache_key, outputs_digest, reusable, run_stage
 from ads_core.pipeline.stages import stage_context, stages_by_name
 from ads_core.stages.base import Stage, StageContext
-from ads_prefect.runtime.api_routing import route_services_by_api_url
 from ads_prefect.runtime.progress import progress
 from ads_prefect.tasks.faults import fault_point, pause_point, pausing_at_progress
 from ads_prefect.tasks.output import StageOutput, intact
 from ads_prefect.tasks.retries import default_retries, expected_errors, retry_delays, retry_if_transient
 
 log = logging.getLogger("ads.tasks")
-# Every process that runs or submits stage tasks (the flow, a Dask worker unpickling one) imports this module:
-# from here on its task runs talk to the API of the build they belong to (runtime/api_routing.py).
-route_services_by_api_url()
 
 
 def flow_spelling(field: str) -> str:
@@ -59,9 +55,12 @@ class _OneLineForExpectedErrors(logging.Filter):
         return True
 
 
-for _name in ("prefect.task_runs", "prefect.flow_runs"):
-    if not any(isinstance(f, _OneLineForExpectedErrors) for f in logging.getLogger(_name).filters):
-        logging.getLogger(_name).addFilter(_OneLineForExpectedErrors())
+def install_log_filters() -> None:
+    """Failed stage runs with bad input log one line (idempotent). Applied by each flow when it starts
+    (`ads_prefect.flows.setup`) and by each stage run (a Dask worker runs no flow), never at import."""
+    for name in ("prefect.task_runs", "prefect.flow_runs"):
+        if not any(isinstance(f, _OneLineForExpectedErrors) for f in logging.getLogger(name).filters):
+            logging.getLogger(name).addFilter(_OneLineForExpectedErrors())
 
 
 def context_of(params: dict[str, Any]) -> StageContext:
@@ -116,6 +115,7 @@ def stage_task(
     `fence` is the build's hold on OUT (`locks.Fence`): every write of the run is checked against it right
     before it is published, here or on a Dask worker, and a build that lost its lock publishes nothing.
     """
+    install_log_filters()  # on a Dask worker this is the first of our code that runs
     stage = stages_by_name()[stage_name]
     ctx = context_of({"source": source, "out": out, "dataset": dataset, "config": config})
     record = {"uri": stage.main_uri(ctx, shard)}

@@ -29,8 +29,8 @@ from ads_core.train import artifact as ta
 from ads_core.train import run as trun
 from ads_core.train.errors import LaunchError, RunStateError, error_text
 from ads_core.train.plan import TrainPlan
+from ads_prefect.tasks.artifact_keys import train_artifact_key as artifact_key
 from ads_prefect.tasks.handoff import run_name
-from ads_prefect.tasks.keys import train_artifact_key as artifact_key
 from ads_prefect.tasks.publish import image_markdown
 
 EXPECTED_ERRORS: tuple[type[Exception], ...] = (ta.ArtifactError, LaunchError, ValueError, InputError, RunStateError)
@@ -88,16 +88,15 @@ class _OneLineFailedRun(logging.Filter):
         return True
 
 
-def _install_filter() -> None:
+def install_log_filters() -> None:
+    """Failed training runs log one line (idempotent); applied by the flows when they start
+    (`ads_prefect.flows.setup`), never at import."""
     logger = logging.getLogger("prefect.task_runs")
     if not any(isinstance(f, _NoTracebackForExpectedErrors) for f in logger.filters):
         logger.addFilter(_NoTracebackForExpectedErrors())
     for name in ("prefect.flow_runs", "prefect.engine"):
         if not any(isinstance(f, _OneLineFailedRun) for f in logging.getLogger(name).filters):
             logging.getLogger(name).addFilter(_OneLineFailedRun())
-
-
-_install_filter()
 
 
 def failure_line(exc: BaseException, limit: int = 300) -> str:
@@ -218,7 +217,7 @@ def publish_comparison(runs: list[str], out: str) -> dict[str, Any]:
 
     from ads_core.evaluation.compare import load_runs
     from ads_core.evaluation.compare_report import write_comparison
-    from ads_prefect.tasks.keys import artifact_key as key_of
+    from ads_prefect.tasks.artifact_keys import artifact_key as key_of
 
     loaded = load_runs(runs)
     result = write_comparison({r.name: [r] for r in loaded}, out)

@@ -3,6 +3,9 @@ tears each stage's set-up state down after its runs, also when a run fails. No m
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from ads_core.config.build import BuildConfig, RunConfig
@@ -88,3 +91,35 @@ def test_a_sharded_stage_says_its_count_and_the_context_follows(monkeypatch: pyt
     assert sharded.shards(ctx) == [0, 1, 2]
     assert ctx.shard_uris("part")[-1].endswith("parts/shard-00002-of-00003/p.json")
     assert fake("one").shards(ctx) == [None]
+
+
+def test_the_in_process_build_holds_outs_lock_like_the_flow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, three: list[str]
+):
+    """Issue 41: `build()` took no OUT lock while the flow did, so a library build and `ads build` into one OUT
+    could publish over each other."""
+    from ads_core.locks.manager import LockWaitTimeout, out_lock_key, owning
+    from ads_core.locks.store import DirLockStore
+    from ads_core.pipeline.build import build
+
+    monkeypatch.setenv("ADS_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setenv("ADS_LOCK_WAIT_S", "1")
+    out, store = str(tmp_path / "out"), DirLockStore(tmp_path / "locks")
+    seen: list[dict[str, object]] = []
+
+    def look(ctx: StageContext, shard: int | None) -> str:
+        newest = store.newest(out_lock_key(out))
+        seen.append({} if newest is None else newest.record)
+        return "a manifest"
+
+    monkeypatch.setattr(declared, "STAGES", (Stage("a", None, (), {"a-out": "a/x.json"}, "1", run=look),))
+    monkeypatch.setattr("ads_core.pipeline.build.run_stage", lambda stage, ctx, shard, key: stage.run(ctx, shard))
+    monkeypatch.setattr("ads_core.pipeline.build.stage_key", lambda stage, ctx, shard: "k")
+    build(str(tmp_path / "data.jsonl"), out, BuildConfig(), reuse=False)
+    assert [(r["holder"], r["pid"], r.get("released")) for r in seen] == [(f"build:{os.getpid()}", os.getpid(), None)]
+    newest = store.newest(out_lock_key(out))
+    assert newest is not None and newest.record["released"] is True  # given back at the end
+    with owning(out, "flow-run:another"):  # a flow holds OUT: the in-process build waits, then gives up
+        with pytest.raises(LockWaitTimeout, match="flow-run:another"):
+            build(str(tmp_path / "data.jsonl"), out, BuildConfig(), reuse=False)
+    assert len(seen) == 1

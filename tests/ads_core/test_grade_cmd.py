@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ads_cli.main import app
+from ads_core.grading.pool import ZYGOTE_ENV
 
 SLOW = "((x+1)^{30}+1)^{30}"  # passes the pre-check, sympy needs minutes: cut at the limit
 # (id, completion, answer) -> (correct, extracted, reason)
@@ -35,6 +36,12 @@ ROWS: list[tuple[dict[str, Any], tuple[bool, str | None, str]]] = [
     ({"id": 12, "completion": "\\boxed{10^{-10^{10}}}", "answer": "0"}, (False, "10^{-10^{10}}", "too_complex")),
     ({"id": 13, "completion": f"\\boxed{{{SLOW}}}", "answer": "1"}, (False, SLOW, "timeout")),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_verifier_after(monkeypatch):
+    """`ads grade` exports its zygote's address for its children: keep it from leaking into later tests."""
+    monkeypatch.delenv(ZYGOTE_ENV, raising=False)
 
 
 def ads(*args: str) -> Any:
@@ -107,3 +114,67 @@ def test_bad_input_is_one_error_line(tmp_path: Path, make, args: list[str], mess
     assert message in line
     if "--answer-col" in args:
         assert line.endswith("name one with --answer-col")
+
+
+@pytest.mark.parametrize(
+    ("out", "message"),
+    [
+        ("file.txt/graded.parquet", "is not a folder"),
+        ("folder", "is a folder; name the output file"),
+        ("graded.csv", "must end in .parquet or .jsonl"),
+    ],
+)
+def test_a_bad_out_is_refused_before_any_row_is_graded(tmp_path: Path, monkeypatch, out: str, message: str):
+    import ads_core.grading.files as files
+
+    graded = []
+    monkeypatch.setattr(files, "grade_many", lambda *a, **k: graded.append(a) or [])
+    (tmp_path / "file.txt").write_text("x")
+    (tmp_path / "folder").mkdir()
+    src = write_jsonl(tmp_path / "gen.jsonl", [row for row, _ in ROWS[:3]])
+    result = ads(str(src), "--out", str(tmp_path / out))
+    assert result.exit_code == 2, result.output
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert message in line and str(tmp_path / out) in line
+    assert graded == []
+
+
+MIXED = [  # answers as JSONL allows them: strings, numbers, lists, null
+    ({"completion": "\\boxed{5}", "answer": "5"}, (True, "correct"), "5"),
+    ({"completion": "\\boxed{5}", "answer": 5}, (True, "correct"), "5"),
+    ({"completion": "\\boxed{1e-3}", "answer": 0.001}, (True, "correct"), "0.001"),
+    ({"completion": "\\boxed{-3}", "answer": ["2", -3]}, (True, "correct"), '["2", -3]'),
+    ({"completion": "\\boxed{4}", "answer": None}, (False, "error"), None),
+    ({"completion": "\\boxed{4}", "answer": "nan"}, (False, "error"), "nan"),
+]
+
+
+def test_answers_may_mix_strings_numbers_and_lists(tmp_path: Path):
+    src = write_jsonl(tmp_path / "mixed.jsonl", [row for row, _, _ in MIXED])
+    result = ads(str(src))
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(tmp_path / "mixed.graded.parquet")
+    assert [(r["correct"], r["reason"]) for r in table.to_pylist()] == [want for _, want, _ in MIXED]
+    assert table.column("answer").to_pylist() == [text for _, _, text in MIXED]  # mixed types: as text
+    out = tmp_path / "mixed.graded.jsonl"
+    assert ads(str(src), "--out", str(out)).exit_code == 0
+    assert [json.loads(line)["answer"] for line in out.read_text().splitlines()] == [r["answer"] for r, _, _ in MIXED]
+
+
+def test_the_file_is_streamed_in_batches_not_held_whole(tmp_path: Path, monkeypatch):
+    """Memory stays near one batch: the rows are graded and written batch by batch (one row group each)."""
+    import ads_core.grading.files as files
+
+    monkeypatch.setattr(files, "BATCH_ROWS", 3)
+    sizes = []
+    real = files.grade_many
+    monkeypatch.setattr(files, "grade_many", lambda c, t, **k: sizes.append(len(c)) or real(c, t, **k))
+    rows = [{"completion": f"\\boxed{{{n}}}", "answer": str(n if n % 2 else n + 1)} for n in range(7)]
+    src = write_jsonl(tmp_path / "seven.jsonl", rows)
+    result = ads(str(src), "--out", str(tmp_path / "seven.parquet"))
+    assert result.exit_code == 0, result.output
+    assert sizes == [3, 3, 1]
+    graded = pq.ParquetFile(tmp_path / "seven.parquet")
+    assert graded.num_row_groups == 3
+    assert graded.read().column("correct").to_pylist() == [False, True, False, True, False, True, False]
+    assert "graded 7 rows: 3 correct" in result.stderr

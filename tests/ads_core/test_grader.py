@@ -22,7 +22,7 @@ import pytest
 from ads_core.config.eval import GraderConfig
 from ads_core.grading import REASONS, Grade, configure, grade, grade_answer, grade_many
 from ads_core.grading.api import cache_info, pool_size
-from ads_core.grading.pool import get_pool
+from ads_core.grading.pool import ZYGOTE_ENV, VerifierPool, get_pool
 from ads_core.grading.precheck import too_complex
 from ads_core.grading.text import extract_answer, fold_unicode
 
@@ -181,7 +181,10 @@ with ThreadPoolExecutor(2) as pool:
 
 
 def test_a_subprocess_grades_with_the_limit():
-    out = subprocess.run([sys.executable, "-c", GRADE_IN_A_PROCESS], capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != ZYGOTE_ENV}  # a process of its own, sharing nothing
+    out = subprocess.run(
+        [sys.executable, "-c", GRADE_IN_A_PROCESS], capture_output=True, text=True, timeout=120, env=env
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["too_complex", "timeout", "correct", "timeout"]
 
@@ -192,7 +195,8 @@ def _grade_in_child(queue) -> None:  # runs in a forked child (module level: pic
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork")
 def test_a_forked_child_gets_its_own_verifiers():
-    """A child forked after the parent started its verifiers must not talk to the parent's (multiprocessing)."""
+    """A child forked after the parent started its verifiers must not talk to the parent's workers
+    (multiprocessing); it forks its own from the parent's zygote."""
     assert grade(box("\\sqrt{2}\\cdot 2"), "2\\sqrt{2}", timeout_s=5.0).correct  # the parent's pool is running
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
@@ -209,7 +213,7 @@ OWNER = """
 import time
 from ads_core.grading import grade
 from ads_core.grading.api import pool_size
-from ads_core.grading.pool import get_pool
+from ads_core.grading.pool import ZYGOTE_ENV, VerifierPool, get_pool
 assert grade("\\\\boxed{\\\\sqrt{8}}", "2\\\\sqrt{2}").correct
 pool = get_pool(pool_size())
 print(pool._zygote.proc.pid, *[w.pid for w in pool._idle], flush=True)
@@ -227,7 +231,10 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux")
 def test_verifier_processes_die_with_their_parent():
-    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    env = {k: v for k, v in os.environ.items() if k != ZYGOTE_ENV}  # it starts its own zygote
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True, start_new_session=True, env=env
+    )
     try:
         pids = [int(p) for p in owner.stdout.readline().split()]
         assert len(pids) == 2 and all(alive(p) for p in pids), pids  # the zygote and one worker
@@ -251,20 +258,38 @@ def test_the_pool_is_bounded():
 
 
 def test_callers_do_not_queue_behind_other_completions_limits():
-    """One regular verifier, three junk answers at once: the ones waiting fork extra workers (a burst) instead
-    of waiting for the first one's limit, and the extra workers go once no one waits."""
+    """One regular verifier, three junk answers at once: each is cut (its CPU budget, or the deadline on a loaded
+    machine), none waits for the others' limits, and the extra workers go once no one waits."""
     configure(GraderConfig(workers=1))
     pool = get_pool(1)
     try:
-        before = pool.extra
         with ThreadPoolExecutor(3) as threads:
             futures = [threads.submit(grade, box(SLOW), str(n), timeout_s=LIMIT) for n in range(3)]
-            assert [f.result(timeout=DEADLINE).reason for f in futures] == ["timeout"] * 3
-        assert pool.extra > before
+            results = [f.result(timeout=DEADLINE) for f in futures]
+        assert [r.reason for r in results] == ["timeout"] * 3
         assert grade(box("\\sqrt{50}"), "5\\sqrt{2}", timeout_s=5.0).correct
         assert len(pool._idle) <= 1
     finally:
         configure(GraderConfig())
+
+
+class _Busy:
+    def __init__(self, cpu_s: float | None) -> None:
+        self.cpu_s = cpu_s
+
+    def cpu_used(self) -> float | None:
+        return self.cpu_s
+
+
+def test_a_burst_worker_is_forked_for_junk_not_for_a_starved_check():
+    """Every worker busy with an answer that used 0.2 s of CPU (junk that will use its whole budget): a waiting
+    caller forks an extra worker. Busy that long by the clock with little CPU (a loaded machine): another
+    worker would only compete with it for the CPU, so the caller waits its turn."""
+    pool = VerifierPool(1, patience_s=0.2)
+    assert pool._working(_Busy(0.25), 0.3) is True
+    assert pool._working(_Busy(0.01), 5.0) is False
+    assert pool._working(_Busy(None), 0.3) is True  # no /proc: the clock decides
+    assert pool._working(_Busy(None), 0.1) is False
 
 
 def test_extraction_stays_linear_on_hostile_text():

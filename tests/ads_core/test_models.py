@@ -56,6 +56,24 @@ def test_load_uses_the_asked_dtype_on_cpu_and_the_real_from_pretrained_path(tiny
     assert loaded.name == str(tiny_model_dir)
 
 
+def test_training_loads_through_loading_py_in_float32_on_cpu_left_padded(tiny_model_dir: Path, tmp_path: Path):
+    """Issue 41: the TRL run loaded its policy with its own from_pretrained calls; it now uses `load_for_training`,
+    which keeps training in float32 on a CPU (not the measured scoring dtype) and pads prompts on the left."""
+    import ast
+
+    from ads_core.models.loading import ModelLoadError, load_for_training
+
+    model, tokenizer = load_for_training(str(tiny_model_dir), "cpu")
+    assert next(model.parameters()).dtype == torch.float32 and model.training is False  # as from_pretrained left it
+    assert tokenizer.padding_side == "left" and tokenizer.pad_token is not None
+    with pytest.raises(ModelLoadError, match="cannot load model"):
+        load_for_training(str(tmp_path / "nope"), "cpu")
+    source = Path(models.__file__).parents[1] / "train" / "trl" / "run.py"
+    called = [n.func for n in ast.walk(ast.parse(source.read_text())) if isinstance(n, ast.Call)]
+    assert not [f for f in called if isinstance(f, ast.Attribute) and f.attr == "from_pretrained"]
+    assert [f.id for f in called if isinstance(f, ast.Name) and f.id == "load_for_training"] == ["load_for_training"]
+
+
 def test_default_alias_resolves_to_the_cached_tiny_model(tiny_model_dir: Path):
     assert models.resolve_model(None) == str(tiny_model_dir)
     assert models.resolve_model("default") == str(tiny_model_dir)

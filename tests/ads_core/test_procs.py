@@ -49,3 +49,40 @@ def test_children_die_with_a_parent_killed_by_sigkill():
             os.killpg(owner.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+FAKE_WORKER = """
+import os, socket, sys, time
+sock = socket.socket(fileno=int(sys.argv[1]))
+sock.recv(1 << 16)  # the request
+if sys.argv[2] == "sleep":
+    time.sleep(60)  # uses no CPU: as a worker the machine gives no time to
+while True:
+    pass  # uses CPU
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+@pytest.mark.parametrize(("kind", "why"), [("sleep", "deadline"), ("spin", "cpu")])
+def test_a_worker_is_stopped_by_its_cpu_budget_not_by_the_machines_load(kind: str, why: str):
+    """A worker that gets no CPU (sleeping here, starved on a loaded machine) is not charged for the wall time:
+    it is cut at the deadline, not at its budget; one that computes is cut once it used its CPU budget, however
+    long the wall clock took to give it that time (the deadline here is far)."""
+    import socket
+
+    from ads_core.common.procs import Worker, cpu_seconds
+
+    ours, theirs = socket.socketpair()
+    proc = subprocess.Popen([sys.executable, "-c", FAKE_WORKER, str(theirs.fileno()), kind], pass_fds=[theirs.fileno()])
+    theirs.close()
+    worker = Worker(ours, proc.pid)
+    try:
+        deadline = time.monotonic() + (1.0 if kind == "sleep" else 60.0)  # a bound, not a timing claim
+        reply, used, reason = worker.ask({"pairs": []}, 0.3, deadline)
+        assert (reply, reason) == (None, why)
+        assert (used < 0.3) if kind == "sleep" else (used >= 0.3)
+    finally:
+        worker.kill()
+        proc.wait(10)
+    assert cpu_seconds(proc.pid) is None  # gone
+    assert cpu_seconds(os.getpid()) > 0

@@ -15,8 +15,8 @@ from ads_core import storage
 from ads_core.config.build import ScoreConfig
 from ads_core.stages.score import scorer as scorer_api
 from ads_core.stages.score import stage as score
-from ads_core.stages.score.hf import TransformersScorer
 from ads_core.stages.score.scorer import TokenizedRow, tokenize_row
+from ads_core.stages.score.transformers_scorer import TransformersScorer
 
 
 @pytest.fixture(scope="module")

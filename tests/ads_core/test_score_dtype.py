@@ -13,8 +13,8 @@ from ads_core import models
 from ads_core.config.build import ScoreConfig
 from ads_core.stages.score import cache as score_cache
 from ads_core.stages.score import stage as score
-from ads_core.stages.score.hf import TransformersScorer
 from ads_core.stages.score.scorer import tokenize_row
+from ads_core.stages.score.transformers_scorer import TransformersScorer
 from ads_core.storage import manifest as mf
 
 # Measured on the 47M bench model (AMX CPU): cosine >= 0.99992, max |dNLL| 0.0032, Spearman 0.9998.

@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from ads_core.locks.store import DirLockStore
+from ads_core.storage import manifest as mf
 from ads_core.storage.fencing import LockLost
 from ads_core.train.errors import RunStateError, TrainOptionError
-from ads_core.train.resume import identity, manifest, saving
-from ads_core.train.resume.lock import holding_run, run_lock_key, run_lock_store
+from ads_core.train.resume import checkpoints, identity, saving
+from ads_core.train.resume.lock import holding_run, refuse_if_held, run_lock_key, run_lock_store
 from ads_core.train.trl.steps import StepWriter, keep_steps_up_to, read_steps
 
 HOLD = """
@@ -50,6 +52,40 @@ def test_a_second_run_on_the_folder_is_refused_in_one_line_naming_the_holder(tmp
         child.wait(30)
     with holding_run(str(run_dir)):  # released at the holder's end: the next run gets it
         pass
+
+
+@pytest.mark.parametrize("lock_dir_for", ["holder", "second"])
+def test_two_runs_one_with_ads_lock_dir_one_without_never_both_train(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lock_dir_for: str
+):
+    """Issue 41: ADS_LOCK_DIR moved the run folder's lock instead of adding one, so a run with it and a run without
+    it both trained one folder (steps.jsonl = [1, 1, 2, 2, 3, 3])."""
+    run_dir, held, done, locks = tmp_path / "run", tmp_path / "held", tmp_path / "done", tmp_path / "locks"
+    env = {k: v for k, v in os.environ.items() if k != "ADS_LOCK_DIR"}
+    if lock_dir_for == "holder":
+        env["ADS_LOCK_DIR"] = str(locks)
+    else:
+        monkeypatch.setenv("ADS_LOCK_DIR", str(locks))
+    child = subprocess.Popen([sys.executable, "-c", HOLD, str(run_dir), str(held), str(done)], env=env)
+    try:
+        while not held.exists():
+            assert child.poll() is None, "the holder died"
+            time.sleep(0.02)
+        with pytest.raises(RunStateError, match=f":{child.pid} "):
+            refuse_if_held(str(run_dir))
+        with pytest.raises(RunStateError, match=f":{child.pid} "):
+            with holding_run(str(run_dir)):
+                pass
+    finally:
+        done.write_text("")
+        child.wait(30)
+    assert run_lock_store(str(run_dir)).location == str(run_dir / ".lock")  # the run folder's own, in both runs
+    with holding_run(str(run_dir)) as fence:  # released by the holder: ours now (and the lock dir's, when we see it)
+        assert fence is not None and fence.store == str(run_dir / ".lock")
+        newest = DirLockStore(locks).newest(run_lock_key(str(run_dir)))
+        assert newest is not None
+        holder = os.getpid() if lock_dir_for == "second" else child.pid
+        assert newest.record["pid"] == holder and bool(newest.record.get("released")) is (lock_dir_for == "holder")
 
 
 def test_a_run_that_lost_its_lock_writes_no_step(tmp_path: Path):
@@ -96,7 +132,7 @@ def _checkpoint(root: Path, step: int, run_id: str = "r1") -> Path:
     for name, size in (("model.safetensors", 300), ("optimizer.pt", 200), ("rng_state.pth", 50)):
         (folder / name).write_bytes(bytes(range(256)) * (size // 256) + bytes(size % 256))
     (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
-    manifest.write_manifest(folder, step, run_id)
+    mf.write_checkpoint(folder, step, run_id)
     return folder
 
 
@@ -116,13 +152,13 @@ def test_a_damaged_newest_checkpoint_is_skipped_naming_the_file(tmp_path: Path, 
     elif attack == "global_step":
         (newest / "trainer_state.json").write_text(json.dumps({"global_step": 3}))
     else:
-        (newest / manifest.MANIFEST).write_text("{")
-    choice = manifest.newest_verified(tmp_path, "r1")
+        (newest / mf.CHECKPOINT_MANIFEST).write_text("{")
+    choice = checkpoints.newest_verified(tmp_path, "r1")
     assert choice.chosen == (1, tmp_path / "checkpoint-1")
     assert len(choice.warnings) == 1 and "\n" not in choice.warnings[0]
-    named = {"global_step": "trainer_state.json", "manifest": manifest.MANIFEST}.get(attack, "optimizer.pt")
+    named = {"global_step": "trainer_state.json", "manifest": mf.CHECKPOINT_MANIFEST}.get(attack, "optimizer.pt")
     assert f"{newest / named}: " in choice.warnings[0], choice.warnings[0]
-    manifest.set_aside(choice)
+    checkpoints.set_aside(choice)
     assert (tmp_path / "rejected-checkpoint-2").is_dir() and not newest.exists()
 
 
@@ -132,9 +168,9 @@ def test_another_runs_checkpoint_and_a_manifestless_save_do_not_count(tmp_path: 
     killed = tmp_path / "checkpoint-3"
     killed.mkdir()
     (killed / "optimizer.pt").write_bytes(b"x")
-    choice = manifest.newest_verified(tmp_path, "r1")
+    choice = checkpoints.newest_verified(tmp_path, "r1")
     assert choice.chosen is not None and choice.chosen[0] == 1 and "another run" in choice.warnings[0]
-    manifest.set_aside(choice)
+    checkpoints.set_aside(choice)
     assert not killed.exists()  # a killed save (no manifest) newer than the resume point is removed
 
 
@@ -143,15 +179,15 @@ def test_rotation_keeps_the_newest_checkpoints_with_a_manifest(tmp_path: Path):
         _checkpoint(tmp_path, step)
     unfinished = tmp_path / "checkpoint-4"
     unfinished.mkdir()
-    assert manifest.rotate(tmp_path, 2) == [tmp_path / "checkpoint-1"]
+    assert checkpoints.rotate(tmp_path, 2) == [tmp_path / "checkpoint-1"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-2", "checkpoint-3", "checkpoint-4"]
 
 
 def test_a_checkpoint_without_optimizer_or_rng_state_is_not_exact(tmp_path: Path):
     folder = _checkpoint(tmp_path, 1)
-    assert manifest.missing_exact_state(folder) is None
+    assert checkpoints.missing_exact_state(folder) is None
     (folder / "rng_state.pth").unlink()
-    assert "RNG state" in str(manifest.missing_exact_state(folder))
+    assert "RNG state" in str(checkpoints.missing_exact_state(folder))
 
 
 TRAJ = {"model": "m", "model_weights": "sha256:a", "artifact": "sha256:b", "trl.learning_rate": 1e-5, "trl.seed": 42}

@@ -35,7 +35,7 @@ def no_lock_dir(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_an_s3_out_keeps_its_lock_in_its_bucket(bucket: str, no_lock_dir: None, tmp_path: Path, monkeypatch: Any):
     store = store_for(f"s3://{bucket}/builds/x")
     assert isinstance(store, ObjectLockStore) and store.location == f"s3://{bucket}/.ads-locks"
-    assert isinstance(store_for(str(tmp_path / "out")), DirLockStore)  # a local OUT: $PREFECT_HOME/ads-locks
+    assert isinstance(store_for(str(tmp_path / "out")), DirLockStore)  # a local OUT: <ADS cache dir>/locks
     monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path / "locks"))
     assert isinstance(store_for(f"s3://{bucket}/builds/x"), DirLockStore)  # an explicit ADS_LOCK_DIR wins
     monkeypatch.setenv(LOCK_DIR_ENV, f"s3://{bucket}/shared-locks")

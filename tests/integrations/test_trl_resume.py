@@ -103,16 +103,16 @@ def test_a_full_disk_during_a_save_is_one_line_and_the_rerun_finishes_exactly(
     disk = tmp_path / "disk"
     real = os.geteuid() == 0 and _mount_tmpfs(disk, "24m")
     if not real:
-        from ads_core.train.resume import manifest
+        from ads_core.storage import manifest
 
-        write = manifest.write_manifest
+        write = manifest.write_checkpoint
 
         def full_at_3(folder, step, run_id):  # the disk fills during checkpoint-3's save
             if step == 3:
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(Path(folder) / "optimizer.pt"))
             return write(folder, step, run_id)
 
-        monkeypatch.setattr(manifest, "write_manifest", full_at_3)
+        monkeypatch.setattr(manifest, "write_checkpoint", full_at_3)
     try:
         run_dir = disk / "run"
         cfg = _config(trl_helpers, run_dir, 3)

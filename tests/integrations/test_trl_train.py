@@ -99,8 +99,8 @@ def test_a_truncated_or_flipped_sampler_checkpoint_stops_the_resume_in_one_line(
     left as it was). Without the manifest's check, the sampler file's own checksum refuses it the same way."""
     import shutil
 
+    from ads_core.storage.manifest import write_checkpoint
     from ads_core.train.errors import RunStateError
-    from ads_core.train.resume.manifest import write_manifest
 
     cfg, result = trl_run
     run_dir = tmp_path / "run"
@@ -117,7 +117,7 @@ def test_a_truncated_or_flipped_sampler_checkpoint_stops_the_resume_in_one_line(
         assert f"{path}: " in text and "\n" not in text, text
         assert len(read_steps(run_dir / "steps.jsonl")) == 4  # nothing trained, nothing cut
     run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
-    write_manifest(path.parent, 4, run_id)  # the manifest now vouches for the flipped file
+    write_checkpoint(path.parent, 4, run_id)  # the manifest now vouches for the flipped file
     with pytest.raises(CheckpointStateError) as info:
         train(str(final_artifact), cfg.replaced(run_dir=str(run_dir), steps=5))
     assert str(info.value).startswith(f"{path}: bad sampler checkpoint: ") and "\n" not in str(info.value)

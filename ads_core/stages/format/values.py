@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from ads_core.common.answers import encode_alternatives, strip_math_delimiters
+from ads_core.common.answers import encode_alternatives, is_missing_answer, strip_math_delimiters
 from ads_core.common.text import has_surrogates, last_boxed
 from ads_core.stages.format.readers import loads_limited
 
@@ -93,14 +93,16 @@ def answer_text(value: Any, column: str, limit: int) -> str:
         answers = list(
             dict.fromkeys(bare_answer(check_text(v, column, "answer", limit, "missing_answer")) for v in items)
         )
-        answers = [a for a in answers if a]
+        answers = [a for a in answers if not is_missing_answer(a)]
         if not answers:
-            raise Reject("missing_answer", f"answer column {column!r} holds only empty answers")
+            raise Reject("missing_answer", f"answer column {column!r} holds only empty or missing answers")
         text = encode_alternatives(answers)
     else:
         text = bare_answer(check_text(value, column, "answer", limit, "missing_answer"))
         if not text:
             raise Reject("missing_answer", f"answer column {column!r} is empty inside its math delimiters")
+        if is_missing_answer(text):
+            raise Reject("missing_answer", f"answer column {column!r} holds a missing value ({text!r}), not an answer")
     if len(text) > limit:
         raise Reject("too_long", f"answer column {column!r} has {len(text)} characters (limit {limit})")
     return text

@@ -2,7 +2,8 @@
 
 A backend takes a `ScoreConfig` and scores `TokenizedRow`s built by `tokenize_row` (our own
 tokenisation, so every backend scores exactly the same tokens). Backends: `transformers`
-(`ads_core.stages.score.hf`, CPU/GPU) and `vllm` (`ads_core.stages.score.vllm`, GPU extra, imported only when chosen),
+(`ads_core.stages.score.transformers_scorer`, CPU/GPU) and `vllm` (`ads_core.stages.score.vllm`, GPU extra,
+imported only when chosen),
 or any class given by path (`ScoreConfig(backend="my_pkg.mod:MyScorer")`), constructed as
 `cls.load(cfg) -> (scorer, tokenizer)`.
 """
@@ -23,7 +24,7 @@ QUESTION_PREFIX = "Question:\n"
 ANSWER_PREFIX = "\n\nAnswer:\n"
 
 SCORERS = Registry("scoring backend")
-SCORERS.register("transformers", "ads_core.stages.score.hf:TransformersScorer")
+SCORERS.register("transformers", "ads_core.stages.score.transformers_scorer:TransformersScorer")
 SCORERS.register("vllm", "ads_core.stages.score.vllm:VLLMScorer")
 # Backends `auto` may pick: only those validated in this repo (vLLM has not run on a GPU here yet).
 AUTO_BACKENDS = ("transformers",)

@@ -2,7 +2,7 @@
 mapped in parallel and resumed one by one; `merge_scores` checks every sample_id appears once.
 
 The scorer itself sits behind `ads_core.stages.score.scorer` (interface + registry); see
-`ads_core.stages.score.hf`.
+`ads_core.stages.score.transformers_scorer`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Where a resume starts: the newest verified checkpoint (`manifest`), checked against the run's recorded
+"""Where a resume starts: the newest verified checkpoint (`checkpoints`), checked against the run's recorded
 trajectory (`identity`), and the per-step log repaired to it. Nothing in the run folder changes until the
 resume is accepted (`Resume.accept`), so a refused resume leaves the folder as it was."""
 
@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ads_core.storage import manifest as mf
 from ads_core.train.errors import RunStateError
-from ads_core.train.resume import identity, manifest
+from ads_core.train.resume import checkpoints, identity
 
 log = logging.getLogger("ads.train")
 
@@ -20,14 +21,14 @@ log = logging.getLogger("ads.train")
 class Resume:
     run_id: str
     point: tuple[int, Path] | None  # (step, checkpoint folder); None: from step 0
-    choice: manifest.Choice
+    choice: checkpoints.Choice
     notes: list[str] = field(default_factory=list)
 
     def accept(self) -> list[str]:
         """Set the failed checkpoints aside and remove incomplete ones newer than the resume point (rank 0)."""
         if os.environ.get("RANK", "0") != "0":
             return []
-        lines = manifest.set_aside(self.choice)
+        lines = checkpoints.set_aside(self.choice)
         for line in lines:
             log.warning("%s", line)
         return lines
@@ -37,8 +38,8 @@ def _legacy(checkpoints_dir: str) -> list[Path]:
     """Checkpoints that look complete but have no manifest (saved by an ads without checked checkpoints)."""
     return [
         f
-        for _, f in manifest.checkpoint_folders(checkpoints_dir)
-        if not manifest.has_manifest(f) and (f / "trainer_state.json").is_file()
+        for _, f in checkpoints.checkpoint_folders(checkpoints_dir)
+        if not mf.has_checkpoint_manifest(f) and (f / "trainer_state.json").is_file()
     ]
 
 
@@ -47,7 +48,7 @@ def find_resume(plan: Any, checkpoints_dir: str, horizon: int | None) -> Resume:
     now = identity.trajectory(plan, horizon)
     doc = identity.read_run(plan.run_dir)
     run_id = str(doc["run_id"]) if doc and isinstance(doc.get("run_id"), str) else None
-    choice = manifest.newest_verified(checkpoints_dir, run_id)
+    choice = checkpoints.newest_verified(checkpoints_dir, run_id)
     for warning in choice.warnings:
         log.warning("%s", warning)
     if choice.chosen is None:
@@ -59,12 +60,12 @@ def find_resume(plan: Any, checkpoints_dir: str, horizon: int | None) -> Resume:
         legacy = _legacy(checkpoints_dir)
         if legacy:
             raise RunStateError(
-                f"{legacy[-1]} has no {manifest.MANIFEST} (saved by an ads without checked checkpoints): resume it "
-                f"with that version, or delete {checkpoints_dir} to train again from step 0"
+                f"{legacy[-1]} has no {mf.CHECKPOINT_MANIFEST} (saved by an ads without checked checkpoints): "
+                f"resume it with that version, or delete {checkpoints_dir} to train again from step 0"
             )
         return Resume(identity.start_run(plan.run_dir, now), None, choice)
     step, folder = choice.chosen
-    missing = manifest.missing_exact_state(folder)
+    missing = checkpoints.missing_exact_state(folder)
     if missing:
         raise RunStateError(
             f"{folder} holds no {missing}: a resume from it would not be exact; restore it, or delete {folder} to "
@@ -72,7 +73,7 @@ def find_resume(plan: Any, checkpoints_dir: str, horizon: int | None) -> Resume:
         )
     notes = []
     if doc is None:
-        run_id = manifest.manifest_run_id(folder)
+        run_id = mf.checkpoint_run_id(folder)
         log.warning("%s/%s is missing: recording this command's options as the run's", plan.run_dir, identity.RUN_FILE)
         identity.start_run(plan.run_dir, now, run_id)
     else:

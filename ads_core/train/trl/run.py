@@ -2,7 +2,7 @@
 checkpoint; train; return where everything went.
 
 Resume. A checkpoint folder counts when it holds its manifest (``ads_manifest.json``, written last;
-``ads_core.train.resume.manifest``); the newest one that verifies (every file's size and sha256) is resumed from,
+``ads_core.storage.manifest``); the newest one that verifies (every file's size and sha256) is resumed from,
 once the run's recorded options match this command's (``ads_core.train.resume.identity``) and its sampler
 checkpoint passed every check (a bad one stops the run with a ``CheckpointStateError`` naming the file and the
 field, before anything is trained). Failed checkpoints are set aside (``rejected-checkpoint-N``), newer incomplete
@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from ads_core.common.text import last_boxed
+from ads_core.models.loading import load_for_training
 from ads_core.sampler.checkpoint import SamplerCheckpoint, has_checkpoint, read_checkpoint
 from ads_core.sampler.kinds import build_sampler
+from ads_core.storage.manifest import has_checkpoint_manifest
 from ads_core.train.plan import TrainPlan
-from ads_core.train.resume.manifest import has_manifest
 from ads_core.train.resume.point import find_resume
 from ads_core.train.reward import compute_score
 from ads_core.train.trainers import TrainResult
@@ -72,7 +73,7 @@ def complete_checkpoints(folder: str) -> list[tuple[int, Path]]:
     found = []
     for child in root.iterdir() if root.is_dir() else ():
         m = _CHECKPOINT.fullmatch(child.name)
-        if m and has_manifest(child) and (child / "trainer_state.json").is_file() and has_checkpoint(child):
+        if m and has_checkpoint_manifest(child) and (child / "trainer_state.json").is_file() and has_checkpoint(child):
             found.append((int(m.group(1)), child))
     return sorted(found)
 
@@ -111,19 +112,6 @@ def resume_point(
     return (step, str(folder)), found.run_id, found.notes
 
 
-def load_policy(model_path: str, device: str) -> tuple[Any, Any]:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    tokenizer.padding_side = "left"  # TRL generates from left-padded prompts
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return model, tokenizer
-
-
 def grpo_config(plan: TrainPlan, part: TRLPlan, reward_weights: list[float] | None) -> Any:
     from trl import GRPOConfig
 
@@ -144,7 +132,7 @@ def grpo_config(plan: TrainPlan, part: TRLPlan, reward_weights: list[float] | No
         logging_steps=1,
         save_strategy="steps",
         save_steps=trl.save_steps,
-        save_total_limit=None,  # rotation is ours, after a checkpoint's manifest (ads_core.train.resume.manifest)
+        save_total_limit=None,  # rotation is ours, after a checkpoint's manifest (ads_core.train.resume.checkpoints)
         ignore_data_skip=True,  # the sampler resumes itself; skipping batches would draw and discard them
         dataloader_num_workers=0,  # workers would prefetch batches drawn before the last update
         remove_unused_columns=False,
@@ -194,7 +182,7 @@ def run_trl(
             return _result(plan, part, resumed, started, notes)
     validator = start_validation(plan, part.device, resumed[0] if resumed else 0, read_steps(part.steps_file))
     funcs, weights = reward_functions(score or math_score, plan.config.trl.format_reward)
-    model, tokenizer = load_policy(plan.model, part.device)
+    model, tokenizer = load_for_training(plan.model, part.device)  # ads_core.models.loading, as every policy load
     if validator is not None:  # eval.jsonl: step 0 now, then every validation.steps steps and the last
         validator.before_train(model, tokenizer)
         on_step = validator.chain(on_step)

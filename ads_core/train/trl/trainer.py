@@ -14,7 +14,7 @@
   the run's first command; ``ads_core.train.trl.settings``) rather than this command's ``max_steps``;
 * ``_save_checkpoint``: refuses non-finite weights (naming the step), writes ``ads_sampler.json`` (the feed's whole
   state, in the one sampler checkpoint format of ``ads_core.sampler.checkpoint``) into ``checkpoint-N`` first,
-  lets TRL save, then writes the checkpoint's manifest (``ads_core.train.resume.manifest``: a checkpoint is
+  lets TRL save, then writes the checkpoint's manifest (``ads_core.storage.manifest.write_checkpoint``: a checkpoint is
   complete once it has one) and rotates; a full or read-only disk is one line (``resume.saving``);
 * ``_load_optimizer_and_scheduler``: a learning rate changed on purpose (``allow_change``) takes effect;
 * ``_load_from_checkpoint``: a policy that does not fit the checkpoint is one line naming both.
@@ -36,8 +36,9 @@ from trl import GRPOTrainer
 
 from ads_core.sampler.checkpoint import write_checkpoint
 from ads_core.storage import fencing
+from ads_core.storage import manifest as mf
 from ads_core.train.errors import RunStateError
-from ads_core.train.resume import manifest, saving
+from ads_core.train.resume import checkpoints, saving
 from ads_core.train.trl.data import TrainRows
 from ads_core.train.trl.dynamic import fill_generation_batch
 from ads_core.train.trl.feed import Draw, Feedback, FeedbackSampler
@@ -186,14 +187,15 @@ class ADSGRPOTrainer(GRPOTrainer):
             if self.args.world_size > 1:  # every process's files (rng_state_<rank>.pth) are in before the manifest
                 self.accelerator.wait_for_everyone()
             if self.args.should_save:
-                manifest.write_manifest(folder, step, self.run_id)  # last: the checkpoint is complete
-                manifest.rotate(os.path.dirname(folder), self.keep_checkpoints)
+                mf.write_checkpoint(folder, step, self.run_id)  # last: the checkpoint is complete
+                checkpoints.rotate(os.path.dirname(folder), self.keep_checkpoints)
         except Exception as exc:
             why = saving.save_failure(exc, folder)
             if why is None:
                 raise
             saving.remove_partial(folder)
-            done = [f for _, f in manifest.checkpoint_folders(os.path.dirname(folder)) if manifest.has_manifest(f)]
+            found = checkpoints.checkpoint_folders(os.path.dirname(folder))
+            done = [f for _, f in found if mf.has_checkpoint_manifest(f)]
             start = f"from {done[-1].name}" if done else "from step 0"
             raise RunStateError(
                 f"could not save checkpoint {folder}: {why}; free space (or make the folder writable) and rerun the "

@@ -1,7 +1,10 @@
-"""The eval sets formatted like the training set: the format stage run on each packaged (or given) set.
+"""The eval sets formatted like the training set: the format conversion (`format.convert`, the same detection,
+prompt template and `sample_id` as the training rows) run on each packaged (or given) set.
 
-It lives with the format stage, not in `ads_core.evals` (which sits below the stages and imports none of them), so
-the report stage's decontamination check uses it without an import that runs back up.
+It is not the build's format stage (nothing here runs a stage): training planning, `ads eval`, `ads eval-sets`, the
+demo and the report stage's decontamination check all call it. It sits beside the stages, not in
+`ads_core.evals` (which sits below them and imports none of them), so the report stage uses it without an import
+that runs back up.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ import pyarrow as pa
 from ads_core import storage
 from ads_core.config.build import FormatConfig
 from ads_core.evals.sets import EvalSet, eval_dir, eval_uri, resolve_sources, training_template
+from ads_core.stages.format.convert import format_dataset
 from ads_core.stages.format.schema import TEMPLATES
-from ads_core.stages.format.stage import format_dataset
 
 
 def write_eval_sets(

@@ -13,10 +13,10 @@ from prefect import get_run_logger
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.futures import as_completed
 
-from ads_core.pipeline.keys import stage_key
+from ads_core.pipeline.stage_keys import stage_key
 from ads_core.stages.base import Stage, StageContext
 from ads_prefect.runtime.dask import api_pinned, check_scheduler, dask_annotations, prepare_workers, shard_runner
-from ads_prefect.tasks.keys import artifact_key
+from ads_prefect.tasks.artifact_keys import artifact_key
 from ads_prefect.tasks.output import StageOutput, intact
 from ads_prefect.tasks.publish import publish_stage
 from ads_prefect.tasks.stage_task import checked, configured, params_of
