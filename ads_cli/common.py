@@ -59,6 +59,14 @@ class OneLineErrors(typer.core.TyperGroup):
     """Every command: storage errors (ENOSPC, EACCES, EROFS, S3 problems, credentials in a URL) end the command with
     one `error:` line and exit status 2, whichever stage or library raised them, never a traceback."""
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        """A command whose options depend on its arguments (`ads train --trainer my_pkg.mod:T` brings T's flags)
+        offers ``for_arguments(args)``: the command built for them, or None for its registered form."""
+        name, command, rest = super().resolve_command(ctx, args)
+        build = getattr(getattr(getattr(command, "callback", None), "__wrapped__", None), "for_arguments", None)
+        built = build(rest) if build is not None else None
+        return name, built or command, rest
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)

@@ -78,11 +78,17 @@ def _help(field: Any) -> str:
 
 
 def config_parameters(
-    root: type[BaseModel], sections: tuple[str, ...], exclude: tuple[str, ...] = ()
+    root: type[BaseModel], sections: tuple[str, ...], exclude: tuple[str, ...] = (), taken: tuple[str, ...] = ()
 ) -> list[inspect.Parameter]:
-    """Typer parameters for the fields of `sections`, named `section__field`; all default to None (unset)."""
+    """Typer parameters for the fields of `sections`, named `section__field`; all default to None (unset). A flag
+    already used (by the command itself, TAKEN, or an earlier section: two plug-ins' fields of one name) is left
+    out; its field stays settable with `--set section.field=value`."""
     params = []
+    used = set(taken)
     for section, name, field in cli_fields(root, sections, exclude):
+        if flag_of(name, field) in used:
+            continue
+        used.add(flag_of(name, field))
         decls = [flag_of(name, field)]
         if dotted(section, name) in SHORT_FLAGS:
             decls.append(SHORT_FLAGS[dotted(section, name)])
@@ -130,8 +136,15 @@ def common_parameters(root: type[BaseModel], example: str, written_by: str = "")
     ]
 
 
-def resolve_config(root: type[M], values: dict[str, Any], config_file: Path | None, assignments: list[str] | None) -> M:
-    """Defaults < YAML file < --set < flags; errors name the flag (or the section.field) to fix."""
+def resolve_config(
+    root: type[M],
+    values: dict[str, Any],
+    config_file: Path | None,
+    assignments: list[str] | None,
+    model_for: Callable[[dict[str, Any], dict[str, Any]], type[M]] | None = None,
+) -> M:
+    """Defaults < YAML file < --set < flags; errors name the flag (or the section.field) to fix. MODEL_FOR picks
+    the config tree from what the YAML and the overrides choose (a plug-in named by class path adds its section)."""
     import yaml
 
     data: dict[str, Any] = {}
@@ -145,6 +158,8 @@ def resolve_config(root: type[M], values: dict[str, Any], config_file: Path | No
     overrides = dict(parse_assignments(assignments, "--set"))
     overrides.update({k.replace("__", "."): v for k, v in values.items() if v is not None})
     try:
+        if model_for is not None:
+            root = model_for(data, overrides)
         return root.model_validate(data).with_overrides(overrides)  # type: ignore[attr-defined, no-any-return]
     except ValidationError as exc:
         raise fail(validation_message(root, exc)) from None
@@ -183,5 +198,46 @@ def with_signature(func: Callable[..., Any], extra: list[inspect.Parameter]) -> 
     """`func` with its own parameters plus `extra` (typer reads `__signature__`)."""
     params = inspect.signature(func, eval_str=True).parameters.values()
     own = [p for p in params if p.kind != inspect.Parameter.VAR_KEYWORD]
+    func.own_parameters = own  # type: ignore[attr-defined] # for `command_with`
     func.__signature__ = inspect.Signature(own + extra)  # type: ignore[attr-defined]
     return func
+
+
+def chosen_in(args: list[str], flags: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(YAML data, overrides) as far as ARGS choose the fields FLAGS name (flag -> dotted field: `--trainer` ->
+    `trainer`), through those flags, `--set field=...` and the `--config` file; read before the command parses
+    ARGS, so that a plug-in those fields name can add its flags."""
+    import yaml
+
+    data: dict[str, Any] = {}
+    overrides: dict[str, Any] = {}
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        value = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+        if flag in flags:
+            overrides[flags[flag]] = value
+        elif flag == "--set" and value.partition("=")[0] in flags.values():
+            key, _, chosen = value.partition("=")
+            overrides[key] = chosen
+        elif flag == "--config":
+            try:
+                loaded = yaml.safe_load(Path(value).read_text())
+            except (OSError, yaml.YAMLError):
+                continue  # reported when the command reads it
+            data = loaded if isinstance(loaded, dict) else {}
+    return data, overrides
+
+
+def command_with(func: Callable[..., Any], name: str, params: list[inspect.Parameter], context: dict[str, Any]) -> Any:
+    """A click command NAME that calls FUNC (made by `with_signature`) with its own parameters and PARAMS instead
+    of its generated ones (typer builds it, as it builds a registered command)."""
+    import typer.main
+
+    def command(**kwargs: Any) -> Any:
+        return func(**kwargs)
+
+    command.__doc__ = func.__doc__
+    command.__signature__ = inspect.Signature([*func.own_parameters, *params])  # type: ignore[attr-defined]
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command(name, context_settings=context)(command)
+    return typer.main.get_command(app)

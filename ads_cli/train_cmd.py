@@ -1,13 +1,15 @@
 """`ads train` and `ads eval-sets`.
 
-`ads train`'s flags are generated from `TrainConfig` (`ads_core/config/train.py`), as `ads build`'s are from
-`BuildConfig`: the top-level fields, `--sampler` (the kind), verl's `--gpus`, `--nnodes`, `--ray-address` and TRL's
-sizes. Knobs without a flag of their own take `--set section.field=value` or a `--config` YAML; `-s KEY=VALUE`
-(long form `--ads`) sets an ADS knob (`sampler.ads.KEY`); extra `key=value` arguments are verl Hydra overrides.
+Flags are generated from `TrainConfig` (`ads_core.train.options`: neutral options, each registered trainer's and
+sampler kind's own), as `ads build`'s are from `BuildConfig`. Knobs without a flag take `--set section.field=value`
+or a `--config` YAML; `-s KEY=VALUE` sets an ADS knob (or a trainer's `sampler_keys`); extra `key=value`
+arguments go to the trainer that takes them (verl's Hydra overrides). A trainer or sampler kind named by class
+path (`--trainer my_pkg.mod:MyTrainer`) brings its flags along, in `--help` too (`command_for_args`).
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 from typing import Annotated, Any
 
@@ -17,25 +19,28 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ads_cli.common import console, fail, parse_assignments
-from ads_cli.options import common_parameters, config_parameters, flags_by_field, resolve_config, with_signature
+from ads_cli.options import (
+    chosen_in,
+    command_with,
+    common_parameters,
+    config_parameters,
+    flags_by_field,
+    resolve_config,
+    with_signature,
+)
 from ads_core.common import defaults
 from ads_core.common.errors import InputError, render_options
-from ads_core.config.train import INTEGRATION_KEYS, TrainConfig
+from ads_core.train.options import TrainConfig, model_for
 
-SECTIONS = ("", *TrainConfig.sections())
 # fields set by this command's own options, for error messages (`error_text`)
-OWN_FLAGS = {
-    "dry_run": "--dry-run",
-    "eval_sets": "--eval-set",
-    "allow_change": "--allow-change",
-    "overrides": "the command line (extra key=value arguments)",
-}
+OWN_FLAGS = {"dry_run": "--dry-run", "eval_sets": "--eval-set", "allow_change": "--allow-change"}
+OWN_FLAGS["overrides"] = "the command line (extra key=value arguments)"
 
 
 def _all_fields() -> dict[str, str]:
     """Field name -> dotted path, for every field of TrainConfig and its sections."""
     out: dict[str, str] = {}
-    for section in SECTIONS:
+    for section in ("", *TrainConfig.sections()):
         model = TrainConfig if not section else TrainConfig.model_fields[section].annotation
         for name in model.model_fields:  # type: ignore[union-attr]
             out.setdefault(name, f"{section}.{name}" if section else name)
@@ -52,8 +57,11 @@ def spell_flag(field: str) -> str:
     return flags.get(dotted) or f"--set {dotted}"
 
 
+CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
 def register(app: typer.Typer) -> None:
-    app.command("train", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(train_cmd)
+    app.command("train", context_settings=CONTEXT)(train_cmd)
     app.command("eval-sets")(eval_sets_cmd)
 
 
@@ -68,8 +76,8 @@ def train_cmd(
         typer.Option(
             "--ads",
             "-s",
-            help="An ADS sampler knob KEY=VALUE (sampler.ads.KEY; cluster_metrics_interval and strict_ids: "
-            "verl.KEY), repeatable.",
+            help="An ADS sampler knob KEY=VALUE (sampler.ads.KEY; a trainer's options that sit among the ADS "
+            "knobs, such as verl's cluster_metrics_interval and strict_ids: that trainer's section), repeatable.",
         ),
     ] = None,
     eval_set: Annotated[
@@ -97,29 +105,35 @@ def train_cmd(
 
     --trainer auto (the default) picks verl where CUDA GPUs, verl and a rollout engine are present, TRL
     otherwise. The same --name (or --run-dir) resumes from the newest checkpoint. Extra key=value arguments are
-    verl Hydra overrides. Every option is a field of ads_core/config/train.py; --set reaches the rest.
+    verl Hydra overrides. Every option is a field of ads_core/train/options.py's tree; --set reaches the rest.
     """
     from ads_core.train import run as trun
     from ads_core.train.errors import error_text
+    from ads_core.train.trainers import sampler_keys
 
     only_rank_zero_speaks()
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
+    beside_ads = sampler_keys()  # a trainer's options that sit among the ADS knobs (verl: data.ads_sampler.*)
     for key, value in parse_assignments(ads_knobs, "--ads").items():
-        # the integration keys (data.ads_sampler.* in verl's YAML) are fields of a trainer's section
-        section = TrainConfig.section_of(key) if key in INTEGRATION_KEYS else None
-        options[f"{section or 'sampler__ads'}__{key}"] = value
-    cfg = resolve_config(TrainConfig, options, config_file, assignments)
+        options[f"{beside_ads.get(key, 'sampler__ads')}__{key}"] = value
+    cfg = resolve_config(TrainConfig, options, config_file, assignments, model_for=model_for)
     extra = list(ctx.args)
     bad = [a for a in extra if "=" not in a]
     if bad:
-        raise fail(f"unexpected arguments {bad}; verl overrides look like key=value")
+        raise fail(f"unexpected arguments {bad}; trainer overrides look like key=value")
     changes: dict[str, Any] = {}
     if no_eval or eval_set:
         changes["eval_sets"] = [] if no_eval else list(eval_set or [])
     if allow_change:
         changes["allow_change"] = list(allow_change)
-    if extra:
-        changes["verl.overrides"] = [*cfg.verl.overrides, *extra]
+    if extra:  # the trainer option that takes them (verl: its Hydra overrides)
+        from ads_core.train.trainers import extra_arguments_field
+
+        field = extra_arguments_field()
+        if field is None:
+            raise fail(f"unexpected arguments {extra}; no trainer takes extra key=value arguments")
+        section, name = field.split(".")
+        changes[field] = [*getattr(getattr(cfg, section), name), *extra]
     try:
         cfg = cfg.with_overrides(changes) if changes else cfg
         with console.status("checking the artifact and planning the run"):
@@ -171,6 +185,7 @@ def hold_run_folder(ctx: typer.Context, run_dir: str) -> None:
 
 def interrupted(run_dir: str) -> typer.Exit:
     """After Ctrl-C: which checkpoint a rerun of the same command resumes from (the newest complete one)."""
+
     from pathlib import Path
 
     from ads_core.storage.manifest import has_checkpoint_manifest
@@ -231,7 +246,7 @@ def train_with_progress(plan: Any, trun: Any) -> None:
                 f" window {window:.2f}" if window is not None else ""
             )
             progress.update(task, completed=record["step"], last=shown)
-            if record.get("eval"):  # this step's validation (ads_core.train.validate)
+            if record.get("eval"):  # this step's validation (ads_core.train.trl.validate)
                 scores = ", ".join(f"{name} {value:.3f}" for name, value in record["eval"].items())
                 progress.console.print(f"validation at step {record['step']}: mean@k {scores}", highlight=False)
             for note in record.get("notes", []):
@@ -264,11 +279,28 @@ def train_with_progress(plan: Any, trun: Any) -> None:
     )
 
 
-with_signature(
-    train_cmd,
-    config_parameters(TrainConfig, SECTIONS)
-    + common_parameters(TrainConfig, "--set trl.gradient_accumulation_steps=2", "ads train --trainer trl --dry-run"),
-)
+OWN_OPTIONS = ("--dry-run", "--ads", "-s", "--eval-set", "--no-eval", "--allow-change", "--config", "--set")
+
+
+def config_flags(model: Any) -> list[inspect.Parameter]:
+    """The flags, `--config` and `--set` of the config tree MODEL."""
+    return config_parameters(model, ("", *model.sections()), taken=OWN_OPTIONS) + common_parameters(
+        model, "--set trl.gradient_accumulation_steps=2", "ads train --trainer trl --dry-run"
+    )
+
+
+def command_for_args(args: list[str]) -> Any:
+    """`ads train` with the flags of a trainer or sampler kind that ARGS name by class path (None: the registered
+    ones suffice, or it can't be imported, which the command then reports in one line)."""
+    try:
+        model = model_for(*chosen_in(args, {"--trainer": "trainer", "--sampler": "sampler.kind"}))
+    except Exception:  # noqa: BLE001 - reported by the command itself, with the option to fix
+        return None
+    return None if model is TrainConfig else command_with(train_cmd, "train", config_flags(model), CONTEXT)
+
+
+with_signature(train_cmd, config_flags(TrainConfig))
+train_cmd.for_arguments = command_for_args  # type: ignore[attr-defined] # read by ads_cli.common.OneLineErrors
 
 
 def eval_sets_cmd(

@@ -138,7 +138,7 @@ def run_one(cfg: BenchConfig, name: str, seed: int, artifact: Path, policy: Path
     """One GRPO run through ``ads_core.train.run.train`` with validation on the held-out set (step 0, every
     ``eval_every`` steps, the last); returns its run folder. A finished run is reused (nothing to train), an
     unfinished one starts again from its last checkpoint (the last step: so from the start)."""
-    from ads_core.config.train import TrainConfig
+    from ads_core.train.options import TrainConfig
     from ads_core.train.run import train
 
     run_dir = cfg.out / "runs" / f"{name}-seed{seed}"

@@ -284,8 +284,14 @@ class RunConfig(Section):
 class BuildConfig(Section):
     """Everything one build needs besides SOURCE and OUT."""
 
-    format: FormatConfig = Field(default_factory=FormatConfig)
-    score: ScoreConfig = Field(default_factory=ScoreConfig)
-    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
-    report: ReportConfig = Field(default_factory=ReportConfig)
-    run: RunConfig = Field(default_factory=RunConfig)
+    format: FormatConfig = Field(
+        default_factory=FormatConfig, description="How SOURCE is read and converted (column overrides, template)."
+    )
+    score: ScoreConfig = Field(
+        default_factory=ScoreConfig, description="The policy model and the fused embedding + NLL scorer."
+    )
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="PCA and K-Means.")
+    report: ReportConfig = Field(default_factory=ReportConfig, description="The build report.")
+    run: RunConfig = Field(
+        default_factory=RunConfig, description="force_from, Dask, the ads-train hand-off and result storage."
+    )

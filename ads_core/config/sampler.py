@@ -1,9 +1,10 @@
 """The samplers' knobs: ADS and the baselines it is compared with, each defined once.
 
-Training (verl and TRL), the verl YAML (`data.ads_sampler.*`, checked against these defaults by a test),
-the `ads-train` flow and `ads simulate` all take their sampler settings from these classes. The ADS
-defaults are the reference's. Instances are frozen: a sampler keeps its config for the whole run, and a
-saved state records it.
+Each class is registered with its kind (`ads_core.sampler.kinds`: `register_kind("ads",
+options=ADSSamplerConfig)`), which makes it the section `sampler.<kind>` of the training config tree; training
+(verl and TRL), the verl YAML (`data.ads_sampler.*`, checked against these defaults by a test), the `ads-train`
+flow and `ads simulate` all take their sampler settings from these classes. The ADS defaults are the reference's.
+Instances are frozen: a sampler keeps its config for the whole run, and a saved state records it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from ads_core.config.base import FrozenSection
 
 Weighting = Literal["success", "learnability", "inverse", "frontier"]
 Window = Literal["reference", "frontier"]
-SamplerKind = Literal["ads", "uniform", "dots", "dynamic"]
 # What an unset inter_cluster_weighting means for each window.
 DEFAULT_WEIGHTING: dict[str, Weighting] = {"reference": "success", "frontier": "frontier"}
 

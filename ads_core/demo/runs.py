@@ -25,7 +25,7 @@ from typing import Any
 
 from ads_core.config.build import BuildConfig
 from ads_core.config.demo import DemoConfig
-from ads_core.config.train import TrainConfig
+from ads_core.train.options import TrainConfig
 
 HELDOUT = "heldout"  # the held-out set's name in each run's eval.jsonl
 BASELINE = "uniform"

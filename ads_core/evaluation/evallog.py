@@ -3,7 +3,7 @@
 Each line has ``step`` (the optimizer steps trained when the policy was evaluated; 0 = before training), ``set``,
 the set's ``mean_at_k`` (the paper's number), ``pass_at_k``, ``maj_at_k``, ``k``, ``n`` (problems), the 95%
 interval of mean@k (``ci_low``, ``ci_high``) and ``prompts_rolled_out`` (prompts rolled out by training up to that
-step, dynamic sampling's extra batches included). TRL's validator (``ads_core.train.validate``) writes it as the
+step, dynamic sampling's extra batches included). TRL's validator (``ads_core.train.trl.validate``) writes it as the
 run goes; verl's validation metrics are copied into it (``ads_core.train.verl.valmetrics``); ``ads compare`` reads it.
 
 Every write rewrites the file atomically (temporary file, fsync, rename), so a killed writer leaves the old or the

@@ -1,85 +1,182 @@
-"""Training samplers by kind: one registry entry per `TrainSamplerConfig.kind`, refusing a name taken twice.
+"""Training samplers by kind: one registry entry per kind, refusing a name taken twice; each kind brings its own
+knobs.
 
 Every sampler is made here: TRL, verl, the simulator and the artifact check ask for `build_sampler(kind,
 cluster_ids, rank_in_cluster, sampler_config, batch_size)` and drive what they get only through the protocol
 in `ads_core.sampler.base` (`next_batch`, `update(rows, success)`, `state_dict`, `load_state_dict`, `metrics`).
-Adding a kind is one `@register_kind("name")` factory here (plus its name in `ads_core.config.sampler.SamplerKind`,
-so configs can choose it; a test checks the two agree):
+Adding a kind is one module with its options class and one registration; nothing else is edited:
 
-    @register_kind("mine")
+    class MineConfig(FrozenSection):
+        batch_size: int = Field(128, ge=1, description="Prompts per step.")
+        temperature: float = Field(0.5, gt=0, description="...")
+
+    @register_kind("mine", options=MineConfig)
     def _mine(cluster_ids, rank_in_cluster, cfg, batch_size):
         return MySampler(cluster_ids, rank_in_cluster, cfg.mine.replaced(batch_size=batch_size))
 
-`cfg` is the run's `TrainSamplerConfig` with the ADS knobs the trainer uses (its `ads_defaults`), and
-`batch_size` the step's prompt count, the ADS batch `active_clusters x mini_cluster_size`: every kind draws that
-many rows per step, so comparisons train on the same number of prompts.
+The options class becomes the section `sampler.mine` of the config tree (`ads_core.train.options`): YAML keys,
+`--set sampler.mine.temperature=0.3`, flags for its non-tuning fields and the `ads-train` flow's `sampler`
+parameter. A kind named by class path (`kind: my_pkg.samplers:mine`) declares the same with `@sampler_kind(
+options=MineConfig)` (its section is the function's name); a package can also register kinds through the entry
+point group `ads_pipeline.sampler_kinds` (name = the kind, value = `module:factory`).
+
+`cfg` is the run's sampler section (every kind's knobs, with the ADS knobs the trainer uses: its `ads_defaults`),
+and `batch_size` the step's prompt count, the ADS batch `active_clusters x mini_cluster_size`: every kind draws
+that many rows per step, so comparisons train on the same number of prompts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import Any
 
 from ads_core.common.registry import Registry, UnknownBackendError
+from ads_core.config.sampler import (
+    ADSSamplerConfig,
+    DifficultyTargetedConfig,
+    DynamicSamplingConfig,
+    UniformSamplerConfig,
+)
 from ads_core.sampler.base import Sampler
 
-SamplerFactory = Callable[[Any, Any, Any, int], Sampler]  # (cluster_ids, rank_in_cluster, TrainSamplerConfig, batch)
+SamplerFactory = Callable[[Any, Any, Any, int], Sampler]  # (cluster_ids, rank_in_cluster, sampler section, batch)
+ENTRY_POINT_GROUP = "ads_pipeline.sampler_kinds"
+EXTRA_ROLLOUTS = "extra_rollouts"  # a need: steps that roll out more than one generation batch
 
 KINDS = Registry("sampler kind")
-EXTRA_ROLLOUTS: set[str] = set()  # kinds whose steps roll out more generation batches (GroupFilter samplers)
 
 
-def register_kind(name: str, extra_rollouts: bool = False) -> Callable[[SamplerFactory], SamplerFactory]:
-    """Register a factory under NAME; a name is taken once (the registry raises DuplicateBackendError).
-    ``extra_rollouts``: the kind's steps roll out more than one generation batch (DAPO-style dynamic sampling),
-    which a trainer must support in its own loop (`fill_step`), not only through the protocol."""
-    register = KINDS.register(name)
-    if extra_rollouts:
-        EXTRA_ROLLOUTS.add(name)
-    return register
+@dataclass(frozen=True)
+class KindSpec:
+    """A sampler kind as the config tree and the trainers see it."""
+
+    kind: str  # as a config names it: a registered name or a class path
+    factory: SamplerFactory
+    options: type | None  # its knobs (a pydantic model), the section `sampler.<section>`; None: no knobs
+    section: str
+    needs: frozenset[str]  # what a trainer must support to train with it (see `sampler_kind`)
+
+    @property
+    def extra_rollouts(self) -> bool:
+        return EXTRA_ROLLOUTS in self.needs
+
+
+def sampler_kind(
+    options: type | None = None,
+    extra_rollouts: bool = False,
+    section: str | None = None,
+    needs: tuple[str, ...] = (),
+) -> Callable[[SamplerFactory], SamplerFactory]:
+    """Describe a factory: its knobs (OPTIONS, a pydantic model whose fields are `sampler.<section>.*`; SECTION
+    defaults to the function's name) and the trainer features it NEEDS beyond the protocol, each a name a trainer
+    lists in its ``supports`` (a trainer without one refuses the kind in one line, `auto` passes it over).
+    EXTRA_ROLLOUTS: its steps roll out more than one generation batch (DAPO-style dynamic sampling, which a
+    trainer must run in its own loop, `fill_step`). A kind that needs a trainer extension (rollout replay, say)
+    names it here and reads its knobs from its own section. A kind named by class path needs only this;
+    `register_kind` also gives it a name."""
+
+    def deco(factory: SamplerFactory) -> SamplerFactory:
+        factory.ads_kind_options = options  # type: ignore[attr-defined]
+        factory.ads_kind_section = section or factory.__name__.replace("-", "_")  # type: ignore[attr-defined]
+        factory.ads_kind_needs = frozenset(needs) | ({EXTRA_ROLLOUTS} if extra_rollouts else set())  # type: ignore[attr-defined]
+        return factory
+
+    return deco
+
+
+def register_kind(
+    name: str,
+    options: type | None = None,
+    extra_rollouts: bool = False,
+    section: str | None = None,
+    needs: tuple[str, ...] = (),
+) -> Callable[[SamplerFactory], SamplerFactory]:
+    """Register a factory under NAME (taken once: the registry raises DuplicateBackendError) with its knobs
+    and needs (see `sampler_kind`; the section defaults to NAME, with `-` as `_`)."""
+    describe = sampler_kind(options, extra_rollouts, section or name.replace("-", "_"), needs)
+
+    def deco(factory: SamplerFactory) -> SamplerFactory:
+        return KINDS.register(name)(describe(factory))
+
+    return deco
+
+
+_entry_points_loaded = False
+
+
+def _load_entry_points() -> None:
+    """Register the kinds installed packages declare in the `ads_pipeline.sampler_kinds` group, once."""
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name not in KINDS.names():
+            factory = ep.load()
+            if not hasattr(factory, "ads_kind_section"):
+                sampler_kind(section=ep.name.replace("-", "_"))(factory)
+            KINDS.register(ep.name)(factory)
 
 
 def kind_names() -> list[str]:
+    _load_entry_points()
     return KINDS.names()
 
 
+def kind_spec(kind: str) -> KindSpec:
+    """KIND's factory and knobs: a registered name or a class path (imported here); an unknown one raises
+    UnknownBackendError naming the choices."""
+    _load_entry_points()
+    factory = KINDS.get(kind)
+    return KindSpec(
+        kind=kind,
+        factory=factory,
+        options=getattr(factory, "ads_kind_options", None),
+        section=getattr(factory, "ads_kind_section", None) or getattr(factory, "__name__", kind),
+        needs=frozenset(getattr(factory, "ads_kind_needs", ())),
+    )
+
+
 def has_extra_rollouts(kind: str) -> bool:
-    """Whether a step of KIND may roll out more generation batches than its first (see ``register_kind``)."""
-    return kind in EXTRA_ROLLOUTS
+    """Whether a step of KIND may roll out more generation batches than its first (see ``sampler_kind``)."""
+    try:
+        return kind_spec(kind).extra_rollouts
+    except UnknownBackendError:
+        return False
 
 
 def build_sampler(kind: str, cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
     """A fresh sampler of KIND over the artifact's rows, drawing ``batch_size`` rows per step."""
-    if kind not in KINDS.names():
-        raise UnknownBackendError(f"unknown sampler kind {kind!r}; choose one of {', '.join(KINDS.names())}")
-    sampler = KINDS.get(kind)(cluster_ids, rank_in_cluster, cfg, int(batch_size))
+    sampler = kind_spec(kind).factory(cluster_ids, rank_in_cluster, cfg, int(batch_size))
     if sampler.batch_size != batch_size:
         raise ValueError(f"sampler kind {kind!r} draws {sampler.batch_size} rows per step, the step needs {batch_size}")
     return sampler
 
 
-@register_kind("ads")
+@register_kind("ads", options=ADSSamplerConfig)
 def _ads(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
     from ads_core.sampler.ads import ADSSampler
 
     return ADSSampler(cluster_ids, rank_in_cluster, cfg.ads)  # its batch is the step's by definition
 
 
-@register_kind("uniform")
+@register_kind("uniform", options=UniformSamplerConfig)
 def _uniform(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
     from ads_core.sampler.baselines import UniformSampler
 
     return UniformSampler(cluster_ids, rank_in_cluster, cfg.uniform.replaced(batch_size=batch_size))
 
 
-@register_kind("dots")
+@register_kind("dots", options=DifficultyTargetedConfig)
 def _dots(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
     from ads_core.sampler.baselines import DifficultyTargetedSampler
 
     return DifficultyTargetedSampler(cluster_ids, rank_in_cluster, cfg.dots.replaced(batch_size=batch_size))
 
 
-@register_kind("dynamic", extra_rollouts=True)
+@register_kind("dynamic", options=DynamicSamplingConfig, extra_rollouts=True)
 def _dynamic(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
     from ads_core.sampler.dynamic import DynamicSamplingSampler
 

@@ -17,13 +17,13 @@ import numpy as np
 
 from ads_core.config.sampler import UniformSamplerConfig
 from ads_core.config.simulate import SimulatedSampler, SimulationConfig
-from ads_core.config.train import TrainSamplerConfig
 from ads_core.sampler.ads import ADSSampler
 from ads_core.sampler.base import Sampler
 from ads_core.sampler.dynamic import fill_step
 from ads_core.sampler.kinds import build_sampler
 from ads_core.sampler.plots import WindowTrace
 from ads_core.simulator.learners import World, make_learner, make_world
+from ads_core.train.options import TrainSamplerConfig
 
 
 @dataclass

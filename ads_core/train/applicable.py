@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ads_core.config.train import TrainConfig
 from ads_core.train.errors import TrainOptionError
+from ads_core.train.options import TrainConfig
 
 
 def _shown(value: Any) -> list[str]:
@@ -29,11 +29,15 @@ def _shown(value: Any) -> list[str]:
 def foreign_options(cfg: TrainConfig, trainer: str) -> list[tuple[str, str, str]]:
     """(section, dotted field, shown value) of every option of another trainer's section that differs from its
     default, in declaration order."""
-    from ads_core.train.trainers import trainer_names
+    from ads_core.train.trainers import section_of_trainer, trainer_names
 
+    try:
+        own = section_of_trainer(trainer)
+    except TrainOptionError:  # not a trainer of this registry: every registered trainer's section is foreign
+        own = trainer
     found = []
-    others = set(trainer_names()) - {trainer}  # the other trainers' sections; the rest are shared
-    for section, field in TrainConfig.model_fields.items():
+    others = {section_of_trainer(n) for n in trainer_names()} - {own}  # the rest are shared
+    for section, field in type(cfg).model_fields.items():
         model = field.annotation
         if section not in others:
             continue

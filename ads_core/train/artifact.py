@@ -18,10 +18,10 @@ import pyarrow as pa
 from ads_core import storage
 from ads_core.common.contract import EXTRA_INFO_FIELDS, FINAL_DIR, REQUIRED_COLUMNS
 from ads_core.common.errors import OptionError
-from ads_core.config.train import TrainSamplerConfig
 from ads_core.sampler.kinds import build_sampler
 from ads_core.storage import manifest as mf
 from ads_core.storage.manifest import MANIFEST_NAME
+from ads_core.train.options import TrainSamplerConfig
 from ads_core.train.rows_check import RowError, check_rows
 
 

@@ -21,12 +21,12 @@ from typing import Any
 
 from ads_core import models, storage
 from ads_core.common.errors import render_options
-from ads_core.config.train import TrainConfig, TrainSamplerConfig
 from ads_core.evals import decontam
 from ads_core.evals import sets as ev
 from ads_core.stages.eval_sets import write_eval_sets
 from ads_core.train.artifact import ArtifactError, ArtifactInfo, validate_artifact
 from ads_core.train.artifact import parent as _parent
+from ads_core.train.options import TrainConfig, TrainSamplerConfig
 from ads_core.train.trainers import TrainerPart, choose_trainer, sampler_config
 
 WARNING_OPTIONS = ("decontaminate", "eval_sets")  # options plan warnings may name (see TrainPlan.warnings_for)

@@ -2,7 +2,7 @@
 once with `train`. `ads train` and the `ads-train` flow are thin layers over these three, and every trainer is
 driven the same way (`ads_core.train.trainers`).
 
-    from ads_core.config.train import TrainConfig
+    from ads_core.train.options import TrainConfig
     from ads_core.train.run import train
 
     result = train("ads-out/gsm8k_sample/final/train.parquet", TrainConfig(steps=4, name="x"))
@@ -19,9 +19,9 @@ newest verified checkpoint (its manifest checked; a resume whose options differ 
 
 from __future__ import annotations
 
-from ads_core.config.train import TrainConfig
 from ads_core.train import plan as tplan
 from ads_core.train.applicable import refuse_foreign_options
+from ads_core.train.options import TrainConfig
 from ads_core.train.plan import TrainPlan
 from ads_core.train.trainers import OnLine, OnStep, Score, Trainer, TrainResult, choose_trainer, get_trainer
 

@@ -9,6 +9,11 @@ A trainer is one module that registers one class (TRL: ``ads_core.train.trl.entr
         priority = 0                      # `auto` asks the trainers from the highest priority down
         streams_steps = True              # execute() calls on_step after every optimizer step
         ads_defaults: dict = {}           # ADS knobs this trainer sizes differently unless they are set
+        options = MyOptions               # its options (a config Section): the section `mine.*` (optional)
+        sampler_keys = ()                 # options that sit among the ADS knobs in its own config (`-s KEY=...`)
+        supports = frozenset({"extra_rollouts"})  # the sampler kinds' needs it meets (`register_kind(needs=)`)
+        unsupported_why: dict = {}        # need -> why it can't, and what to do instead (its refusal's line)
+        extra_arguments = "overrides"     # the list option that takes `ads train ART key=value ...` (optional)
 
         def can_run_here(self, cfg) -> tuple[bool, str]: ...      # for `auto`: yes/no and why
         def check_machine(self, cfg, dry_run) -> None: ...        # raise LaunchError at once if it can't
@@ -16,7 +21,11 @@ A trainer is one module that registers one class (TRL: ``ads_core.train.trl.entr
         def execute(self, plan, on_step, on_line, score) -> TrainResult: ...
         def read_checkpoint_state(self, run_dir) -> SamplerCheckpoint | None: ...  # the newest one
 
-A third-party trainer can also be named by class path (``trainer: my_pkg.trainers:MyTrainer``), as backends can.
+A third-party trainer can also be named by class path (``trainer: my_pkg.trainers:MyTrainer``), as backends can,
+or registered by an installed package through the entry point group ``ads_pipeline.trainers`` (name = the
+trainer, value = ``module:Class``). Its options class becomes the section named after it (``name``, else the
+registered name, else the class name in lower case) in every interface: flags, ``--set mine.x=1``, YAML, the
+flow (``ads_core.train.options`` assembles the tree).
 """
 
 from __future__ import annotations
@@ -24,14 +33,18 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from typing import Any, ClassVar, Protocol
 
 from ads_core.common.registry import Registry, UnknownBackendError
 from ads_core.config.sampler import ADSSamplerConfig
-from ads_core.config.train import TrainConfig, TrainSamplerConfig
+from ads_core.config.train import NeutralTrainConfig as TrainConfig
+from ads_core.config.train import SamplerSection
+from ads_core.sampler.kinds import kind_spec
 from ads_core.train.errors import TrainOptionError
 
 TRAINERS = Registry("trainer")
+ENTRY_POINT_GROUP = "ads_pipeline.trainers"
 # The built-in trainers' entry modules: each registers its trainer when imported (first use of the registry).
 BUILT_IN = ("ads_core.train.verl.entry", "ads_core.train.trl.entry")
 OnStep = Callable[[dict[str, Any], Any], None]  # (the step's record, the live trainer object)
@@ -104,12 +117,50 @@ _loaded = False
 
 
 def load_built_ins() -> None:
-    """Import the built-in trainers' entry modules once, so they register themselves."""
+    """Import the built-in trainers' entry modules once, so they register themselves, then register the trainers
+    installed packages declare in the ``ads_pipeline.trainers`` entry point group."""
     global _loaded
     if not _loaded:
         _loaded = True
         for module in BUILT_IN:
             importlib.import_module(module)
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name not in TRAINERS.names():
+                register_trainer(ep.name)(ep.load())
+
+
+def trainer_class(name: str) -> Any:
+    """The class registered as NAME or named by class path (imported here); an unknown name names `trainer`."""
+    load_built_ins()
+    try:
+        return TRAINERS.get(name)
+    except UnknownBackendError as exc:
+        raise TrainOptionError(str(exc), options=("trainer",)) from None
+
+
+def section_of_trainer(name: str) -> str:
+    """The config section of trainer NAME's options: its ``name`` (registered trainers: the registered name), else
+    its class name in lower case."""
+    cls = trainer_class(name)
+    return str(getattr(cls, "name", None) or (name if name in TRAINERS.names() else cls.__name__.lower()))
+
+
+def sampler_keys() -> dict[str, str]:
+    """Option -> its trainer's section, for the trainer options that sit among the ADS knobs (``sampler_keys``:
+    verl's YAML declares cluster_metrics_interval and strict_ids under data.ads_sampler)."""
+    return {
+        key: section_of_trainer(n) for n in trainer_names() for key in getattr(trainer_class(n), "sampler_keys", ())
+    }
+
+
+def extra_arguments_field() -> str | None:
+    """``section.field`` of the registered trainer option that takes extra ``key=value`` arguments (verl's
+    ``overrides``), or None when no trainer takes them."""
+    for name in trainer_names():
+        field = getattr(trainer_class(name), "extra_arguments", None)
+        if field:
+            return f"{section_of_trainer(name)}.{field}"
+    return None
 
 
 def trainer_names() -> list[str]:
@@ -119,14 +170,10 @@ def trainer_names() -> list[str]:
 
 def get_trainer(name: str) -> Trainer:
     """The trainer registered as NAME (or named by class path); an unknown name names the `trainer` option."""
-    load_built_ins()
-    try:
-        cls = TRAINERS.get(name)
-    except UnknownBackendError as exc:
-        raise TrainOptionError(str(exc), options=("trainer",)) from None
+    cls = trainer_class(name)
     trainer = cls() if isinstance(cls, type) else cls
-    if not getattr(trainer, "name", None):
-        trainer.name = name
+    if not getattr(trainer, "name", None) or name not in TRAINERS.names():
+        trainer.name = name  # a class path stays the trainer's name, so a plan finds it again
     return trainer
 
 
@@ -135,21 +182,38 @@ def choose_trainer(cfg: TrainConfig) -> tuple[Trainer, str]:
     whether it can run here, and takes the first that can (the reason says why the ones before it could not)."""
     if cfg.trainer != "auto":
         trainer = get_trainer(cfg.trainer)
+        refusal = unmet_needs(trainer, cfg.sampler.kind)
+        if refusal:
+            raise TrainOptionError(refusal, options=("trainer", "kind"))
         return trainer, f"trainer={cfg.trainer} as set"
     declined: list[str] = []
     candidates = sorted((get_trainer(n) for n in trainer_names()), key=lambda t: -int(getattr(t, "priority", 0)))
     for trainer in candidates:
         ok, why = trainer.can_run_here(cfg)
-        if ok:
+        refusal = unmet_needs(trainer, cfg.sampler.kind) if ok else None
+        if ok and not refusal:
             return trainer, "auto: " + ("; ".join(declined) if declined else why)
-        declined.append(why)
+        declined.append(refusal or why)
     raise TrainOptionError(f"no trainer can run here: {'; '.join(declined)}", options=("trainer",))
 
 
-def sampler_config(cfg: TrainConfig, trainer: Trainer | str) -> TrainSamplerConfig:
+def unmet_needs(trainer: Any, kind: str) -> str | None:
+    """Why TRAINER can't train with sampler KIND (a need of the kind it doesn't list in ``supports``), or None."""
+    missing = sorted(kind_spec(kind).needs - set(getattr(trainer, "supports", ())))
+    if not missing:
+        return None
+    why = getattr(trainer, "unsupported_why", {}).get(missing[0])
+    return f"the {kind} sampler needs {', '.join(missing)}, which trainer {trainer.name} does not support" + (
+        f": {why}" if why else ""
+    )
+
+
+def sampler_config(cfg: TrainConfig, trainer: Trainer | str) -> SamplerSection:
     """The run's sampler section with the ADS knobs TRAINER uses: its own defaults for the knobs not set."""
     t = get_trainer(trainer) if isinstance(trainer, str) else trainer
-    return cfg.sampler.model_copy(update={"ads": ads_knobs(cfg.sampler.ads, t.ads_defaults)})
+    if not t.ads_defaults or not isinstance(getattr(cfg.sampler, "ads", None), ADSSamplerConfig):
+        return cfg.sampler
+    return cfg.sampler.model_copy(update={"ads": ads_knobs(cfg.sampler.ads, t.ads_defaults)})  # type: ignore[attr-defined]
 
 
 def ads_knobs(ads: ADSSamplerConfig, defaults: dict[str, Any]) -> ADSSamplerConfig:

@@ -20,6 +20,7 @@ ends with a refresh summary.
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import re
 from typing import Any
 
@@ -27,7 +28,7 @@ from prefect import flow, get_run_logger
 
 from ads_core import storage
 from ads_core.common.errors import InputError
-from ads_core.config.build import BuildConfig, ClusterConfig, FormatConfig, ReportConfig, RunConfig, ScoreConfig
+from ads_core.config.build import BuildConfig
 from ads_core.locks.manager import owning
 from ads_core.pipeline import stages as declared
 from ads_core.pipeline.executor import execute
@@ -38,6 +39,7 @@ from ads_core.pipeline.stages import context
 from ads_core.stages.base import StageContext
 from ads_core.storage import manifest as mf
 from ads_core.storage.errors import StorageError
+from ads_prefect.flows.params import with_config_parameters
 from ads_prefect.flows.setup import prepare_process
 from ads_prefect.flows.stage_runs import PrefectExecutor
 from ads_prefect.runtime.prefect_env import BUILD_TIMEOUT_ENV, BUILD_TIMEOUT_S, flow_timeout
@@ -91,40 +93,18 @@ def mark_taken_over(dead: dict[str, Any]) -> None:
         get_run_logger().warning("flow run %s (%s) was left Running (%s): marked Crashed", name, run_id, why)
 
 
-@flow(
-    name="ads-build",
-    flow_run_name=build_run_name,
-    validate_parameters=True,
-    timeout_seconds=flow_timeout(BUILD_TIMEOUT_ENV, BUILD_TIMEOUT_S),  # ADS_BUILD_TIMEOUT_S, default 24 h
-)
 def ads_build(
-    source: str | None = None,
-    dataset: str | None = None,
-    out: str | None = None,
-    format: FormatConfig = FormatConfig(),  # noqa: A002 - the section's name in the config tree
-    score: ScoreConfig = ScoreConfig(),
-    cluster: ClusterConfig = ClusterConfig(),
-    report: ReportConfig = ReportConfig(),
-    run: RunConfig = RunConfig(),
+    source: str | None = None, dataset: str | None = None, out: str | None = None, **sections: Any
 ) -> dict[str, Any]:
     """Build OUT/final/train.parquet (clustered, difficulty-sorted) from SOURCE, resuming from cached stages.
 
-    The sections are `ads_core.config.build.BuildConfig`: each field's type, default and help show in the UI.
-
-    Args:
-        source: dataset file, directory, s3:// URI or HF id (local cache); default: the bundled GSM8K sample.
-        dataset: dataset name (data_source for rows without one, run name, artifact keys); default: from source.
-        out: output root, local path or s3://; default: $ADS_OUT_DIR/{dataset}, else ./ads-out/{dataset}.
-        format: how SOURCE is read and converted (column overrides, prompt template).
-        score: the policy model and the fused embedding + NLL scorer.
-        cluster: PCA and K-Means.
-        report: the build report.
-        run: force_from, Dask, the ads-train hand-off and result storage.
-    """
+    The parameters after `out` are the sections of `ads_core.config.build.BuildConfig`, generated from it
+    (`ads_prefect.flows.params`): each a typed parameter whose fields show their type, default and help."""
     prepare_process()
+    cfg = BuildConfig(**sections)
+    run = cfg.run
     logger = get_run_logger()
-    target = resolve(source, out, dataset, format.name)
-    cfg = BuildConfig(format=format, score=score, cluster=cluster, report=report, run=run)
+    target = resolve(source, out, dataset, cfg.format.name)
     ctx = context(target, cfg)
     name = target.dataset
     storage.check_writable(ctx.out)  # a missing bucket, bad credentials or a file in the way: one line, now
@@ -185,3 +165,26 @@ def ads_build(
         "refresh": summary.to_dict(),
         "summary_lines": summary.lines(),
     }
+
+
+ads_build = flow(
+    name="ads-build",
+    flow_run_name=build_run_name,
+    validate_parameters=True,
+    timeout_seconds=flow_timeout(BUILD_TIMEOUT_ENV, BUILD_TIMEOUT_S),  # ADS_BUILD_TIMEOUT_S, default 24 h
+)(
+    with_config_parameters(
+        ads_build,
+        BuildConfig,
+        leading=[
+            inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=str | None)
+            for name in ("source", "dataset", "out")
+        ],
+        docs={
+            "source": "dataset file, directory, s3:// URI or HF id (local cache); default: the bundled GSM8K sample.",
+            "dataset": "dataset name (data_source for rows without one, run name, artifact keys); default: from "
+            "source.",
+            "out": "output root, local path or s3://; default: $ADS_OUT_DIR/{dataset}, else ./ads-out/{dataset}.",
+        },
+    )
+)

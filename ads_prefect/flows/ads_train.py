@@ -1,9 +1,11 @@
 """The `ads-train` flow: check a final ADS artifact, then train GRPO with the ADS sampler (TRL or verl).
 
-Its parameters are `artifact_uri`, `dry_run` and the fields of `ads_core.config.train.TrainConfig` (the same
-names, types and defaults; a test checks them): `trainer` (auto, or a registered trainer: verl, trl), `model`,
-`steps`, `run_dir`, `name`, `eval_sets`, `decontaminate` and the sections `sampler`, `verl`, `trl`, each shown
-typed, with its help, in the UI.
+Its parameters are `artifact_uri`, `dry_run`, the fields of the config tree `ads_core.train.options.TrainConfig`
+(generated from it by `ads_prefect.flows.params`, as `ads train`'s flags are: the same names, types, defaults and
+help): the neutral fields (`trainer`, `model`, `steps`, `run_dir`, `name`, `eval_sets`, ...), the `sampler`
+section (the kind and every kind's knobs), `validation` and one section per registered trainer, each shown typed in
+the UI; and `options` (`section.field: value`, like `ads train --set`), where a trainer or sampler kind named by
+class path gets its options.
 
 1. Plan (`ads_core.train.run.prepare`): pick the trainer (`auto`: verl where CUDA GPUs, verl and a rollout
    engine are present, TRL otherwise), check the artifact, the eval sets and contamination; for verl compose
@@ -22,6 +24,7 @@ message, with its traceback in the run's log. The flow times out after `ADS_TRAI
 
 from __future__ import annotations
 
+import inspect
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,21 +34,23 @@ from prefect.states import Failed, State
 from pydantic import ValidationError
 
 from ads_core.config.base import error_line
-from ads_core.config.train import (
-    DecontaminateMode,
-    TrainConfig,
-    TrainSamplerConfig,
-    TRLConfig,
-    ValidationConfig,
-    VerlConfig,
-)
 from ads_core.train import run as trun
+from ads_core.train.options import TrainConfig, load_train_config
+from ads_prefect.flows.params import with_config_parameters
 from ads_prefect.flows.setup import prepare_process
 from ads_prefect.runtime.prefect_env import TRAIN_TIMEOUT_ENV, TRAIN_TIMEOUT_S, flow_timeout
 from ads_prefect.tasks import train as tt
 from ads_prefect.tasks.handoff import RUN_NAME
 
-DEFAULTS = TrainConfig()  # the flow's defaults are the config's, never a second copy
+OPTIONS = inspect.Parameter(
+    "options", inspect.Parameter.KEYWORD_ONLY, default={}, annotation=dict[str, Any]
+)  # like `ads train --set`
+DOCS = {
+    "artifact_uri": "OUT/final/train.parquet (local path or s3://).",
+    "dry_run": "check everything and publish the plan (and verl's resolved config); train nothing.",
+    "options": 'any option as section.field: value, like `ads train --set` (e.g. {"trl.learning_rate": 1e-6}); '
+    "the options of a trainer or sampler kind named by class path (trainer: my_pkg.mod:MyTrainer) go here.",
+}
 
 
 def _run_name() -> str:
@@ -58,67 +63,18 @@ def _run_name() -> str:
     return tt.train_run_name(str(flow_run.parameters.get("artifact_uri") or ""), datetime.now(UTC))
 
 
-@flow(
-    name="ads-train",
-    flow_run_name=_run_name,
-    validate_parameters=True,
-    timeout_seconds=flow_timeout(TRAIN_TIMEOUT_ENV, TRAIN_TIMEOUT_S),  # ADS_TRAIN_TIMEOUT_S, default 7 days
-)
-def ads_train(
-    artifact_uri: str,
-    dry_run: bool = False,
-    trainer: str = DEFAULTS.trainer,
-    model: str | None = DEFAULTS.model,
-    steps: int = DEFAULTS.steps,
-    run_dir: str | None = DEFAULTS.run_dir,
-    name: str | None = DEFAULTS.name,
-    eval_sets: list[str] | None = DEFAULTS.eval_sets,
-    allow_change: list[str] = DEFAULTS.allow_change,
-    decontaminate: DecontaminateMode = DEFAULTS.decontaminate,
-    sampler: TrainSamplerConfig = TrainSamplerConfig(),
-    verl: VerlConfig = VerlConfig(),
-    trl: TRLConfig = TRLConfig(),
-    validation: ValidationConfig = ValidationConfig(),
-) -> dict[str, Any] | State:
+def ads_train(artifact_uri: str, dry_run: bool = False, **config: Any) -> dict[str, Any] | State:
     """Train GRPO with the ADS sampler (or a baseline) on the final artifact of an `ads-build` run.
 
-    Args:
-        artifact_uri: OUT/final/train.parquet (local path or s3://).
-        dry_run: check everything and publish the plan (and verl's resolved config); train nothing.
-        trainer: auto (verl where CUDA GPUs, verl and a rollout engine are present, or with verl.ray_address;
-            TRL otherwise), verl or trl.
-        model: policy to train; default: the model the difficulties were scored with (the artifact manifest).
-        steps: optimizer steps (the reference trains 800).
-        run_dir: checkpoints, the per-step log and staged inputs (default ./ads-runs/{name}).
-        name: experiment name, default {dataset}-ads; the same name resumes from the newest checkpoint.
-        eval_sets: names under OUT/eval (`ads eval-sets`) or .parquet paths; default all in OUT/eval; [] for none.
-        allow_change: options a resume may change on purpose (e.g. ["learning_rate"]); recorded in
-            RUN_DIR/run.json. Any other option that differs from the run's refuses the resume.
-        decontaminate: off, report, or drop training rows whose question is in an eval set.
-        sampler: which sampler (kind: ads, uniform, dots) and its knobs; e.g. {"ads": {"alpha": 0.5}}.
-        verl: GPUs per node, nodes, Ray address, extra Hydra overrides (verl only).
-        trl: generations per prompt, completion length, learning rate, checkpoints (TRL only; CPU-sized).
-        validation: validate on the eval sets every `steps` steps and after the last, `k` samples per problem of
-            the first `limit` problems (default: 8 problems and k 2 on a CPU, all and k 16 on a GPU), into
-            RUN_DIR/eval.jsonl; e.g. {"steps": 50, "k": 16}.
-    """
+    The parameters after `dry_run` are the fields of the config tree (`ads_core.train.options.TrainConfig`: the
+    neutral options, a section per registered trainer and the sampler with every kind's knobs), each section
+    one typed parameter; `options` takes any option as `section.field: value`, like `ads train --set` (the
+    options of a trainer or sampler kind named by class path go there)."""
     prepare_process()
     logger = get_run_logger()
     try:
-        cfg = TrainConfig(
-            trainer=trainer,
-            model=model,
-            steps=steps,
-            run_dir=run_dir,
-            name=name,
-            eval_sets=eval_sets,
-            allow_change=allow_change,
-            decontaminate=decontaminate,
-            sampler=sampler,
-            verl=verl,
-            trl=trl,
-            validation=validation,
-        )
+        options = config.pop("options", None) or {}
+        cfg = load_train_config(config, options)
         return _train(artifact_uri, cfg, dry_run)
     except ValidationError as exc:
         message = error_line(exc)
@@ -162,3 +118,22 @@ def _train(artifact_uri: str, cfg: TrainConfig, dry_run: bool) -> dict[str, Any]
     result |= {"metrics": outcome.metrics, "steps_file": outcome.steps_file, "checkpoint": outcome.last_checkpoint}
     result["steps"] = len(outcome.steps)
     return result
+
+
+ads_train = flow(
+    name="ads-train",
+    flow_run_name=_run_name,
+    validate_parameters=True,
+    timeout_seconds=flow_timeout(TRAIN_TIMEOUT_ENV, TRAIN_TIMEOUT_S),  # ADS_TRAIN_TIMEOUT_S, default 7 days
+)(
+    with_config_parameters(
+        ads_train,
+        TrainConfig,
+        leading=[
+            inspect.Parameter("artifact_uri", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str),
+            inspect.Parameter("dry_run", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=False, annotation=bool),
+        ],
+        trailing=[OPTIONS],
+        docs=DOCS,
+    )
+)

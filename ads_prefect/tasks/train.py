@@ -24,10 +24,10 @@ from prefect.artifacts import (
 from prefect.cache_policies import NO_CACHE
 
 from ads_core.common.errors import InputError, render_options
-from ads_core.config.train import TrainConfig
 from ads_core.train import artifact as ta
 from ads_core.train import run as trun
 from ads_core.train.errors import LaunchError, RunStateError, error_text
+from ads_core.train.options import TrainConfig
 from ads_core.train.plan import TrainPlan
 from ads_prefect.tasks.artifact_keys import train_artifact_key as artifact_key
 from ads_prefect.tasks.handoff import run_name
@@ -148,7 +148,7 @@ def _run_training(plan: TrainPlan) -> trun.TrainResult:
     this run's log (trainers that run as a subprocess); then the training plot and the last step's numbers."""
     from ads_core.evaluation.compare_report import validation_report
     from ads_core.evaluation.evallog import EVAL_FILE, read_evals
-    from ads_core.train.trl.steps import plot_steps
+    from ads_core.train.step_plot import plot_steps
 
     logger = get_run_logger()
     total = plan.config.steps

@@ -130,7 +130,7 @@ def train_dry_run(out: Path, tmp_path: Path) -> Any:
 
 def planned_model(out: Path) -> str:
     """The policy `ads train` would train (what its dry run resolves when --model is not given)."""
-    from ads_core.config.train import TrainConfig
+    from ads_core.train.options import TrainConfig
     from ads_core.train.plan import plan_training
 
     cfg = TrainConfig(trainer="trl", eval_sets=[])

@@ -150,7 +150,8 @@ def test_runs_without_validation_records_or_shared_sets_are_refused(tmp_path: Pa
 
 def test_the_train_flow_shows_a_runs_validation_table_and_curve(runs):
     from ads_core.evaluation.compare_report import validation_report
-    from ads_core.train.trl.steps import plot_steps, read_steps
+    from ads_core.train.step_plot import plot_steps
+    from ads_core.train.trl.steps import read_steps
 
     text, png = validation_report(runs["ads"])
     assert "| step | prompts rolled out | math500 | aime24 |" in text

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ads_core.config.train import TrainConfig
 from ads_core.sampler import checkpoint as ck
 from ads_core.sampler.kinds import build_sampler
 from ads_core.sampler.state import SamplerStateError
+from ads_core.train.options import TrainConfig
 
 CID = np.repeat(np.arange(4), 10)
 RANK = np.tile(np.arange(10), 4)

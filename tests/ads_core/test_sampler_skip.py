@@ -236,9 +236,9 @@ def test_under_trl_the_skip_state_resumes_exactly_from_the_checkpoint_file(tmp_p
     """TRL's prefetch leaves one drawn batch pending; the checkpoint file restores streaks, generator and
     pending batch, so the resumed run draws what the uninterrupted one draws, one generation batch per step."""
     pytest.importorskip("torch")
-    from ads_core.config.train import TrainConfig
     from ads_core.sampler import checkpoint as ck
     from ads_core.sampler.kinds import build_sampler
+    from ads_core.train.options import TrainConfig
     from ads_core.train.trl.feed import FeedbackSampler
 
     section = TrainConfig().sampler

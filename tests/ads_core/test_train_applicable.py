@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ads_core.config.train import TrainConfig
 from ads_core.train.applicable import foreign_options, refuse_foreign_options
 from ads_core.train.errors import TrainOptionError
+from ads_core.train.options import TrainConfig
 
 
 def _ads_train(*args: str):

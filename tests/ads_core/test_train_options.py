@@ -13,10 +13,12 @@ import pytest
 import yaml
 
 from ads_core.common.registry import DuplicateBackendError
-from ads_core.config.sampler import ADSSamplerConfig, SamplerKind
-from ads_core.config.train import INTEGRATION_KEYS, TRL_MINI_CLUSTER_SIZE, TrainConfig, VerlConfig
+from ads_core.config.sampler import ADSSamplerConfig
 from ads_core.sampler import kinds
 from ads_core.train import choice, trainers
+from ads_core.train.options import TrainConfig
+from ads_core.train.trl.options import TRL_MINI_CLUSTER_SIZE
+from ads_core.train.verl.options import INTEGRATION_KEYS, VerlConfig
 
 YAML = Path(__file__).resolve().parents[2] / "ads_core" / "train" / "verl" / "config" / "ads_grpo.yaml"
 
@@ -53,8 +55,8 @@ def test_the_flow_parameters_are_the_train_config_fields():
     from ads_prefect.flows.ads_train import ads_train
 
     params = inspect.signature(ads_train.fn).parameters
-    assert list(params)[:2] == ["artifact_uri", "dry_run"]
-    assert set(params) - {"artifact_uri", "dry_run"} == set(TrainConfig.model_fields)
+    assert list(params)[:2] == ["artifact_uri", "dry_run"] and list(params)[-1] == "options"
+    assert set(params) - {"artifact_uri", "dry_run", "options"} == set(TrainConfig.model_fields)
     defaults = TrainConfig()
     for name, field in TrainConfig.model_fields.items():
         default = params[name].default
@@ -72,7 +74,7 @@ def test_the_sampler_flag_picks_the_kind_and_s_sets_an_ads_knob(tmp_path: Path):
 
     artifact = tmp_path / "missing" / "final" / "train.parquet"
     result = CliRunner().invoke(app, ["train", str(artifact), "--sampler", "bogus", "--dry-run"])
-    assert result.exit_code == 2 and "--sampler" in result.output  # the kind, validated against SamplerKind
+    assert result.exit_code == 2 and "--sampler" in result.output  # the kind, validated against the registry
     result = CliRunner().invoke(app, ["train", str(artifact), "-s", "alpah=0.5", "--dry-run"])
     assert result.exit_code == 2 and "sampler.ads.alpah" in result.output
 
@@ -115,7 +117,20 @@ def test_a_trainer_name_is_taken_once():
 
 
 def test_every_sampler_kind_is_one_registry_entry():
-    assert kinds.kind_names() == list(typing.get_args(SamplerKind))
+    assert kinds.kind_names()[:4] == ["ads", "uniform", "dots", "dynamic"]
+    assert {k: kinds.kind_spec(k).options.__name__ for k in kinds.kind_names()[:4]} == {
+        "ads": "ADSSamplerConfig",
+        "uniform": "UniformSamplerConfig",
+        "dots": "DifficultyTargetedConfig",
+        "dynamic": "DynamicSamplingConfig",
+    }
+    assert list(TrainConfig.model_fields["sampler"].annotation.model_fields)[:5] == [
+        "kind",
+        "ads",
+        "uniform",
+        "dots",
+        "dynamic",
+    ]
     with pytest.raises(DuplicateBackendError, match="'ads' is already registered"):
         kinds.register_kind("ads")(lambda *a: None)
     cid = np.repeat(np.arange(4), 10)

@@ -104,7 +104,7 @@ def test_a_run_that_lost_its_lock_exports_no_final_model_and_logs_no_completion(
     pytest.importorskip("trl")
     from types import SimpleNamespace
 
-    from ads_core.config.train import TrainConfig
+    from ads_core.train.options import TrainConfig
     from ads_core.train.trl.final import FINAL_DIR, export_final
     from ads_core.train.trl.hooks import COMPLETIONS_FILE, RunHooks
 

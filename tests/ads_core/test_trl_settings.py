@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ads_core.config.train import TrainConfig
 from ads_core.train import choice
 from ads_core.train.errors import LaunchError, TrainOptionError
+from ads_core.train.options import TrainConfig
 from ads_core.train.trl import settings
 
 

@@ -295,3 +295,43 @@ def test_a_fake_trainer_runs_through_ads_train_and_the_flow(
     assert fake_trainer == [("check_machine", False), ("check_machine", False), ("plan", True, 4), ("execute", 2)]
     _, logs = run_of(state)
     assert any(line.startswith("step 2/2: reward 0.500") for line in logs), logs
+
+
+def test_class_path_plugins_run_through_ads_train_and_the_flow(
+    train_prefect, artifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A trainer with one option and a sampler kind with one knob, outside the package (tests/plugin_module.py
+    copied to a folder on sys.path), named by class path: the same values reach both through `ads train --set`
+    and the flow's `options`."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from ads_cli.main import app
+    from ads_prefect.flows.ads_train import ads_train
+
+    site = tmp_path / "site"
+    site.mkdir()
+    shutil.copy(Path(__file__).parents[1] / "plugin_module.py", site / "plugin_module.py")
+    monkeypatch.syspath_prepend(str(site))
+    plugins = ["--trainer", "plugin_module:Tiny", "--sampler", "plugin_module:coin", "--no-eval"]
+    values = ["--set", "tiny.warmth=0.75", "--set", "sampler.coin.knob=9", "--run-dir", str(tmp_path / "cli")]
+    dry = CliRunner().invoke(app, ["train", str(artifact), *plugins, *values, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert "tiny: warmth=0.75 knob=9" in dry.output and "dry run (plugin_module:Tiny" in dry.output
+    flag = CliRunner().invoke(app, ["train", str(artifact), *plugins, "--warmth", "0.5", "--dry-run"])
+    assert flag.exit_code == 0 and "tiny: warmth=0.5 knob=3" in flag.output, flag.output  # its flag; a default
+
+    state = ads_train(
+        artifact_uri=str(artifact),
+        dry_run=True,
+        trainer="plugin_module:Tiny",
+        sampler={"kind": "plugin_module:coin"},
+        eval_sets=[],
+        run_dir=str(tmp_path / "flow"),
+        options={"tiny.warmth": 0.75, "sampler.coin.knob": 9},
+        return_state=True,
+    )
+    assert state.is_completed(), state.message
+    result = state.result()
+    assert result["trainer"] == "plugin_module:Tiny" and result["tiny"] == "tiny: warmth=0.75 knob=9"

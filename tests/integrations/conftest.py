@@ -52,7 +52,7 @@ def parity_score(text: str, ground_truth: str) -> float:
 def trl_run(final_artifact: Path, tmp_path_factory: pytest.TempPathFactory):
     """An uninterrupted 4-step TRL run with the ADS sampler (2 completions of 8 tokens per prompt, 8 prompts)."""
     pytest.importorskip("trl")
-    from ads_core.config.train import TrainConfig
+    from ads_core.train.options import TrainConfig
     from ads_core.train.run import train
 
     cfg = TrainConfig(trainer="trl", steps=4, run_dir=str(tmp_path_factory.mktemp("trl") / "run"), **TRL_SIZES)

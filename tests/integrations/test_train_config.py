@@ -18,12 +18,12 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from ads_cli.main import app  # noqa: E402
 from ads_core.config.sampler import ADSSamplerConfig
-from ads_core.config.train import TrainConfig
 from ads_core.train import artifact as ta
 from ads_core.train import choice
 from ads_core.train import plan as tr
 from ads_core.train import run as trun
 from ads_core.train.errors import LaunchError
+from ads_core.train.options import TrainConfig
 from ads_core.train.verl import config as vc
 from ads_core.train.verl import launch as tl
 from ads_core.train.verl.plan import plan_verl

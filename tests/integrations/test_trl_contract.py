@@ -19,9 +19,9 @@ from transformers import Trainer  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.trainer.utils import RepeatSampler  # noqa: E402
 
-from ads_core.config.train import TrainConfig  # noqa: E402
 from ads_core.sampler.kinds import build_sampler  # noqa: E402
 from ads_core.sampler.state import SamplerStateError  # noqa: E402
+from ads_core.train.options import TrainConfig  # noqa: E402
 from ads_core.train.trainers import sampler_config  # noqa: E402
 from ads_core.train.trl import SUPPORTED_TRL  # noqa: E402
 from ads_core.train.trl.feed import FeedbackSampler  # noqa: E402

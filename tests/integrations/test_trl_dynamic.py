@@ -21,8 +21,8 @@ from ads_core.train.trl.dynamic import merge_groups
 
 pytest.importorskip("trl")
 
-from ads_core.config.train import TrainConfig  # noqa: E402
 from ads_core.sampler.checkpoint import read_checkpoint  # noqa: E402
+from ads_core.train.options import TrainConfig  # noqa: E402
 from ads_core.train.run import train  # noqa: E402
 from ads_core.train.trl.feed import FeedbackSampler  # noqa: E402
 

@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("trl")
 pytest.importorskip("peft")
 
-from ads_core.config.train import TrainConfig  # noqa: E402
+from ads_core.train.options import TrainConfig  # noqa: E402
 from ads_core.train.run import train  # noqa: E402
 from ads_core.train.trl.hooks import StepNotices  # noqa: E402
 

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("trl")
 
-from ads_core.config.train import TrainConfig  # noqa: E402
+from ads_core.train.options import TrainConfig  # noqa: E402
 from ads_core.train.run import train  # noqa: E402
 from ads_core.train.trl.steps import read_steps  # noqa: E402
 

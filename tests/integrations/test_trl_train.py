@@ -21,9 +21,9 @@ import pytest
 
 pytest.importorskip("trl")
 
-from ads_core.config.train import TrainConfig  # noqa: E402
 from ads_core.sampler.checkpoint import CheckpointStateError, read_checkpoint  # noqa: E402
 from ads_core.sampler.kinds import build_sampler  # noqa: E402
+from ads_core.train.options import TrainConfig  # noqa: E402
 from ads_core.train.run import train  # noqa: E402
 from ads_core.train.trainers import sampler_config  # noqa: E402
 from ads_core.train.trl.steps import read_steps  # noqa: E402

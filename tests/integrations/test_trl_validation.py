@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 pytest.importorskip("trl")
 
-from ads_core.config.train import TrainConfig  # noqa: E402
 from ads_core.evaluation.evallog import append_evals, eval_records, read_evals  # noqa: E402
+from ads_core.train.options import TrainConfig  # noqa: E402
 from ads_core.train.run import train  # noqa: E402
 
 

@@ -92,7 +92,7 @@ def test_verl_validates_the_same_sets_with_k_and_ads_evals_sampling(final_artifa
     each set's first N rows."""
     import pyarrow.parquet as pq
 
-    from ads_core.config.train import TrainConfig
+    from ads_core.train.options import TrainConfig
     from ads_core.train.plan import plan_training
     from ads_core.train.verl.plan import plan_verl
 

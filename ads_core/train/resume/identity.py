@@ -55,20 +55,21 @@ def trajectory(plan: Any, horizon: int | None) -> dict[str, Any]:
         "model_weights": model_fingerprint(plan.model),
         "artifact": storage.content_hash(plan.train_uri),
     }
-    section = getattr(cfg, plan.trainer, None)
-    if section is not None:
-        for name, value in section.model_dump(mode="json").items():
+    from ads_core.sampler.kinds import kind_spec
+    from ads_core.train.options import sampler_knobs, trainer_options
+    from ads_core.train.trainers import section_of_trainer
+
+    options, prefix = trainer_options(cfg, plan.trainer), section_of_trainer(plan.trainer)
+    if options is not None:
+        for name, value in options.model_dump(mode="json").items():
             if name not in NOT_TRAJECTORY:
-                out[f"{plan.trainer}.{name}"] = value
+                out[f"{prefix}.{name}"] = value
     if horizon is not None:
-        out[f"{plan.trainer}.schedule_steps"] = horizon
-    _flat("sampler", {"kind": plan.sampler.kind, plan.sampler.kind: _knobs(plan.sampler)}, out)
+        out[f"{prefix}.schedule_steps"] = horizon
+    knobs = sampler_knobs(plan.sampler)
+    shown = knobs.model_dump(mode="json") if knobs is not None else {}
+    _flat("sampler", {"kind": plan.sampler.kind, kind_spec(plan.sampler.kind).section: shown}, out)
     return out
-
-
-def _knobs(sampler: Any) -> Any:
-    section = getattr(sampler, sampler.kind, None)
-    return section.model_dump(mode="json") if section is not None else {}
 
 
 def read_run(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ads_core.config.train import TRL_MINI_CLUSTER_SIZE, TrainConfig
+from ads_core.config.train import NeutralTrainConfig as TrainConfig
 from ads_core.train.trainers import OnLine, OnStep, Score, TrainResult, register_trainer
+from ads_core.train.trl.options import TRL_MINI_CLUSTER_SIZE, TRLConfig
 
 
 @register_trainer("trl")
@@ -15,6 +16,8 @@ class TRLTrainer:
     streams_steps: ClassVar[bool] = True
     # The reference's 4 x 32 prompts per step is GPU work: 4 x 2 = 8 on a CPU unless mini_cluster_size is set.
     ads_defaults: ClassVar[dict[str, Any]] = {"mini_cluster_size": TRL_MINI_CLUSTER_SIZE}
+    options: ClassVar[type] = TRLConfig  # the `trl` section
+    supports: ClassVar[frozenset[str]] = frozenset({"extra_rollouts"})  # dynamic sampling's extra draws
 
     def can_run_here(self, cfg: TrainConfig) -> tuple[bool, str]:
         return True, "TRL runs on CPU and on one node"
@@ -33,7 +36,7 @@ class TRLTrainer:
     def plan(self, plan: Any, materialize: bool) -> Any:
         from ads_core.train.trl.plan import plan_trl
 
-        return plan_trl(plan)  # the eval sets are validated during training (ads_core.train.validate)
+        return plan_trl(plan)  # the eval sets are validated during training (ads_core.train.trl.validate)
 
     def execute(self, plan: Any, on_step: OnStep | None, on_line: OnLine | None, score: Score | None) -> TrainResult:
         from ads_core.train.errors import TrainOptionError

@@ -94,7 +94,7 @@ def write_plot(run_dir: str, records: list[dict[str, Any]], title: str) -> str |
     if not records:
         return None
     from ads_core.evaluation.evallog import EVAL_FILE, read_evals
-    from ads_core.train.trl.steps import plot_steps
+    from ads_core.train.step_plot import plot_steps
 
     uri = str(Path(run_dir) / PLOT_FILE)
     storage.write_bytes(uri, plot_steps(records, title=title, evals=read_evals(Path(run_dir) / EVAL_FILE)))

@@ -30,8 +30,8 @@ from typing import Any
 from transformers import TrainerCallback
 
 from ads_core import storage
-from ads_core.config.train import TrainConfig
 from ads_core.storage import fencing
+from ads_core.train.options import TrainConfig
 from ads_core.train.trl.steps import read_steps
 
 COMPLETIONS_FILE = "completions.jsonl"

@@ -28,11 +28,10 @@ from ads_core.train.resume.point import find_resume
 from ads_core.train.reward import compute_score
 from ads_core.train.trainers import TrainResult
 from ads_core.train.trl import final, settings
-from ads_core.train.trl.data import TrainRows, load_rows
-from ads_core.train.trl.feed import FeedbackSampler
+from ads_core.train.trl.feed import FeedbackSampler, TrainRows, load_rows
 from ads_core.train.trl.plan import TRLPlan
 from ads_core.train.trl.steps import StepWriter, keep_steps_up_to, read_steps
-from ads_core.train.validate import start_validation
+from ads_core.train.trl.validate import start_validation
 
 log = logging.getLogger("ads.train")
 

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ads_core import storage
-from ads_core.config.train import TrainConfig, TRLConfig
 from ads_core.train.errors import LaunchError, TrainOptionError
+from ads_core.train.options import TrainConfig
+from ads_core.train.trl.options import TRLConfig
 
 SCHEDULE_FILE = "schedule.json"
 HF_SCHEDULER = {"constant": "constant", "linear": "linear", "cosine": "cosine"}  # + warm-up: see scheduler_type

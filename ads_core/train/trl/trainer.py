@@ -39,9 +39,8 @@ from ads_core.storage import fencing
 from ads_core.storage import manifest as mf
 from ads_core.train.errors import RunStateError
 from ads_core.train.resume import checkpoints, saving
-from ads_core.train.trl.data import TrainRows
 from ads_core.train.trl.dynamic import fill_generation_batch
-from ads_core.train.trl.feed import Draw, Feedback, FeedbackSampler
+from ads_core.train.trl.feed import Draw, Feedback, FeedbackSampler, TrainRows
 from ads_core.train.trl.steps import StepWriter, window_position
 
 TRL_LOG_KEYS = {  # TRL's per-step log key -> our name

@@ -11,8 +11,9 @@ from pydantic import ValidationError
 
 from ads_core.config.base import error_line
 from ads_core.config.sampler import ADSSamplerConfig
-from ads_core.config.train import INTEGRATION_KEYS, TrainSamplerConfig
 from ads_core.sampler.kinds import has_extra_rollouts, kind_names
+from ads_core.train.options import TrainSamplerConfig
+from ads_core.train.verl.options import INTEGRATION_KEYS
 
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
 CONFIG_NAME = "ads_grpo"

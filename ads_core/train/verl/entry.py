@@ -8,11 +8,12 @@ import collections
 import re
 from typing import Any, ClassVar
 
-from ads_core.config.train import TrainConfig
+from ads_core.config.train import NeutralTrainConfig as TrainConfig
 from ads_core.sampler.kinds import has_extra_rollouts
 from ads_core.train import choice
 from ads_core.train.errors import LaunchError
 from ads_core.train.trainers import OnLine, OnStep, Score, TrainResult, register_trainer
+from ads_core.train.verl.options import INTEGRATION_KEYS, VerlConfig
 
 STEP = re.compile(r"global_step_(\d+)")  # verl's checkpoint folders
 
@@ -22,6 +23,14 @@ class VerlTrainer:
     priority: ClassVar[int] = 10  # `auto` asks verl first: where it can train, it trains at GPU scale
     streams_steps: ClassVar[bool] = False  # a subprocess: its progress is its output (on_line)
     ads_defaults: ClassVar[dict[str, Any]] = {}  # the reference's batch, 4 x 32
+    options: ClassVar[type] = VerlConfig  # the `verl` section
+    sampler_keys: ClassVar[tuple[str, ...]] = INTEGRATION_KEYS  # beside the ADS knobs in data.ads_sampler
+    extra_arguments: ClassVar[str] = "overrides"  # `ads train ART key=value ...`: Hydra overrides
+    supports: ClassVar[frozenset[str]] = frozenset()
+    unsupported_why: ClassVar[dict[str, str]] = {
+        "extra_rollouts": "in verl that is algorithm.filter_groups, which only its v1 loop has, and the ADS "
+        "integration drives the v0 loop: train it with trainer trl, or pick another kind"
+    }
 
     def can_run_here(self, cfg: TrainConfig) -> tuple[bool, str]:
         """verl is GPU-only (no CPU training, verl issue #3266) and needs a rollout engine (vLLM or SGLang); a Ray

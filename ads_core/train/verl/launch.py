@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ads_core.common.procs import die_with_parent
-from ads_core.config.train import VerlConfig
 from ads_core.train import choice
 from ads_core.train.errors import LaunchError
+from ads_core.train.verl.options import VerlConfig
 from ads_core.train.verl.plan import VerlPlan, launch_mode
 
 

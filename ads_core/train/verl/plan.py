@@ -20,11 +20,12 @@ from typing import Any
 
 from ads_core import storage
 from ads_core.config.sampler import ADSSamplerConfig
-from ads_core.config.train import TrainSamplerConfig, VerlConfig
 from ads_core.sampler.kinds import has_extra_rollouts
 from ads_core.train.errors import TrainOptionError
+from ads_core.train.options import TrainSamplerConfig
 from ads_core.train.plan import TrainPlan
 from ads_core.train.verl.config import ENTRY_MODULE, INTEGRATION_KEYS
+from ads_core.train.verl.options import VerlConfig
 from ads_core.train.verl.valmetrics import first_rows, validation_overrides
 
 _PLAIN = re.compile(r"[A-Za-z0-9_./~@+-]+")

@@ -31,11 +31,12 @@ from typing import Any
 import numpy as np
 import torch.utils.data
 
-from ads_core.config.train import TrainSamplerConfig, VerlConfig
 from ads_core.sampler.base import Sampler
 from ads_core.sampler.feedback import Feedback
 from ads_core.sampler.kinds import build_sampler
 from ads_core.sampler.state import SamplerStateError, refuse, state_int, state_mapping
+from ads_core.train.options import TrainSamplerConfig
+from ads_core.train.verl.options import VerlConfig
 
 log = logging.getLogger("ads.verl")
 

@@ -1,0 +1,174 @@
+"""The plug-in claims, checked: a trainer with one option and a sampler kind with one knob, defined outside the
+package and named only by class path, get their options into every interface (YAML keys, `--set` keys, flags and
+`--help`, the flow's parameters), and every field of the config trees is reachable from the CLI, the YAML and the
+flow. (The same plug-ins run through `ads train --dry-run` and the flow in tests/flows/test_ads_train.py.)"""
+
+from __future__ import annotations
+
+import inspect
+import shutil
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+MODULE = Path(__file__).with_name("plugin_module.py")
+PLUGINS = ["--trainer", "plugin_module:Tiny", "--sampler", "plugin_module:coin"]
+
+
+@pytest.fixture
+def plugin_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """plugin_module.py in a folder outside the repository, on sys.path (as PYTHONPATH would put it)."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    shutil.copy(MODULE, folder / "plugin_module.py")
+    monkeypatch.syspath_prepend(str(folder))
+    return folder
+
+
+def test_class_path_plugins_bring_their_sections_to_yaml_and_set(plugin_path: Path):
+    from ads_core.train.options import TrainConfig, load_train_config
+
+    yaml_data = {"trainer": "plugin_module:Tiny", "tiny": {"warmth": 0.5}, "sampler": {"kind": "plugin_module:coin"}}
+    cfg = load_train_config(yaml_data, {"sampler.coin.knob": 7, "trl.learning_rate": 2e-6})
+    assert (cfg.tiny.warmth, cfg.sampler.coin.knob, cfg.trl.learning_rate) == (0.5, 7, 2e-6)
+    assert load_train_config({"trainer": "plugin_module:Tiny"}).tiny.warmth == 0.25  # its default
+    assert "tiny" not in TrainConfig.model_fields  # the registered tree is unchanged
+    with pytest.raises(ValueError, match="tiny.warmth"):
+        load_train_config({"trainer": "plugin_module:Tiny"}, {"tiny.warmth": -1})
+    with pytest.raises(ValueError, match="unknown option 'sampler.coin.knobb'"):
+        load_train_config({"sampler": {"kind": "plugin_module:coin"}}, {"sampler.coin.knobb": 1})
+    with pytest.raises(ValueError, match="options of trainer 'plugin_module:Tiny' are not in this config"):
+        TrainConfig(trainer="plugin_module:Tiny")  # the registered tree can't hold them: load_train_config can
+
+
+def test_help_with_a_class_path_trainer_lists_its_option(plugin_path: Path):
+    from typer.testing import CliRunner
+
+    from ads_cli.main import app
+
+    chosen = CliRunner().invoke(app, ["train", *PLUGINS, "--help"], env={"COLUMNS": "200"})
+    assert chosen.exit_code == 0, chosen.output
+    assert "tiny options" in chosen.output and "--warmth" in chosen.output and "How warm the tiny" in chosen.output
+    plain = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "200"})
+    assert plain.exit_code == 0 and "--warmth" not in plain.output and "--learning-rate" in plain.output
+    missing = CliRunner().invoke(app, ["train", "x.parquet", "--trainer", "no_such_module:T", "--dry-run"])
+    assert missing.exit_code == 2 and "no_such_module" in missing.output and "Traceback" not in missing.output
+
+
+def leaves(model: type[BaseModel], prefix: str = "") -> list[tuple[str, Any]]:
+    """(dotted field, its default) of every field that is not itself a section, nested sections included."""
+    out = []
+    for name, field in model.model_fields.items():
+        if _is_model(field.annotation):
+            out += leaves(field.annotation, f"{prefix}{name}.")
+        else:
+            out.append((prefix + name, field.get_default(call_default_factory=True)))
+    return out
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def nested(dotted: str, value: Any) -> dict[str, Any]:
+    head, _, rest = dotted.partition(".")
+    return {head: nested(rest, value) if rest else value}
+
+
+def is_set(cfg: BaseModel, dotted: str) -> bool:
+    *parents, last = dotted.split(".")
+    for part in parents:
+        if part not in cfg.model_fields_set:
+            return False
+        cfg = getattr(cfg, part)
+    return last in cfg.model_fields_set
+
+
+@pytest.mark.parametrize("tree", ["train", "build"])
+def test_every_config_field_is_reachable_from_the_cli_the_yaml_and_the_flow(tree: str):
+    """Each field: a YAML key (nested), a `--set` key (dotted) and part of one typed flow parameter; the CLI's
+    generated flags are fields of the same tree."""
+    pytest.importorskip("prefect")
+    from ads_cli import build_cmd, train_cmd
+    from ads_cli.options import cli_fields, resolve_config
+    from ads_core.config.build import BuildConfig
+    from ads_core.train.options import TrainConfig
+
+    if tree == "train":
+        from ads_prefect.flows.ads_train import ads_train as flow
+
+        root, command = TrainConfig, train_cmd.train_cmd
+    else:
+        from ads_prefect.flows.ads_build import ads_build as flow
+
+        root, command = BuildConfig, build_cmd.build_cmd
+    params = inspect.signature(flow.fn).parameters
+    hints = typing.get_type_hints(flow.fn)
+    fields = leaves(root)
+    assert len(fields) > 40
+    for dotted, default in fields:
+        from_yaml = root.model_validate(nested(dotted, default))
+        from_set = resolve_config(root, {}, None, [f"{dotted}={_yaml(default)}"])
+        assert is_set(from_yaml, dotted) and is_set(from_set, dotted), dotted
+        top = dotted.split(".")[0]
+        assert top in params and hints[top] == root.model_fields[top].annotation, dotted  # one typed parameter
+    cli = {p.name for p in inspect.signature(command).parameters.values()}
+    sections = ("", *(n for n, f in root.model_fields.items() if _is_model(f.annotation)))
+    flagged = {f"{s}__{n}" if s else n for s, n, _ in cli_fields(root, sections)}
+    assert flagged and flagged <= cli  # every generated flag is on the command
+
+
+def _yaml(value: Any) -> str:
+    import json
+
+    return json.dumps(value)  # JSON is YAML: lists, null, numbers and strings as they are
+
+
+def test_installed_packages_register_through_entry_points(
+    plugin_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+):
+    """`ads_pipeline.sampler_kinds` / `ads_pipeline.trainers` entry points register by name, options included."""
+    from importlib.metadata import EntryPoint
+
+    from ads_core.common.registry import Registry
+    from ads_core.sampler import kinds
+    from ads_core.train import options, trainers
+
+    declared = {
+        kinds.ENTRY_POINT_GROUP: [EntryPoint("coin-flip", "plugin_module:coin", kinds.ENTRY_POINT_GROUP)],
+        trainers.ENTRY_POINT_GROUP: [EntryPoint("tiny", "plugin_module:Tiny", trainers.ENTRY_POINT_GROUP)],
+    }
+    for module, registry in ((kinds, "KINDS"), (trainers, "TRAINERS")):
+        copy = Registry(getattr(module, registry).kind)
+        for name in getattr(module, registry).names():
+            copy.register(name)(getattr(module, registry).get(name))
+        monkeypatch.setattr(module, registry, copy)
+        monkeypatch.setattr(module, "entry_points", lambda group: declared[group])
+    monkeypatch.setattr(kinds, "_entry_points_loaded", False)
+    monkeypatch.setattr(trainers, "_loaded", False)
+    request.addfinalizer(options._config_model.cache_clear)  # trees made from these registries go with them
+    request.addfinalizer(options._sampler_model.cache_clear)
+    assert kinds.kind_names()[-1] == "coin-flip" and trainers.trainer_names()[-1] == "tiny"
+    cfg = options.load_train_config({"trainer": "tiny", "sampler": {"kind": "coin-flip"}}, {"tiny.warmth": 1.5})
+    assert (cfg.tiny.warmth, cfg.sampler.coin.knob) == (1.5, 3)  # the kind's section: its factory's
+
+
+def test_a_kind_needing_what_a_trainer_lacks_is_refused_in_one_line(plugin_path: Path):
+    from ads_core.train.errors import TrainOptionError
+    from ads_core.train.options import TrainConfig, load_train_config
+    from ads_core.train.trainers import choose_trainer, get_trainer, unmet_needs
+
+    kind = "plugin_module:replayed"
+    assert unmet_needs(get_trainer("trl"), kind) == (
+        "the plugin_module:replayed sampler needs rollout_replay, which trainer trl does not support"
+    )
+    assert unmet_needs(get_trainer("trl"), "dynamic") is None  # TRL runs dynamic sampling's extra draws
+    with pytest.raises(TrainOptionError, match="needs rollout_replay, which trainer trl does not support"):
+        choose_trainer(load_train_config({"trainer": "trl", "sampler": {"kind": kind}}))
+    with pytest.raises(TrainOptionError, match="no trainer can run here: .*which trainer trl does not support"):
+        choose_trainer(load_train_config({"sampler": {"kind": kind}}))  # auto passes over every trainer
+    with pytest.raises(TrainOptionError, match="algorithm.filter_groups, which only its v1 loop has"):
+        choose_trainer(TrainConfig(trainer="verl", sampler={"kind": "dynamic"}))  # the trainer's own reason
