@@ -114,7 +114,7 @@ def main() -> None:
     print(f"rows: {frame.height} from {source}; model {args.model}; labels: {sorted(labels)}", flush=True)
 
     # the policy's pass rate on a level-stratified subset, generated and graded like `ads eval`
-    pick = stratified(frame, args.pass_rows)
+    pick = stratified(frame, args.pass_rows) if args.pass_rows > 0 else []  # 0: no pass rates
     subset_uri = str(tmp / "subset.parquet")
     full = storage.read_parquet(formatted)
     storage.write_parquet(subset_uri, full.filter(pc.is_in(full.column("sample_id"), value_set=pa.array(pick))))
@@ -123,14 +123,15 @@ def main() -> None:
     eval_out = tmp / "eval" if args.smoke else defaults.cache_dir() / "difficulty-validity" / f"{key}-k{args.k}"
     ecfg = EvalConfig(k=args.k, max_tokens=args.max_tokens, batch_size=max(args.k, 16), device="cpu")
     t2 = time.perf_counter()
-    rates = pass_rates(model_dir, subset_uri, str(eval_out), ecfg)
+    rates = pass_rates(model_dir, subset_uri, str(eval_out), ecfg) if pick else {}
     pass_seconds = time.perf_counter() - t2
     ids = frame["sample_id"].to_list()
     pass_rate = np.array([rates.get(i, np.nan) for i in ids], dtype=np.float64)
     on_subset = ~np.isnan(pass_rate)
+    mean_rate = float(np.nanmean(pass_rate)) if pick else float("nan")
     print(
         f"pass rate: {int(on_subset.sum())} rows x k={args.k}, max {args.max_tokens} tokens, {pass_seconds:.0f} s; "
-        f"mean {np.nanmean(pass_rate):.3f}, rows with any correct: {int((pass_rate > 0).sum())}",
+        f"mean {mean_rate:.3f}, rows with any correct: {int((pass_rate > 0).sum())}",
         flush=True,
     )
     if args.pass_only:
