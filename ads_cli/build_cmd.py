@@ -174,11 +174,14 @@ def build_cmd(
 
         sys.stdout.write(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
         return
+    from ads_core.common import progress as progress_lines
     from ads_prefect.flows.launch import run_build
     from ads_prefect.runtime.runner import BuildFailed
 
+    progress_lines.enable_when_logged()  # stdout to a file: a line per stage chunk there, as the build goes
     try:
-        run = run_build(source or None, out, name, cfg, progress=progress_bar, say=say)
+        with progress_lines.heartbeat("build: starting the ads-build flow"):
+            run = run_build(source or None, out, name, cfg, progress=progress_bar, say=say)
     except BuildFailed as exc:
         raise fail(for_cli(exc.cause)) from None
     result = run.result

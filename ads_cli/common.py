@@ -99,10 +99,15 @@ def progress_bar(description: str, total: int | None = None, unit: str = "rows")
             TextColumn("{task.fields[count]}"),
             TimeElapsedColumn(),
         )
+    from ads_core.common import progress as progress_lines
+
+    lines = progress_lines.ChunkLines(description, total, unit)  # stdout to a file: a line per chunk there
+    progress_lines.phase(description, announce=False)
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task(description, total=total, count="")
 
         def advance(n: int) -> None:
+            lines.advance(n)
             progress.advance(task, n)
             if total is None:
                 progress.update(task, count=f"{int(progress.tasks[task].completed)} {unit}")

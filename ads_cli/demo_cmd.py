@@ -31,12 +31,15 @@ def demo_cmd(**options: Any) -> None:
     """
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
     cfg = resolve_config(DemoConfig, options, config_file, assignments)
+    from ads_core.common import progress as progress_lines
     from ads_prefect.flows.launch import run_demo
     from ads_prefect.runtime.runner import say_stderr
 
+    progress_lines.enable_when_logged()  # stdout to a file: a line per phase, chunk and training step there
     started = time.perf_counter()
     try:
-        run = run_demo(cfg, progress=progress_bar, say=say_stderr)
+        with progress_lines.heartbeat("demo: starting (the Prefect flow, the task, the policy)"):
+            run = run_demo(cfg, progress=progress_bar, say=say_stderr)
     except (InputError, ValueError, OSError) as exc:
         raise fail(str(exc)) from None
     result = run.result

@@ -11,7 +11,16 @@ from typing import Annotated
 
 import typer
 
-from ads_cli import build_cmd, compare_cmd, demo_cmd, eval_cmd, grade_cmd, server_cmd, simulate_cmd, train_cmd
+from ads_cli import (
+    build_cmd,
+    compare_cmd,
+    demo_cmd,
+    eval_cmd,
+    grade_cmd,
+    sampler_cmd,
+    server_cmd,
+    train_cmd,
+)
 from ads_cli.common import OneLineErrors
 
 app = typer.Typer(
@@ -34,7 +43,7 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debu
         os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 
-for module in (build_cmd, server_cmd, train_cmd, simulate_cmd, compare_cmd, eval_cmd, grade_cmd, demo_cmd):
+for module in (build_cmd, server_cmd, train_cmd, sampler_cmd, compare_cmd, eval_cmd, grade_cmd, demo_cmd):
     module.register(app)
 
 

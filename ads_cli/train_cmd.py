@@ -15,9 +15,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from ads_cli import train_output
 from ads_cli.common import console, fail, parse_assignments
 from ads_cli.options import (
     chosen_in,
@@ -29,7 +29,8 @@ from ads_cli.options import (
     with_signature,
 )
 from ads_core.common import defaults
-from ads_core.common.errors import InputError, render_options
+from ads_core.common import progress as progress_lines
+from ads_core.common.errors import InputError
 from ads_core.train.options import TrainConfig, model_for
 
 # fields set by this command's own options, for error messages (`error_text`)
@@ -84,8 +85,10 @@ def train_cmd(
         list[str] | None,
         typer.Option(
             "--eval-set",
-            help="Validation set: a name under OUT/eval, a packaged set (math500, aime24, amc23) or a .parquet "
-            "path, repeatable; validated every --eval-steps steps. Default: every set in OUT/eval.",
+            help="Validation set, repeatable, as ads eval --set takes it: a name under OUT/eval, a named set "
+            "(math500, aime24, aime25, amc23; minerva from $ADS_EVAL_DATA_DIR), a .parquet, a raw file (JSONL, "
+            "CSV, ...; formatted with the training set's template) or NAME=PATH; validated every --eval-steps "
+            "steps. Default: every set in OUT/eval.",
         ),
     ] = None,
     no_eval: Annotated[
@@ -99,6 +102,14 @@ def train_cmd(
             "RUN_DIR/run.json. Any other option that differs from the run's refuses the resume.",
         ),
     ] = None,
+    publish: Annotated[
+        bool,
+        typer.Option(
+            "--publish",
+            help="Run as a named `ads-train` flow run on the Prefect server in PREFECT_API_URL (`ads server`): its "
+            "plan, progress, plots, metrics and warnings are artifacts in the UI.",
+        ),
+    ] = False,
     **options: Any,
 ) -> None:
     """Train GRPO with the ADS sampler (or a baseline): TRL on CPU or a node's GPUs, verl on GPUs with Ray.
@@ -112,6 +123,7 @@ def train_cmd(
     from ads_core.train.trainers import sampler_keys
 
     only_rank_zero_speaks()
+    progress_lines.enable_when_logged()  # stdout to a file: a line per step there, as the run goes
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
     beside_ads = sampler_keys()  # a trainer's options that sit among the ADS knobs (verl: data.ads_sampler.*)
     for key, value in parse_assignments(ads_knobs, "--ads").items():
@@ -134,6 +146,9 @@ def train_cmd(
             raise fail(f"unexpected arguments {extra}; no trainer takes extra key=value arguments")
         section, name = field.split(".")
         changes[field] = [*getattr(getattr(cfg, section), name), *extra]
+    if publish:
+        cfg = cfg.with_overrides(changes) if changes else cfg
+        raise train_output.publish_run(artifact, cfg, dry_run)
     try:
         cfg = cfg.with_overrides(changes) if changes else cfg
         with console.status("checking the artifact and planning the run"):
@@ -164,7 +179,7 @@ def train_cmd(
         for key, value in sorted(result.headline.items()):
             console.print(f"  {escape(key)}: {value:g}", highlight=False)
         return
-    train_with_progress(plan, trun)
+    train_output.train_with_progress(plan, trun, spell_flag)
 
 
 def hold_run_folder(ctx: typer.Context, run_dir: str) -> None:
@@ -181,21 +196,6 @@ def hold_run_folder(ctx: typer.Context, run_dir: str) -> None:
     except (ValueError, RuntimeError) as exc:
         raise fail(error_text(exc, spell_flag)) from None
     ctx.call_on_close(stack.close)
-
-
-def interrupted(run_dir: str) -> typer.Exit:
-    """After Ctrl-C: which checkpoint a rerun of the same command resumes from (the newest complete one)."""
-
-    from pathlib import Path
-
-    from ads_core.storage.manifest import has_checkpoint_manifest
-    from ads_core.train.resume.checkpoints import checkpoint_folders
-
-    found = checkpoint_folders(Path(run_dir) / "checkpoints")
-    done = [(step, folder) for step, folder in found if has_checkpoint_manifest(folder)]
-    where = f"from {done[-1][1]} (step {done[-1][0]})" if done else "from the start (no checkpoint was complete yet)"
-    console.print(f"interrupted: training stopped; rerun the same command to resume {where}", highlight=False)
-    return typer.Exit(code=130)
 
 
 def show_dry_run(plan: Any) -> None:
@@ -220,66 +220,17 @@ def only_rank_zero_speaks() -> None:
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
-def train_with_progress(plan: Any, trun: Any) -> None:
-    """A trainer that reports its steps: a bar over the steps, then where everything went."""
-    from ads_core.train.errors import error_text
-
-    console.print(
-        f"training with {escape(plan.trainer)} ({escape(plan.trainer_reason)}): {escape(plan.part.launch_line())}",
-        highlight=False,
-    )
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        TextColumn("{task.fields[last]}"),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("GRPO steps", total=plan.config.steps, last="")
-
-        def on_step(record: dict[str, Any], trainer: Any) -> None:
-            window = record.get("window_position")
-            shown = f"reward {record['reward_mean']:.3f} lag {record['lag']}" + (
-                f" window {window:.2f}" if window is not None else ""
-            )
-            progress.update(task, completed=record["step"], last=shown)
-            if record.get("eval"):  # this step's validation (ads_core.train.trl.validate)
-                scores = ", ".join(f"{name} {value:.3f}" for name, value in record["eval"].items())
-                progress.console.print(f"validation at step {record['step']}: mean@k {scores}", highlight=False)
-            for note in record.get("notes", []):
-                progress.console.print(escape(note), highlight=False)
-            for warning in record.get("warnings", []):
-                text = render_options(warning, record.get("warning_options", ()), spell_flag)
-                progress.console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)
-
-        try:
-            result = trun.execute(plan, on_step=on_step)
-        except (ValueError, RuntimeError) as exc:
-            raise fail(error_text(exc, spell_flag)) from None
-        except KeyboardInterrupt:  # Ctrl-C: one line on what the run folder keeps, status 130
-            progress.stop()
-            raise interrupted(plan.run_dir) from None
-        if result.steps:
-            progress.update(task, completed=result.steps[-1]["step"])
-    for note in result.notes:
-        console.print(escape(note), highlight=False)
-    table = Table(title=f"last step ({len(result.steps)} logged)", show_header=True)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for key, value in result.headline.items():
-        table.add_row(key, f"{value:g}")
-    console.print(table)
-    console.print(
-        f"steps: {escape(str(result.steps_file))}\ncheckpoint: {escape(str(result.last_checkpoint))}\n"
-        f"run dir: {escape(result.run_dir)} ({result.seconds:.1f} s)",
-        highlight=False,
-    )
-
-
-OWN_OPTIONS = ("--dry-run", "--ads", "-s", "--eval-set", "--no-eval", "--allow-change", "--config", "--set")
+OWN_OPTIONS = (
+    "--dry-run",
+    "--ads",
+    "-s",
+    "--eval-set",
+    "--no-eval",
+    "--allow-change",
+    "--publish",
+    "--config",
+    "--set",
+)
 
 
 def config_flags(model: Any) -> list[inspect.Parameter]:
@@ -346,8 +297,8 @@ def eval_sets_cmd(
 ) -> None:
     """Write validation sets (MATH-500, AIME24, AMC23) in verl's schema and check the training set against them."""
     from ads_core import storage
-    from ads_core.evals import decontam
-    from ads_core.evals import sets as ev
+    from ads_core.evaluation.sets import catalog as ev
+    from ads_core.evaluation.sets import decontam
     from ads_core.stages.eval_sets import write_eval_sets
 
     sources = {str(k): str(v) for k, v in parse_assignments(source, "--set").items()}

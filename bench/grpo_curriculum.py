@@ -14,18 +14,24 @@ K-Means, sort), so clusters and difficulties come from the real stages. Then, pe
 --eval-set PATH --eval-steps N --eval-k 2 --eval-limit 0`` does: ``ads eval``'s code (``evaluate_policy``, the
 project's grader, ``ads eval``'s temperature and top-p), 2 completions per problem, mean@2, at step 0 and every
 ``--eval-every`` steps, into each run's ``eval.jsonl``. Samplers: ``uniform``; ``ads`` (the reference window);
-``ads-frontier`` (``window="frontier"``); ``dots`` (DOTS-style); ``dynamic`` (DAPO-style dynamic sampling: groups
+``ads-frontier`` (``window="frontier"``); ``dots`` (DOTS: the trained difficulty predictor with reference rollouts
+every mu steps), ``dots+rr`` (the same with rollout replay, ``--replay``) and ``dots-lite`` (DOTS's selection rule
+alone); ``dynamic`` (DAPO-style dynamic sampling: groups
 whose rewards all agree are dropped and more generation batches are rolled out in the same step, so its
 rollouts are counted too); ``ads-skip`` and ``ads-frontier-skip`` (either window with pre-rollout skipping,
 ``skip=True``: rows whose recent groups all agreed are skipped before rollout). Every sampler keeps its default
-knobs; a seed sets the samplers' and TRL's seeds.
+knobs; a seed sets the samplers' and TRL's seeds. DOTS's predictor is trained once (``ads dots-train``'s code) on
+labels from three source policies that are not the trained one: the tiny policy warmed up for a third and two
+thirds of the warm-up (seeds 1 and 2), and one held out (half the warm-up, seed 3) on which its rho is printed.
 
 Reported with ``ads compare``'s code (``ads_core.evaluation.compare``; printed, and written to OUT/compare.md,
 OUT/compare.json and the plot OUT/compare.png, plus OUT/grpo_curriculum.json): held-out accuracy mean +- sd over
 seeds at the evaluations; per sampler the final accuracy and the steps to reach uniform's final accuracy of the
 same seed, as a share of uniform's own steps to it (``ads simulate``'s rule: the first evaluation at or above the
 target; a seed that never gets there counts as the whole run, shown as ">="; "not reached" when no seed does),
-and the same in prompts rolled out. The last line is ads-frontier's ratio. Each run is also a folder that
+and the same in prompts rolled out and in training wall time (``step_seconds``: rollouts, reference rollouts,
+updates). The closing lines give ads-frontier's ratio and, for dots, dots+rr and dots-lite, steps and wall time to
+uniform's final accuracy with their intervals over seeds. Each run is also a folder that
 ``ads compare OUT/runs/uniform-seed0 OUT/runs/ads-frontier-seed0`` reads.
 
 Run: ``.venv/bin/python bench/grpo_curriculum.py [--seeds 0,1,2] [--steps 60] [--samplers ...] [--out DIR]
@@ -59,10 +65,15 @@ SAMPLERS: dict[str, dict[str, Any]] = {  # name -> TrainConfig.sampler, before t
     "ads": {"kind": "ads"},
     "ads-frontier": {"kind": "ads", "ads": {"window": "frontier"}},
     "dots": {"kind": "dots"},
+    "dots+rr": {"kind": "dots"},
+    "dots-lite": {"kind": "dots-lite"},
     "dynamic": {"kind": "dynamic"},
     "ads-skip": {"kind": "ads", "ads": {"skip": True}},
     "ads-frontier-skip": {"kind": "ads", "ads": {"window": "frontier", "skip": True}},
 }
+
+TRL_EXTRA: dict[str, dict[str, Any]] = {"dots+rr": {"replay": True}}  # name -> TrainConfig.trl additions
+DOTS_CLOSING = ("dots", "dots+rr", "dots-lite")
 
 
 @dataclass
@@ -106,9 +117,41 @@ def config_of(cfg: BenchConfig) -> dict[str, Any]:
 def sampler_section(name: str, seed: int) -> dict[str, Any]:
     """TrainConfig.sampler for NAME with every sampler's seed set to SEED (the knobs stay the defaults)."""
     section = json.loads(json.dumps(SAMPLERS[name]))
-    for kind in ("ads", "uniform", "dots", "dynamic"):
+    for kind in ("ads", "uniform", "dots", "dots_lite", "dynamic"):
         section.setdefault(kind, {})["seed"] = seed
     return section
+
+
+def prepare_predictor(cfg: BenchConfig, artifact: Path, embed_model: Path, log: Any = print) -> Path:
+    """DOTS's predictor for the artifact, from source policies other than the trained one (reused when done)."""
+    from ads_core.sampler.dots import artifact as predictor_artifact
+    from ads_core.sampler.dots.make import DotsTrainSettings, train_predictor
+    from ads_core.sampler.dots.predictor import FitSettings
+
+    folder = cfg.out / "dots-predictor"
+    try:
+        predictor_artifact.load(str(folder))
+        return folder
+    except (ValueError, OSError):
+        pass
+    task = make_task(cfg.task)
+    steps = cfg.policy.warmup_steps
+    sources = []
+    for name, share, seed in (("third", 3, 1), ("two-thirds", 1.5, 2), ("half", 2, 3)):
+        spec = cfg.policy.replaced(warmup_steps=max(1, int(steps / share)), seed=seed)
+        sources.append(str(build_policy(cfg.out / "dots-sources" / name, spec, cfg.task, task.warmup)))
+    settings = DotsTrainSettings(
+        num_generations=cfg.num_generations,
+        max_completion_length=cfg.max_completion_length,
+        fit=FitSettings(hidden=128, epochs=20, reference_size=64),
+    )
+    t0 = time.perf_counter()
+    result = train_predictor(str(artifact), sources[:2], sources[2], str(embed_model), str(folder), settings, log)
+    log(
+        f"dots predictor: held-out rho {result.rho:.3f} (raw embeddings {result.rho_raw:.3f}), "
+        f"{time.perf_counter() - t0:.0f} s"
+    )
+    return folder
 
 
 def prepare(cfg: BenchConfig, log: Any = print) -> tuple[Path, Path, Path]:
@@ -134,7 +177,9 @@ def prepare(cfg: BenchConfig, log: Any = print) -> tuple[Path, Path, Path]:
     return write_heldout(task.test, cfg.out, HELDOUT), policy, Path(result.final_uri)
 
 
-def run_one(cfg: BenchConfig, name: str, seed: int, artifact: Path, policy: Path, heldout: Path) -> str:
+def run_one(
+    cfg: BenchConfig, name: str, seed: int, artifact: Path, policy: Path, heldout: Path, predictor: Path | None = None
+) -> str:
     """One GRPO run through ``ads_core.train.run.train`` with validation on the held-out set (step 0, every
     ``eval_every`` steps, the last); returns its run folder. A finished run is reused (nothing to train), an
     unfinished one starts again from its last checkpoint (the last step: so from the start)."""
@@ -142,6 +187,9 @@ def run_one(cfg: BenchConfig, name: str, seed: int, artifact: Path, policy: Path
     from ads_core.train.run import train
 
     run_dir = cfg.out / "runs" / f"{name}-seed{seed}"
+    sampler = sampler_section(name, seed)
+    if sampler["kind"] == "dots":
+        sampler["dots"]["predictor"] = str(predictor)
     train_cfg = TrainConfig(
         trainer="trl",
         model=str(policy),
@@ -150,8 +198,9 @@ def run_one(cfg: BenchConfig, name: str, seed: int, artifact: Path, policy: Path
         eval_sets=[str(heldout)],
         validation={"steps": cfg.eval_every, "limit": 0, "k": cfg.eval_samples},
         decontaminate="off",
-        sampler=sampler_section(name, seed),
-        trl={
+        sampler=sampler,
+        trl=TRL_EXTRA.get(name, {})
+        | {
             "num_generations": cfg.num_generations,
             "max_completion_length": cfg.max_completion_length,
             "learning_rate": cfg.learning_rate,
@@ -172,7 +221,7 @@ def run_summary(run: Any, seed: int, num_generations: int) -> dict[str, Any]:
         "prompts_per_step": run.steps[0]["completions"] // num_generations,
         "rollout_prompts": run.total_prompts,
         "informative_groups": sum(int(s.get("informative_groups", 0)) for s in run.steps),
-        "seconds": sum(float(s.get("seconds", 0.0)) for s in run.steps),
+        "seconds": sum(float(s.get("step_seconds", s.get("seconds", 0.0))) for s in run.steps),
     }
 
 
@@ -189,13 +238,18 @@ def _worker_init() -> None:
 
 
 def run_all(
-    cfg: BenchConfig, jobs: list[tuple[str, int]], artifact: Path, policy: Path, heldout: Path
+    cfg: BenchConfig,
+    jobs: list[tuple[str, int]],
+    artifact: Path,
+    policy: Path,
+    heldout: Path,
+    predictor: Path | None = None,
 ) -> Iterator[tuple[str, int, str]]:
     """(sampler, seed, run folder) of every run, ``cfg.jobs`` at a time in worker processes (in this one with 1),
     as they finish."""
     if cfg.jobs <= 1:
         for name, seed in jobs:
-            yield name, seed, run_one(cfg, name, seed, artifact, policy, heldout)
+            yield name, seed, run_one(cfg, name, seed, artifact, policy, heldout, predictor)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -203,7 +257,8 @@ def run_all(
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(cfg.jobs, mp_context=context, initializer=_worker_init) as pool:
         futures = {
-            pool.submit(run_one, cfg, name, seed, artifact, policy, heldout): (name, seed) for name, seed in jobs
+            pool.submit(run_one, cfg, name, seed, artifact, policy, heldout, predictor): (name, seed)
+            for name, seed in jobs
         }
         for future in as_completed(futures):
             yield (*futures[future], future.result())
@@ -265,9 +320,12 @@ def bench(cfg: BenchConfig) -> dict[str, Any]:
     started = time.perf_counter()
     cfg.out.mkdir(parents=True, exist_ok=True)
     heldout, policy, artifact = prepare(cfg)
+    predictor = None
+    if any(SAMPLERS[n]["kind"] == "dots" for n in cfg.samplers):
+        predictor = prepare_predictor(cfg, artifact, policy)
     jobs = [(name, seed) for seed in cfg.seeds for name in cfg.samplers]
     done: dict[tuple[str, int], Any] = {}
-    for name, seed, folder in run_all(cfg, jobs, artifact, policy, heldout):
+    for name, seed, folder in run_all(cfg, jobs, artifact, policy, heldout, predictor):
         run = done[name, seed] = load_run(folder, name=f"{name}-seed{seed}")
         first, last = run.curve(HELDOUT)[0], run.curve(HELDOUT)[-1]
         print(
@@ -301,6 +359,12 @@ def bench(cfg: BenchConfig) -> dict[str, Any]:
         print(
             f"{HEADLINE} vs {BASELINE}: steps to {BASELINE}'s final held-out accuracy = "
             f"{ratio_text(head, 'step_ratio')} of {BASELINE}'s ({head['reached']}/{head['runs']} seeds reached it)"
+        )
+    for row in (r for r in rows if r["name"] in DOTS_CLOSING):
+        print(
+            f"{row['name']} vs {BASELINE}: steps {ratio_text(row, 'step_ratio', True)}, wall time "
+            f"{ratio_text(row, 'time_ratio', True)} of {BASELINE}'s to its final held-out accuracy "
+            f"({row['reached']}/{row['runs']} seeds reached it)"
         )
     return results
 

@@ -37,6 +37,13 @@ sys.dont_write_bytecode = False
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+@pytest.fixture(autouse=True)
+def _progress_lines_stay_in_their_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CLI command run in-process (CliRunner: stdout is not a terminal) turns progress lines on for its process
+    and children (ADS_PROGRESS_LINES, `ads_core.common.progress`); the switch ends with the test."""
+    monkeypatch.delenv("ADS_PROGRESS_LINES", raising=False)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The real data sets in ../shared/data (GSM8K, MATH-500, AIME24, AMC23); skip when this checkout has none."""

@@ -10,14 +10,14 @@ from pathlib import Path
 
 PROBE = """
 import logging
-import ads_core.locks.store as store
+import ads_core.locks as locks
 from prefect._internal.concurrency.services import _QueueServiceBase
 
 def state():
     names = ("prefect.task_runs", "prefect.flow_runs", "prefect.engine")
     ours = lambda n: [type(f).__name__ for f in logging.getLogger(n).filters if type(f).__module__.startswith("ads")]
     filters = {n: ours(n) for n in names}
-    return store.lock_dir(), _QueueServiceBase.__dict__["instance"], filters
+    return locks.lock_dir(), _QueueServiceBase.__dict__["instance"], filters
 
 before = state()
 import ads_prefect, ads_prefect.flows.ads_build, ads_prefect.flows.ads_train, ads_prefect.flows.ads_demo

@@ -172,3 +172,22 @@ def test_a_kind_needing_what_a_trainer_lacks_is_refused_in_one_line(plugin_path:
         choose_trainer(load_train_config({"sampler": {"kind": kind}}))  # auto passes over every trainer
     with pytest.raises(TrainOptionError, match="algorithm.filter_groups, which only its v1 loop has"):
         choose_trainer(TrainConfig(trainer="verl", sampler={"kind": "dynamic"}))  # the trainer's own reason
+
+
+def test_no_code_outside_a_trainers_package_names_it():
+    """`"trl"` / `"verl"` as a string appear only in the trainers' own packages, the demo's choice of trainer,
+    the list of third-party private APIs (there they are the pip packages) and the build's input layouts (a
+    file in verl's schema is a data format, not the trainer)."""
+    import re
+
+    repo = Path(__file__).resolve().parents[1]
+    allowed = {"ads_core/demo/runs.py", "ads_core/common/private_apis.py", "ads_core/stages/format/detect.py"}
+    allowed |= {"ads_core/stages/format/rows.py"}
+    found = sorted(
+        str(path.relative_to(repo))
+        for package in ("ads_core", "ads_prefect", "ads_cli")
+        for path in (repo / package).rglob("*.py")
+        if not str(path.relative_to(repo)).startswith(("ads_core/train/trl/", "ads_core/train/verl/"))
+        and re.search(r"\"(trl|verl)\"", path.read_text())
+    )
+    assert set(found) <= allowed, found

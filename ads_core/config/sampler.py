@@ -139,7 +139,8 @@ class UniformSamplerConfig(FrozenSection):
 
 
 class DifficultyTargetedConfig(FrozenSection):
-    """DOTS-style: train on the candidates whose predicted success is nearest the target."""
+    """dots-lite: DOTS's selection rule alone (no trained predictor, no reference rollouts): train on the candidates
+    whose success, predicted by a kernel over recently observed rows, is nearest the target."""
 
     batch_size: int = Field(128, ge=1, strict=True, description="Prompts per step.")
     seed: int = Field(42, ge=0, strict=True, description="Seed of the candidate draws.")

@@ -29,8 +29,10 @@ class SamplerSection(Section):
         "ads",
         min_length=1,
         description="A registered sampler kind (ads: the ADS sampler, sampler.ads.window picks reference or "
-        "frontier; uniform: shuffled epochs; dots: DOTS-style difficulty targeting; dynamic: DAPO-style, drop "
-        "all-0/all-1 groups and roll out more in the same step, TRL) or a class path (my_pkg.mod:my_kind).",
+        "frontier; uniform: shuffled epochs; dots: DOTS, a trained difficulty predictor with reference rollouts every "
+        "mu steps (sampler.dots.predictor from `ads dots-train`); dots-lite: DOTS's selection rule over a kernel of "
+        "observed rows; dynamic: DAPO-style, drop all-0/all-1 groups and roll out more in the same step, TRL) or a "
+        "class path (my_pkg.mod:my_kind).",
         json_schema_extra={"flag": "--sampler"},
     )
 
@@ -80,11 +82,12 @@ class NeutralTrainConfig(Section):
     )
     steps: int = Field(800, ge=1, description="Optimizer steps (the reference trains 800).")
     run_dir: str | None = Field(None, description="Checkpoints, metrics and staged inputs (default ./ads-runs/NAME).")
-    name: str | None = Field(None, description="Experiment name (default DATASET-ads); the same name resumes.")
+    name: str | None = Field(None, description="Experiment name (default DATASET-SAMPLER); the same name resumes.")
     eval_sets: list[str] | None = Field(
         None,
-        description="Validation sets: names under OUT/eval, packaged names (math500, aime24, amc23) or .parquet "
-        "paths; default every set in OUT/eval; [] for none (ads train --no-eval).",
+        description="Validation sets: names under OUT/eval, named sets (math500, aime24, aime25, amc23, minerva), "
+        ".parquet paths, raw files or NAME=PATH (as ads eval --set); default every set in OUT/eval; [] for none "
+        "(ads train --no-eval).",
         json_schema_extra={"cli": False},
     )
     allow_change: list[str] = Field(

@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ads_core.common import progress
 from ads_core.config.demo import DemoPolicyConfig, DemoTaskConfig
 from ads_core.demo.task import Problem
 
@@ -103,6 +104,7 @@ def warm_up(model: Any, tokenizer: Any, problems: list[Problem], spec: DemoPolic
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
     model.train()
     loss = torch.tensor(float("nan"))
+    lines = progress.ChunkLines("demo: warming up the policy (supervised steps)", spec.warmup_steps, "steps")
     for _ in range(spec.warmup_steps):
         batch = [
             (scoring if rng.random() < spec.scoring_share else chats)[rng.randrange(len(problems))]
@@ -120,5 +122,6 @@ def warm_up(model: Any, tokenizer: Any, problems: list[Problem], spec: DemoPolic
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
+        lines.advance(1)
     model.eval()
     return float(loss.detach())

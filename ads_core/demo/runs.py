@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ads_core.common import progress
 from ads_core.config.build import BuildConfig
 from ads_core.config.demo import DemoConfig
 from ads_core.train.options import TrainConfig
@@ -76,6 +77,7 @@ def prepare(cfg: DemoConfig) -> Prepared:
 
     paths = DemoPaths.of(cfg)
     task = make_task(cfg.task)
+    progress.phase("demo: preparing the policy (built once, then reused)")
     with one_thread():
         policy = build_policy(paths.policy, cfg.policy, cfg.task, task.warmup)
     source = write_source(task.train, paths.source)
@@ -164,7 +166,11 @@ def train_run(cfg: DemoConfig, sampler: str, seed: int, artifact: str, policy: s
     if finished(cfg, sampler, seed):
         return str(run_dir)
     shutil.rmtree(run_dir, ignore_errors=True)  # a killed run's partial steps: start again, for the same result
-    train(artifact, train_config(cfg, sampler, seed, policy, heldout))
+    progress.say(f"demo: training {sampler} seed {seed} ({cfg.steps} steps)")
+    train(
+        artifact, train_config(cfg, sampler, seed, policy, heldout), on_step=progress.StepLines(cfg.steps, run_dir.name)
+    )
+    progress.say(f"demo: {sampler} seed {seed} finished: {run_dir}")
     (run_dir / RUN_MARKER).write_text(json.dumps({"key": run_key(cfg, sampler, seed)}))
     return str(run_dir)
 

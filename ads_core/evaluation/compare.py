@@ -3,35 +3,38 @@
 For each run: the final validation accuracy (mean@k) per eval set with its 95% interval; and the steps and the
 prompts rolled out it needed to reach the FIRST run's (the baseline's) final accuracy, as a share of what the
 baseline itself needed. The rule is ``ads simulate``'s and ``bench/grpo_curriculum.py``'s: the target is reached at
-the first evaluation at or above it; a run that never gets there counts as its whole run, shown as ">=" (and as
-"not reached" when none of its seeds does); when the baseline's final accuracy is no better than where it started
-(reached at step 0) there is nothing to reach and the ratio is "n/a". The headline is the ``average`` over the
-sets every run evaluated (the paper's average column); each set has its own rows too.
+the first evaluation at or above it; a run that never gets there counts as its whole run, shown as ">=" (and as "not
+reached" when none of its seeds does); when the baseline's final accuracy is no better than where it started
+(reached at step 0) there is nothing to reach and the ratio is "n/a". The headline is the ``average`` over the sets
+every run evaluated (the paper's average column); each set has its own rows too.
 
 A comparison entry is a group of runs: one run for ``ads compare``, one run per seed for the benchmark, which then
-reports the mean and sd over seeds, seed i of a group measured against seed i of the baseline, and each ratio's
-95% interval: a percentile bootstrap over the seeds (2000 resamples, seeded, so the same runs give the same
-interval). With few seeds it is optimistic (it cannot be wider than the seeds' own range); read it as the least
-uncertainty there is, and claim no order that it does not support.
+reports the mean and sd over seeds, seed i of a group measured against seed i of the baseline, and each ratio's 95%
+interval: a percentile bootstrap over the seeds (``metrics.mean_interval``: 2000 resamples, seeded, so the same runs
+give the same interval). With few seeds it is optimistic (it cannot be wider than the seeds' own range); read it as
+the least uncertainty there is, and claim no order that it does not support.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
-import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ads_core.common.errors import InputError
 from ads_core.common.jsonl import read_steps
-from ads_core.evaluation.evallog import EVAL_FILE, read_evals
+from ads_core.evaluation.evallog import EVAL_FILE, check_evals, read_evals
+from ads_core.evaluation.metrics import mean_interval
 
 AVERAGE = "average"
 RUNS_ROOT = "ads-runs"
 STEPS_FILE = "steps.jsonl"
+RUN_FILE = "run.json"  # what the run is (its "about": sampler, trainer, model, seed); ads_core.train.resume.identity
+ABOUT = ("sampler", "trainer", "model", "seed")
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,13 @@ class Point:
     accuracy: float  # mean@k
     ci_low: float | None = None
     ci_high: float | None = None
+    seconds: float = 0.0  # training wall seconds logged up to this step
+
+
+def step_seconds(record: dict[str, Any]) -> float:
+    """A logged step's wall seconds: ``step_seconds`` (rollouts, reference rollouts, update, saves), else TRL's
+    ``seconds``."""
+    return float(record.get("step_seconds", record.get("seconds", 0.0)) or 0.0)
 
 
 @dataclass
@@ -49,6 +59,8 @@ class RunData:
     folder: str
     steps: list[dict[str, Any]]
     evals: list[dict[str, Any]]
+    about: dict[str, Any] = field(default_factory=dict)  # sampler, trainer, model, seed (None where unknown)
+    notes: list[str] = field(default_factory=list)  # what the reader should know (NaN records left out)
 
     @property
     def sets(self) -> list[str]:
@@ -57,6 +69,10 @@ class RunData:
     def prompts_at(self, step: int) -> int:
         """Prompts rolled out in the logged steps up to STEP (dynamic sampling's extra batches included)."""
         return sum(int(s.get("rollout_prompts", 0)) for s in self.steps if s["step"] <= step)
+
+    def seconds_at(self, step: int) -> float:
+        """Training wall seconds of the logged steps up to STEP."""
+        return sum(step_seconds(s) for s in self.steps if s["step"] <= step)
 
     @property
     def total_steps(self) -> int:
@@ -82,7 +98,8 @@ class RunData:
             prompts = int(prompts) if isinstance(prompts, int) else self.prompts_at(step)
             accuracy = sum(float(r["mean_at_k"]) for r in records) / len(records)  # type: ignore[index]
             single = records[0] if len(records) == 1 else {}
-            points.append(Point(step, prompts, accuracy, single.get("ci_low"), single.get("ci_high")))  # type: ignore[union-attr]
+            low, high = single.get("ci_low"), single.get("ci_high")  # type: ignore[union-attr]
+            points.append(Point(step, prompts, accuracy, low, high, self.seconds_at(step)))
         return points
 
 
@@ -97,13 +114,43 @@ def resolve_run(ref: str, runs_root: str = RUNS_ROOT) -> Path:
 def load_run(ref: str, name: str | None = None, runs_root: str = RUNS_ROOT) -> RunData:
     """A run's steps and evaluations; a run without any validation record is refused (nothing to compare)."""
     folder = resolve_run(ref, runs_root)
-    evals = read_evals(folder / EVAL_FILE)
+    notes = check_evals(folder / EVAL_FILE)  # a record that is not numbers: one line naming file and line
+    evals = [r for r in read_evals(folder / EVAL_FILE) if not _nan(r.get("mean_at_k"))]
     if not evals:
         raise InputError(
             f"run {ref}: {folder / EVAL_FILE} has no validation records; train with eval sets "
             "(--eval-set NAME, --eval-steps N) to record them"
         )
-    return RunData(name or folder.resolve().name, str(folder), read_steps(folder / STEPS_FILE), evals)
+    steps = read_steps(folder / STEPS_FILE)
+    return RunData(name or folder.resolve().name, str(folder), steps, evals, read_about(folder), notes)
+
+
+def read_about(folder: Path) -> dict[str, Any]:
+    """The run's sampler, trainer, model and seed from RUN_DIR/run.json (a run recorded before it kept them: read
+    from its trajectory's keys); None for what it does not say."""
+    try:
+        doc = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        doc = {}
+    doc = doc if isinstance(doc, dict) else {}
+    about = doc.get("about") if isinstance(doc.get("about"), dict) else {}
+    trajectory = doc.get("trajectory") if isinstance(doc.get("trajectory"), dict) else {}
+    if not about and trajectory:
+        trainer = next(
+            (k.split(".")[0] for k in trajectory if k.endswith(".seed") and not k.startswith("sampler")), None
+        )
+        about = {
+            "sampler": trajectory.get("sampler.kind"),
+            "trainer": trainer,
+            "model": trajectory.get("model"),
+            "seed": trajectory.get(f"{trainer}.seed"),
+        }
+    return {key: about.get(key) for key in ABOUT}
+
+
+def _nan(value: Any) -> bool:
+    """No usable mean@k: null (verl's NaN written as null) or a NaN that a hand or another tool wrote."""
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
 
 
 def load_runs(refs: Sequence[str], runs_root: str = RUNS_ROOT) -> list[RunData]:
@@ -131,14 +178,10 @@ def _sd(values: Sequence[float]) -> float:  # ddof 0, as ads simulate
     return math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
 
 
-def bootstrap_interval(values: Sequence[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
-    """95% percentile-bootstrap interval of the mean of VALUES (one per seed); None for fewer than two."""
-    if len(values) < 2:
-        return None
-    rng = random.Random(seed)
-    n = len(values)
-    means = sorted(sum(rng.choice(values) for _ in range(n)) / n for _ in range(resamples))
-    return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+def bootstrap_interval(values: Sequence[float]) -> tuple[float, float] | None:
+    """95% percentile-bootstrap interval of the mean of VALUES (one per seed; ``metrics.mean_interval``, the one
+    bootstrap); None for fewer than two."""
+    return mean_interval(values) if len(values) >= 2 else None
 
 
 def common_sets(runs: Sequence[RunData]) -> list[str]:
@@ -156,6 +199,7 @@ def summarize(groups: dict[str, list[RunData]], set_name: str = AVERAGE) -> list
     for name, runs in groups.items():
         step_ratios: list[float] = []
         prompt_ratios: list[float] = []
+        time_ratios: list[float] = []
         steps_hit: list[int] = []
         finals: list[float] = []
         for i, run in enumerate(runs):
@@ -171,12 +215,15 @@ def summarize(groups: dict[str, list[RunData]], set_name: str = AVERAGE) -> list
                 steps_hit.append(mine.step)
             hit_step = mine.step if mine else run.total_steps
             hit_prompts = mine.prompts if mine else run.total_prompts
+            hit_seconds = mine.seconds if mine else run.seconds_at(run.total_steps)
             if theirs.step == 0 or theirs.prompts == 0:  # the baseline ended no better than it started
                 step_ratios.append(math.nan)
                 prompt_ratios.append(math.nan)
+                time_ratios.append(math.nan)
                 continue
             step_ratios.append(hit_step / theirs.step)
             prompt_ratios.append(hit_prompts / theirs.prompts)
+            time_ratios.append(hit_seconds / theirs.seconds if theirs.seconds > 0 and run.steps else math.nan)
         last = runs[0].curve(set_name, sets)[-1]
         informative = sum(int(s.get("informative_groups", 0)) for r in runs for s in r.steps)
         rolled = sum(r.total_prompts for r in runs)
@@ -193,11 +240,12 @@ def summarize(groups: dict[str, list[RunData]], set_name: str = AVERAGE) -> list
                 "steps_mean": _mean(steps_hit) if steps_hit else None,
                 **_ratio_fields("step_ratio", step_ratios),
                 **_ratio_fields("rollout_ratio", prompt_ratios),
+                **_ratio_fields("time_ratio", time_ratios),
                 "steps": _mean([r.total_steps for r in runs]),
                 "prompts_rolled_out": rolled / len(runs),
                 "prompts_per_step": rolled / max(1, sum(r.total_steps for r in runs)),
                 "informative_share": informative / max(1, rolled) if any(r.steps for r in runs) else None,
-                "seconds": sum(float(s.get("seconds", 0.0)) for r in runs for s in r.steps),
+                "seconds": sum(step_seconds(s) for r in runs for s in r.steps),
             }
         )
     return rows
@@ -236,6 +284,7 @@ def compare(groups: dict[str, list[RunData]]) -> dict[str, Any]:
             if record["step"] >= last.get(record["set"], {"step": -1})["step"]:
                 last[record["set"]] = record
         finals[run.name] = last
+    notes = [note for run in runs for note in run.notes] + unfinished_notes(runs, finals)
     reach = {key: summarize(groups, key) for key in ([AVERAGE] if len(sets) > 1 else []) + sets}
     return {
         "baseline": next(iter(groups)),
@@ -245,12 +294,32 @@ def compare(groups: dict[str, list[RunData]]) -> dict[str, Any]:
             {
                 "name": r.name,
                 "folder": os.path.abspath(r.folder),
+                **{key: r.about.get(key) for key in ABOUT},
                 "steps": r.total_steps,
                 "prompts_rolled_out": r.total_prompts,
                 "final": finals[r.name],
+                "final_step": max((rec["step"] for rec in finals[r.name].values()), default=0),
             }
             for r in runs
         ],
         "headline": AVERAGE if len(sets) > 1 else sets[0],
         "reach": reach,
+        "notes": notes,
     }
+
+
+def unfinished_notes(runs: Sequence[RunData], finals: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """A note for each run whose final figures come from an earlier step than another run's, or than its own
+    last logged training step (an unfinished or killed run)."""
+    last = {r.name: max((rec["step"] for rec in finals[r.name].values()), default=0) for r in runs}
+    furthest = max(last.values(), default=0)
+    notes = []
+    for run in runs:
+        trained = max((int(s["step"]) for s in run.steps), default=0)
+        if last[run.name] < furthest or last[run.name] < trained:
+            ahead = max(furthest, trained)
+            notes.append(
+                f"{run.name}: last evaluated at step {last[run.name]} (step {ahead} reached elsewhere): unfinished? "
+                f"its final figures are those of step {last[run.name]}"
+            )
+    return notes

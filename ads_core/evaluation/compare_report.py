@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ads_core.evaluation.compare import AVERAGE, RunData, common_sets, compare, ratio_text
+from ads_core.evaluation.compare import ABOUT, AVERAGE, RunData, common_sets, compare, ratio_text
 
 
 def _cell(record: dict[str, Any] | None) -> str:
@@ -26,7 +26,12 @@ def finals_table(result: dict[str, Any]) -> str:
     sets = result["sets"]
     shown = list(dict.fromkeys([*sets, *(s for r in result["runs"] for s in r["final"])]))
     ks = sorted({int(r["final"][s].get("k", 0)) for r in result["runs"] for s in r["final"]})
-    head = "| run | " + " | ".join(shown) + (" | average" if len(sets) > 1 else "") + " | steps | prompts rolled out |"
+    head = (
+        "| run | sampler | trainer | model | seed | "
+        + " | ".join(shown)
+        + (" | average" if len(sets) > 1 else "")
+        + " | final at step | steps | prompts rolled out |"
+    )
     lines = [
         f"Final accuracy: mean@{'/'.join(map(str, ks))} with its 95% interval (n = problems per set)",
         "",
@@ -38,10 +43,17 @@ def finals_table(result: dict[str, Any]) -> str:
         cells = [_cell(final.get(s)) for s in shown]
         if len(sets) > 1:
             cells.append(f"{sum(final[s]['mean_at_k'] for s in sets) / len(sets):.3f}")
-        lines.append(f"| {run['name']} | " + " | ".join(cells) + f" | {run['steps']} | {run['prompts_rolled_out']} |")
+        about = " | ".join("?" if run.get(key) is None else str(run[key]) for key in ABOUT)
+        at = run.get("final_step", "-")
+        lines.append(
+            f"| {run['name']} | {about} | "
+            + " | ".join(cells)
+            + f" | {at} | {run['steps']} | {run['prompts_rolled_out']} |"
+        )
     n = {s: result["runs"][0]["final"][s].get("n") for s in sets}
     lines.append("")
     lines.append("n: " + ", ".join(f"{s} {v}" for s, v in n.items()))
+    lines += [f"note: {note}" for note in result.get("notes", [])]
     return "\n".join(lines)
 
 
@@ -54,16 +66,17 @@ def reach_table(result: dict[str, Any], key: str | None = None) -> str:
         f"Steps and prompts rolled out to reach {base}'s final accuracy on {key} ({rows[0]['target']:.3f}), "
         f"as a share of {base}'s:",
         "",
-        "| run | final | reached | at step | steps | prompts | prompts/step | informative | time s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| run | final | reached | at step | steps | prompts | wall time | prompts/step | informative | time s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         final = f"{row['final_mean']:.3f}" + (f" +- {row['final_sd']:.3f}" if row["runs"] > 1 else "")
         at = f"{row['steps_mean']:.0f}" if row["steps_mean"] is not None else "-"
         share = f"{row['informative_share']:.2f}" if row["informative_share"] is not None else "-"
         steps, prompts = ratio_text(row, "step_ratio", True), ratio_text(row, "rollout_ratio", True)
+        wall = ratio_text(row, "time_ratio", True)
         lines.append(
-            f"| {row['name']} | {final} | {row['reached']}/{row['runs']} | {at} | {steps} | {prompts} | "
+            f"| {row['name']} | {final} | {row['reached']}/{row['runs']} | {at} | {steps} | {prompts} | {wall} | "
             f"{row['prompts_per_step']:.1f} | {share} | {row['seconds']:.0f} |"
         )
     lines += [
@@ -71,8 +84,9 @@ def reach_table(result: dict[str, Any], key: str | None = None) -> str:
         "at step: the first evaluation at or above the target (mean over the runs that reach it). steps / prompts: "
         f"the run's steps (prompts rolled out) to the target over {base}'s, mean over seeds [95% bootstrap interval "
         f"over seeds]; '>=': some runs never reached it (counted as the whole run); n/a: {base} ended no better than "
-        "it started. informative: share of rolled-out groups whose rewards disagree. time: seconds of its logged "
-        "steps.",
+        "it started. wall time: the same for the training wall seconds logged to reach it (rollouts, reference "
+        "rollouts, updates). informative: share of rolled-out groups whose rewards disagree. time: seconds of its "
+        "logged steps.",
     ]
     return "\n".join(lines)
 
@@ -106,7 +120,7 @@ def markdown(groups: dict[str, list[RunData]], result: dict[str, Any]) -> str:
 
 
 def plot_png(groups: dict[str, list[RunData]], key: str = AVERAGE) -> bytes:
-    """PNG: accuracy against optimizer steps and against prompts rolled out, mean +- sd over a group's runs."""
+    """PNG: accuracy against optimizer steps, prompts rolled out and wall time, mean +- sd over a group's runs."""
     import io
 
     import matplotlib
@@ -116,7 +130,7 @@ def plot_png(groups: dict[str, list[RunData]], key: str = AVERAGE) -> bytes:
     import numpy as np
 
     sets = common_sets([r for g in groups.values() for r in g])
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4), constrained_layout=True)
     for name, runs in groups.items():
         curves = [r.curve(key, sets) for r in runs]
         steps = sorted(set.intersection(*({p.step for p in c} for c in curves)))
@@ -124,13 +138,15 @@ def plot_png(groups: dict[str, list[RunData]], key: str = AVERAGE) -> bytes:
             continue
         acc = np.array([[p.accuracy for p in c if p.step in steps] for c in curves])
         prompts = np.array([[p.prompts for p in c if p.step in steps] for c in curves]).mean(axis=0)
+        seconds = np.array([[p.seconds for p in c if p.step in steps] for c in curves]).mean(axis=0)
         mean, sd = acc.mean(axis=0), acc.std(axis=0)
-        for ax, x in ((axes[0], np.array(steps)), (axes[1], prompts)):
+        for ax, x in ((axes[0], np.array(steps)), (axes[1], prompts), (axes[2], seconds)):
             ax.plot(x, mean, marker="o", ms=3, label=name)
             if len(runs) > 1:
                 ax.fill_between(x, mean - sd, mean + sd, alpha=0.15)
     axes[0].set(xlabel="optimizer step", ylabel=f"accuracy on {key} (mean@k)", title="accuracy against steps")
     axes[1].set(xlabel="prompts rolled out", title="accuracy against rollouts")
+    axes[2].set(xlabel="training wall seconds", title="accuracy against wall time")
     axes[0].legend(fontsize=8)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=80)

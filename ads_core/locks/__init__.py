@@ -8,3 +8,7 @@ holder's token is still the newest. Prefect-free: the build's flows (`ads_prefec
 and training (`ads_core.train.resume.lock`) all use it. No module sets where locks live: `place` decides from the
 location locked and ADS_LOCK_DIR, read at call time.
 """
+
+from ads_core.locks.store import lock_dir
+
+__all__ = ["lock_dir"]

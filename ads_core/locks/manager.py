@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ads_core.locks.fence import Fence, fenced
-from ads_core.locks.place import store_at, store_for
+from ads_core.locks.place import also_for, store_at, store_for
 from ads_core.locks.store import (
     WAIT_ENV,
     LockSettings,
@@ -257,6 +257,7 @@ class BuildLockManager:
 
 
 OUT_LOCKS = BuildLockManager()
+SECOND_OUT_LOCKS = BuildLockManager()  # the lock a build without ADS_LOCK_DIR takes, held as well (`place.also_for`)
 
 
 def held_locks(store: Any = None) -> dict[str, dict[str, Any]]:
@@ -287,11 +288,24 @@ def owning(out: str, holder: str) -> Iterator[Ownership]:
     OUT_LOCKS.acquire_lock(key, holder, label=out, store=store_for(out))  # an object-store OUT: in its bucket
     fence = OUT_LOCKS.fence(key)
     assert fence is not None
+    checks, held, second = [fence.check], [OUT_LOCKS], also_for(out)
     try:
-        with fencing.guarded(out, fence.check):
+        if second is not None:  # ADS_LOCK_DIR adds a lock, never moves it: also the one a build without it takes
+            SECOND_OUT_LOCKS.acquire_lock(key, holder, label=out, store=second)
+            held.append(SECOND_OUT_LOCKS)
+            second_fence = SECOND_OUT_LOCKS.fence(key)
+            assert second_fence is not None
+            checks.append(second_fence.check)
+
+        def check_every_lock() -> None:
+            for check in checks:
+                check()
+
+        with fencing.guarded(out, check_every_lock):
             yield Ownership(fence, OUT_LOCKS.taken_over.pop(key, None))
     finally:
-        try:
-            OUT_LOCKS.release_lock(key, holder)
-        except ValueError:  # taken over meanwhile (our lease lapsed): nothing of ours to release
-            log.warning("the lock on %s was no longer ours at the end of the build", out)
+        for manager in reversed(held):
+            try:
+                manager.release_lock(key, holder)
+            except ValueError:  # taken over meanwhile (our lease lapsed): nothing of ours to release
+                log.warning("the lock on %s was no longer ours at the end of the build", out)

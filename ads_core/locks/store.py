@@ -73,6 +73,11 @@ def lock_dir() -> Path:
     explicit = os.environ.get(LOCK_DIR_ENV)
     if explicit:
         return Path(explicit).expanduser().resolve()
+    return default_lock_dir()
+
+
+def default_lock_dir() -> Path:
+    """`<ADS cache dir>/locks`: where a local OUT's lock lives without ADS_LOCK_DIR."""
     from ads_core.common.defaults import cache_dir
 
     return cache_dir().expanduser().resolve() / "locks"

@@ -195,10 +195,10 @@ class DifficultyTargetedSampler(BaseSampler):
     def metrics(self) -> dict[str, float]:
         pred = self._last_pred
         return {
-            "dots/step": float(self.steps),
-            "dots/memory": float(len(self._mem_rows)),
-            "dots/pred_mean": float(pred.mean()) if len(pred) else float("nan"),
-            "dots/pred_abs_gap_mean": float(np.abs(pred - self.cfg.target).mean()) if len(pred) else float("nan"),
+            "dots-lite/step": float(self.steps),
+            "dots-lite/memory": float(len(self._mem_rows)),
+            "dots-lite/pred_mean": float(pred.mean()) if len(pred) else float("nan"),
+            "dots-lite/pred_abs_gap_mean": float(np.abs(pred - self.cfg.target).mean()) if len(pred) else float("nan"),
         }
 
     def state_dict(self) -> dict[str, Any]:

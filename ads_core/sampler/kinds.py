@@ -4,7 +4,8 @@ knobs.
 Every sampler is made here: TRL, verl, the simulator and the artifact check ask for `build_sampler(kind,
 cluster_ids, rank_in_cluster, sampler_config, batch_size)` and drive what they get only through the protocol
 in `ads_core.sampler.base` (`next_batch`, `update(rows, success)`, `state_dict`, `load_state_dict`, `metrics`).
-Adding a kind is one module with its options class and one registration; nothing else is edited:
+Adding a kind is its options class and one registration (here, or in a module of its own listed in `BUILT_IN`);
+nothing else is edited:
 
     class MineConfig(FrozenSection):
         batch_size: int = Field(128, ge=1, description="Prompts per step.")
@@ -27,6 +28,7 @@ that many rows per step, so comparisons train on the same number of prompts.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -40,6 +42,7 @@ from ads_core.config.sampler import (
     UniformSamplerConfig,
 )
 from ads_core.sampler.base import Sampler
+from ads_core.sampler.dots.options import DotsSamplerConfig
 
 SamplerFactory = Callable[[Any, Any, Any, int], Sampler]  # (cluster_ids, rank_in_cluster, sampler section, batch)
 ENTRY_POINT_GROUP = "ads_pipeline.sampler_kinds"
@@ -103,15 +106,21 @@ def register_kind(
     return deco
 
 
+# Modules of built-in kinds that register themselves elsewhere (a kind with its own module: its options class,
+# factory and `@register_kind` together); imported once, before the registry first answers.
+BUILT_IN: tuple[str, ...] = ()
 _entry_points_loaded = False
 
 
 def _load_entry_points() -> None:
-    """Register the kinds installed packages declare in the `ads_pipeline.sampler_kinds` group, once."""
+    """Import the BUILT_IN modules and register the kinds installed packages declare in the
+    `ads_pipeline.sampler_kinds` group, once."""
     global _entry_points_loaded
     if _entry_points_loaded:
         return
     _entry_points_loaded = True
+    for module in BUILT_IN:
+        importlib.import_module(module)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name not in KINDS.names():
             factory = ep.load()
@@ -169,11 +178,18 @@ def _uniform(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) 
     return UniformSampler(cluster_ids, rank_in_cluster, cfg.uniform.replaced(batch_size=batch_size))
 
 
-@register_kind("dots", options=DifficultyTargetedConfig)
+@register_kind("dots", options=DotsSamplerConfig)
 def _dots(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
+    from ads_core.sampler.dots.sampler import DotsSampler
+
+    return DotsSampler(cluster_ids, rank_in_cluster, cfg.dots.replaced(batch_size=batch_size))
+
+
+@register_kind("dots-lite", options=DifficultyTargetedConfig)
+def _dots_lite(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
     from ads_core.sampler.baselines import DifficultyTargetedSampler
 
-    return DifficultyTargetedSampler(cluster_ids, rank_in_cluster, cfg.dots.replaced(batch_size=batch_size))
+    return DifficultyTargetedSampler(cluster_ids, rank_in_cluster, cfg.dots_lite.replaced(batch_size=batch_size))
 
 
 @register_kind("dynamic", options=DynamicSamplingConfig, extra_rollouts=True)

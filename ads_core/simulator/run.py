@@ -102,7 +102,7 @@ def _build(kind: str, world: World, cfg: SimulationConfig, seed: int, **ads: obj
         kind="ads",
         ads=cfg.ads.replaced(seed=seed, **ads),
         uniform=UniformSamplerConfig(seed=seed),
-        dots=cfg.dots.replaced(seed=seed),
+        dots_lite=cfg.dots.replaced(seed=seed),
         dynamic=cfg.dynamic.replaced(seed=seed),
     )
     return build_sampler(kind, world.cluster_of, world.rank_in_cluster, section, cfg.ads.batch_size)
@@ -114,7 +114,7 @@ def _ads(world: World, cfg: SimulationConfig, seed: int, **overrides: object) ->
 
 SAMPLER_FACTORIES: dict[str, SamplerFactory] = {
     "uniform": lambda w, c, s: _build("uniform", w, c, s),
-    "dots": lambda w, c, s: _build("dots", w, c, s),
+    "dots": lambda w, c, s: _build("dots-lite", w, c, s),  # the rule alone: the simulator has no predictor
     "dynamic": lambda w, c, s: _build("dynamic", w, c, s),
     "ads": lambda w, c, s: _ads(w, c, s),
     "ads-frontier": lambda w, c, s: _ads(w, c, s, window="frontier"),

@@ -270,7 +270,7 @@ def checkpoint_problem(folder: str | os.PathLike[str], step: int, run_id: str | 
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return f"{path}: missing (the save did not finish)"
+        return f"{path}: missing (a save that did not finish, or a deleted manifest)"
     except (OSError, ValueError) as exc:
         return f"{path}: unreadable ({exc})"
     if not isinstance(doc, dict) or doc.get("format") != CHECKPOINT_FORMAT or not isinstance(doc.get("files"), dict):

@@ -23,6 +23,7 @@ from ads_core.train import plan as tplan
 from ads_core.train.applicable import refuse_foreign_options
 from ads_core.train.options import TrainConfig
 from ads_core.train.plan import TrainPlan
+from ads_core.train.resume import identity
 from ads_core.train.trainers import OnLine, OnStep, Score, Trainer, TrainResult, choose_trainer, get_trainer
 
 __all__ = ["TrainResult", "check_machine", "execute", "launch_command", "prepare", "train", "trainer_of"]
@@ -55,6 +56,7 @@ def prepare(artifact_uri: str, cfg: TrainConfig, dry_run: bool = False) -> Train
     """Check everything and plan the run; a machine that can't run the chosen trainer fails first, at once."""
     check_machine(cfg, dry_run)
     plan = tplan.plan_training(artifact_uri, cfg, materialize=not dry_run)
+    identity.check_before_loading(plan)  # a resume with other options: refused now, before any model is loaded
     plan.part = trainer_of(plan).plan(plan, not dry_run)
     if not dry_run:
         from ads_core.train.resume.lock import refuse_if_held

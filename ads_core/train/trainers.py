@@ -66,6 +66,7 @@ class TrainResult:
     resumed_from: int | None = None
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # the steps' warnings (no learning signal), for a flow's state
 
 
 class TrainerPart(Protocol):

@@ -5,6 +5,9 @@ it after training runs (parameters: the run folders and where to write the compa
 
 from __future__ import annotations
 
+import datetime as dt
+import re
+from pathlib import Path
 from typing import Any
 
 from prefect import flow
@@ -14,7 +17,16 @@ from ads_prefect.flows.setup import prepare_process
 from ads_prefect.tasks import train as tt
 
 
-@flow(name="ads-compare", validate_parameters=True)
+def compare_run_name() -> str:
+    """``compare-<first run>-vs-<second>...-<UTC time>``, as the other flows' runs are named (build-, train-, demo-)."""
+    from prefect.runtime import flow_run
+
+    names = [Path(str(r)).name for r in flow_run.parameters.get("runs") or []]
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", "-vs-".join(names)).strip("-")[:80] or "runs"
+    return f"compare-{slug}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}"
+
+
+@flow(name="ads-compare", flow_run_name=compare_run_name, validate_parameters=True)
 def ads_compare(runs: list[str], out: str) -> dict[str, Any]:
     """Compare training runs and publish the comparison.
 

@@ -30,9 +30,10 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
-from prefect.states import Failed, State
+from prefect.states import Completed, Failed, State
 from pydantic import ValidationError
 
+from ads_core.common.errors import InputError
 from ads_core.config.base import error_line
 from ads_core.train import run as trun
 from ads_core.train.options import TrainConfig, load_train_config
@@ -75,7 +76,11 @@ def ads_train(artifact_uri: str, dry_run: bool = False, **config: Any) -> dict[s
     try:
         options = config.pop("options", None) or {}
         cfg = load_train_config(config, options)
-        return _train(artifact_uri, cfg, dry_run)
+        result = _train(artifact_uri, cfg, dry_run)
+        if result.get("warnings"):  # trained, but e.g. with no learning signal: said in the run's state too
+            more = f" (and {len(result['warnings']) - 1} more)" if len(result["warnings"]) > 1 else ""
+            return Completed(message=f"trained with a warning: {result['warnings'][0]}{more}", data=result)
+        return result
     except ValidationError as exc:
         message = error_line(exc)
         logger.error(message)
@@ -117,6 +122,8 @@ def _train(artifact_uri: str, cfg: TrainConfig, dry_run: bool) -> dict[str, Any]
     outcome = tt.run_training(plan)
     result |= {"metrics": outcome.metrics, "steps_file": outcome.steps_file, "checkpoint": outcome.last_checkpoint}
     result["steps"] = len(outcome.steps)
+    if outcome.warnings:
+        result["warnings"] = outcome.warnings
     return result
 
 
@@ -137,3 +144,23 @@ ads_train = flow(
         docs=DOCS,
     )
 )
+
+
+def publish_training(artifact_uri: str, cfg: TrainConfig, dry_run: bool = False) -> tuple[State, str]:
+    """`ads train --publish`: this training as a named `ads-train` flow run on the configured Prefect server (its
+    plan, progress, plots, metrics and warnings as artifacts); returns its final state and its page (or id)."""
+    from prefect.settings import PREFECT_API_URL
+
+    from ads_prefect.runtime.runs import run_url
+
+    if not PREFECT_API_URL.value():
+        raise InputError("--publish needs a Prefect server: start one with `ads server` and set PREFECT_API_URL")
+    wanted = inspect.signature(ads_train.fn).parameters
+    params = {name: getattr(cfg, name) for name in type(cfg).model_fields if name in wanted}
+    others = [name for name in type(cfg).model_fields if name not in wanted]  # plug-ins named by class path
+    if others and "options" in wanted:
+        dumped = cfg.model_dump(mode="json", include=set(others))
+        params["options"] = {f"{s}.{k}": v for s, section in dumped.items() for k, v in (section or {}).items()}
+    state = ads_train(artifact_uri=artifact_uri, dry_run=dry_run, **params, return_state=True)
+    flow_run_id = str(state.state_details.flow_run_id)
+    return state, run_url(flow_run_id) or f"flow run {flow_run_id}"

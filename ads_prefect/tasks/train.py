@@ -175,11 +175,20 @@ def _run_training(plan: TrainPlan) -> trun.TrainResult:
         )
         for note in record.get("notes", []):  # e.g. a dynamic-sampling step that rolled out several batches
             logger.info(note)
-        for warning in record.get("warnings", []):  # e.g. no learning signal: shown in the run's log
-            logger.warning(render_options(warning, record.get("warning_options", ()), spell_param))
+        for warning in record.get("warnings", []):  # e.g. no learning signal: the log, an artifact, the state
+            warnings.append(render_options(warning, record.get("warning_options", ()), spell_param))
+            logger.warning(warnings[-1])
 
+    warnings: list[str] = []
     logger.info("%s: %s", plan.trainer, plan.part.launch_line() if plan.part else "")
     result = trun.execute(plan, on_step=on_step, on_line=logger.info)
+    result.warnings = [*result.warnings, *(w for w in warnings if w not in result.warnings)]
+    if result.warnings:  # seen in the UI beside the run's plots, not only in its log
+        create_markdown_artifact(
+            key=artifact_key(plan.experiment, "warnings"),
+            markdown=f"# {plan.experiment}: warnings\n\n" + "\n".join(f"- {w}" for w in result.warnings),
+            description=f"what the training of {plan.experiment} warned about (e.g. no learning signal)",
+        )
     if progress is not None:
         update_progress_artifact(artifact_id=progress, progress=100.0)
     for note in result.notes:

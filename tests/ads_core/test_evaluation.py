@@ -134,7 +134,7 @@ def tiny_policy(tiny_model_dir: Path):
 
 
 def _eval_set() -> dict[str, list[Problem]]:
-    from ads_core.evaluation.problems import load_problems, resolve_sets
+    from ads_core.evaluation.sets.problems import load_problems, resolve_sets
 
     return load_problems(resolve_sets(["amc23"]), limit=5)
 
@@ -178,7 +178,7 @@ def test_a_resumed_evaluation_equals_an_uninterrupted_one(tmp_path: Path, tiny_p
 
 
 def test_evaluate_policy_on_a_loaded_model(tiny_policy):
-    from ads_core.evaluation import evaluate_policy
+    from ads_core.evaluation.api import evaluate_policy
 
     model = tiny_policy.model
     model.train()
@@ -200,7 +200,11 @@ def test_evaluate_policy_on_a_loaded_model(tiny_policy):
     ("args", "message"),
     [
         (["nosuch-model"], "'nosuch-model': not a model folder"),
-        (["tiny", "--set", "nosuch"], "eval set 'nosuch': not a packaged set"),
+        (
+            ["tiny", "--set", "nosuch"],
+            "eval set 'nosuch': not a named set (math500, aime24, aime25, amc23, minerva, gpqa_diamond, mmlu_pro, "
+            "paper)",
+        ),
         (["tiny", "-k", "0"], "-k: Input should be greater than or equal to 1"),
         (["tiny", "--greedy", "-k", "4"], "-k: Value error, greedy decoding gives one sample per problem"),
         (["tiny", "--backend", "vllm"], "backend vllm needs the vllm package and a CUDA GPU"),
@@ -217,6 +221,18 @@ def test_cli_bad_input_is_one_error_line(args: list[str], message: str, monkeypa
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.output
 
 
+def test_publish_without_a_server_is_refused_before_any_evaluation(monkeypatch, tmp_path: Path):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from ads_cli.main import app
+
+    monkeypatch.chdir(tmp_path)
+    with temporary_settings(updates={PREFECT_API_URL: None}):
+        result = CliRunner().invoke(app, ["eval", "tiny", "--set", "amc23", "--publish"])
+    assert result.exit_code == 2 and "--publish needs a Prefect server" in result.output, result.output
+    assert not (tmp_path / "ads-eval").exists()
+
+
 def test_cli_evaluates_a_run_folder(tmp_path: Path, tiny_model_dir: Path, monkeypatch):
     import shutil
 
@@ -225,6 +241,8 @@ def test_cli_evaluates_a_run_folder(tmp_path: Path, tiny_model_dir: Path, monkey
     run = tmp_path / "ads-runs" / "r1"
     shutil.copytree(tiny_model_dir, run / "checkpoints" / "checkpoint-3")
     (run / "steps.jsonl").write_text("")
+    about = {"sampler": "uniform", "trainer": "trl", "model": "org/base", "seed": 42}
+    (run / "run.json").write_text(json.dumps({"run_id": "x", "about": about, "trajectory": {}}))
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(
         app, ["eval", "r1", "--set", "amc23", "--limit", "2", "-k", "2", "--max-tokens", "4", "--seed", "3"]
@@ -232,9 +250,18 @@ def test_cli_evaluates_a_run_folder(tmp_path: Path, tiny_model_dir: Path, monkey
     assert result.exit_code == 0, result.output
     assert "mean@2" in result.output and "pass@2" in result.output and "amc23" in result.output
     assert re.search(r"2/2 [\d.]+ problems/s", result.output), result.output  # the bar's rate
+    assert "eval r1@3: 2/2 problems, eta 0:00" in result.stdout.splitlines()  # stdout not a terminal: lines
     out = tmp_path / "ads-eval" / "r1@3"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["sets"]["amc23"]["n"] == 2 and summary["config"]["seed"] == 3
+    trained = summary["model"]["trained"]  # what trained the evaluated policy (issue 45)
+    assert (trained["sampler"], trained["trainer"], trained["base_model"], trained["seed"], trained["step"]) == (
+        "uniform",
+        "trl",
+        "org/base",
+        42,
+        3,
+    )
     table = pq.read_table(out / "completions.parquet")
     assert table.num_rows == 4 and pa.types.is_boolean(table.schema.field("correct").type)
 

@@ -169,9 +169,39 @@ def test_another_runs_checkpoint_and_a_manifestless_save_do_not_count(tmp_path: 
     killed.mkdir()
     (killed / "optimizer.pt").write_bytes(b"x")
     choice = checkpoints.newest_verified(tmp_path, "r1")
-    assert choice.chosen is not None and choice.chosen[0] == 1 and "another run" in choice.warnings[0]
-    checkpoints.set_aside(choice)
-    assert not killed.exists()  # a killed save (no manifest) newer than the resume point is removed
+    assert choice.chosen is not None and choice.chosen[0] == 1 and "another run" in choice.warnings[1]
+    lines = checkpoints.set_aside(choice)
+    # a killed save (no manifest) newer than the resume point is moved aside like any failed one, never deleted
+    assert not killed.exists() and (tmp_path / "rejected-checkpoint-3" / "optimizer.pt").read_bytes() == b"x"
+    assert len(lines) == 2 and "checkpoint-3 skipped: " in lines[0] and "ads_manifest.json: missing" in lines[0]
+    assert str(tmp_path / "rejected-checkpoint-3") in lines[0]
+
+
+def test_a_complete_checkpoint_whose_manifest_was_deleted_is_moved_aside_whole(tmp_path: Path):
+    _checkpoint(tmp_path, 1)
+    newest = _checkpoint(tmp_path, 2)
+    files = sorted(p.name for p in newest.iterdir() if p.name != mf.CHECKPOINT_MANIFEST)
+    (newest / mf.CHECKPOINT_MANIFEST).unlink()
+    (tmp_path / "rejected-checkpoint-2").mkdir()  # set aside by an earlier resume: kept too
+    (tmp_path / "rejected-checkpoint-2" / "mark").write_text("older")
+    choice = checkpoints.newest_verified(tmp_path, "r1")
+    assert choice.chosen == (1, tmp_path / "checkpoint-1")
+    lines = checkpoints.set_aside(choice)
+    assert sorted(p.name for p in (tmp_path / "rejected-checkpoint-2.2").iterdir()) == files
+    assert (tmp_path / "rejected-checkpoint-2" / "mark").read_text() == "older"
+    assert lines == [
+        f"checkpoint-2 skipped: {newest / mf.CHECKPOINT_MANIFEST}: missing (a save that did not finish, or a deleted "
+        f"manifest); moved to {tmp_path / 'rejected-checkpoint-2.2'} (nothing deleted)"
+    ]
+
+
+def test_a_failed_save_is_removed_only_without_its_manifest(tmp_path: Path):
+    complete = _checkpoint(tmp_path, 1)
+    assert saving.remove_partial(str(complete)) is False and complete.is_dir()
+    partial = tmp_path / "checkpoint-2"
+    partial.mkdir()
+    (partial / "model.safetensors").write_bytes(b"half")
+    assert saving.remove_partial(str(partial)) is True and not partial.exists()
 
 
 def test_rotation_keeps_the_newest_checkpoints_with_a_manifest(tmp_path: Path):

@@ -119,12 +119,13 @@ def ads_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdsServer]:
     assert not server.cache.parent.exists()
     server.proc = start_process([ADS, "server", "--port", str(port)], server.log, server.env())
     try:
-        wait_until(
-            lambda: http_json(f"{server.base}/api/health", timeout=2),
+        wait_until(  # what a user waits for: the line that says it is ready (said once /health answers)
+            lambda: "ads server: ready" in server.log.read_text(errors="replace"),
             180,
-            f"{server.base}/api/health (log: {server.log})",
+            f"'ads server: ready' in {server.log}",
             server.proc,
         )
+        assert http_json(f"{server.base}/api/health", timeout=5) is True  # ready means the API answers
         server.user_prefect_dir_at_start = (server.home / ".prefect").exists()
         yield server
     finally:

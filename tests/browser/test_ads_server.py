@@ -16,4 +16,7 @@ def test_ads_server_starts_on_a_fresh_machine_and_its_ui_names_its_own_port(ads_
     first = ads_server.log.read_text().splitlines()[:6]  # what it says before Prefect's own banner
     assert any(f"PREFECT_HOME={home}" in line for line in first), first
     assert any(f"UI's API URL: http://127.0.0.1:{ads_server.port}/api" in line for line in first), first
-    assert any(f"export PREFECT_API_URL=http://127.0.0.1:{ads_server.port}/api" in line for line in first), first
+    lines = ads_server.log.read_text().splitlines()
+    ready = next(i for i, line in enumerate(lines) if line.startswith("ads server: ready: Prefect UI at "))
+    assert lines[ready] == f"ads server: ready: Prefect UI at http://127.0.0.1:{ads_server.port}"
+    assert f"export PREFECT_API_URL=http://127.0.0.1:{ads_server.port}/api" in lines[ready + 1]

@@ -4,6 +4,7 @@ markdown artifact of its run (runs written by the test; the session's Prefect se
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,4 +40,7 @@ def test_publish_runs_the_flow_and_the_comparison_is_an_artifact_of_its_run(pref
             artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["ads-compare-uniform-vs-ads"])), limit=1
         )
     assert artifact.type == "markdown" and artifact.flow_run_id is not None
+    with get_client(sync_client=True) as client:
+        name = client.read_flow_run(artifact.flow_run_id).name
+    assert re.fullmatch(r"compare-uniform-vs-ads-\d{8}T\d{6}Z", name), name  # named like build-, train-, demo-
     assert "| ads | 0.750 | 1/1 | 1 | 0.50 | 0.50 |" in artifact.data and "data:image/png;base64," in artifact.data

@@ -65,10 +65,18 @@ def test_the_smoke_demo_runs_the_whole_chain_and_prints_what_compare_json_holds(
         assert cells[1] == f"{row['final_mean']:.3f}" and cells[2] == f"{row['reached']}/{row['runs']}"
     for run in result["runs"]:
         final = run["final"]["heldout"]
-        assert f"| {run['name']} | {final['mean_at_k']:.3f} [" in printed
+        sampler = run["name"].split("-seed")[0]  # the row says what the run is: sampler, trainer, model, seed
+        row = rf"^\| {re.escape(run['name'])} \| {sampler} \| trl \| [^|\n]+ \| 0 \| {final['mean_at_k']:.3f} \["
+        assert re.search(row, printed, re.M), printed
     assert 0 < result["runs"][0]["final"]["heldout"]["mean_at_k"] < 1  # the warmed-up policy solves some
     uniform = next(r for r in result["reach"]["heldout"] if r["name"] == "uniform")
     assert f"final accuracy uniform: {uniform['final_mean']:.3f}" in printed
+    # stdout is not a terminal: a line per phase and per training step, written as the demo goes (issue 45)
+    lines = printed.splitlines()
+    assert any(line.startswith("demo: warming up the policy (supervised steps): ") for line in lines), lines[:20]
+    for run in ("uniform-seed0", "ads-seed0"):
+        steps = [line.split("  ")[0] for line in lines if line.startswith(f"{run}: step ")]
+        assert steps == [f"{run}: step {i}/4" for i in (1, 2, 3, 4)], lines
     plot_line = next(line for line in printed.splitlines() if line.startswith("plot: "))
     assert Path(plot_line.removeprefix("plot: ")).resolve() == (demo / "compare.png").resolve()
 

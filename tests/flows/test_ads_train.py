@@ -85,7 +85,7 @@ def test_dry_run_completes_and_shows_the_resolved_config(train_prefect, artifact
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     assert cfg.data.train_batch_size == 32 and cfg.trainer.save_freq == 5 and cfg.trainer.n_gpus_per_node == 2
 
-    published = Artifact.get("ads-train-gsm8k-sample-ads-config")
+    published = Artifact.get("ads-train-gsm8k-sample-ads-verl-config")
     assert published is not None and published.type == "markdown"
     text = published.data
     assert "## Resolved verl config" in text and "use_v1: false" in text and "mini_cluster_size: 16" in text
@@ -238,6 +238,9 @@ def fake_trainer(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
             for step in range(1, plan.config.steps + 1):
                 record = {"step": step, "reward_mean": 0.5, "success_mean": 0.5, "active_clusters": 4, "lag": 0}
                 record["window_position"] = None
+                if step == plan.config.steps:  # what TRL's hooks add when no group had a reward spread
+                    record["warnings"] = ["no learning signal in steps 1-2: try more num_generations"]
+                    record["warning_options"] = ("num_generations",)
                 steps.append(record)
                 if on_step is not None:
                     on_step(record, self)
@@ -277,6 +280,7 @@ def test_a_fake_trainer_runs_through_ads_train_and_the_flow(
     assert run.exit_code == 0, run.output
     text = " ".join(run.output.split())
     assert "training with fake (trainer=fake as set): fake steps, no model" in text and "reward_mean" in text
+    assert "warning: no learning signal in steps 1-2: try more --num-generations" in text
     assert fake_trainer == [("check_machine", False), ("plan", True, 4), ("execute", 3)]
 
     fake_trainer.clear()
@@ -295,6 +299,24 @@ def test_a_fake_trainer_runs_through_ads_train_and_the_flow(
     assert fake_trainer == [("check_machine", False), ("check_machine", False), ("plan", True, 4), ("execute", 2)]
     _, logs = run_of(state)
     assert any(line.startswith("step 2/2: reward 0.500") for line in logs), logs
+    # no learning signal: in the run's state message and an artifact of its own, not only in the log
+    assert state.message == "trained with a warning: no learning signal in steps 1-2: try more trl.num_generations"
+    assert result["warnings"] == ["no learning signal in steps 1-2: try more trl.num_generations"]
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id]))
+        )
+    warned = [a for a in found if a.key and a.key.endswith("-warnings")]
+    assert len(warned) == 1 and "- no learning signal in steps 1-2" in str(warned[0].data), [a.key for a in found]
+
+    published = CliRunner().invoke(app, [*base[:-1], str(tmp_path / "published"), "--trainer", "fake", "--publish"])
+    assert published.exit_code == 0, published.output
+    line = " ".join(published.output.split())
+    assert "published: " in line and "(trained with a warning: no learning signal in steps 1-2" in line, line
+    assert fake_trainer[-1] == ("execute", 3)
 
 
 def test_class_path_plugins_run_through_ads_train_and_the_flow(

@@ -136,20 +136,21 @@ def test_dry_run_prints_a_config_verl_accepts(final_artifact: Path, tmp_path: Pa
     assert not (tmp_path / "run").exists()  # a dry run writes nothing
 
 
-@pytest.mark.parametrize("kind", ["uniform", "dots"])
+@pytest.mark.parametrize("kind", ["uniform", "dots-lite"])
 def test_verl_trains_the_baselines_too(kind: str, final_artifact: Path, tmp_path: Path):
     """Every sampler kind without extra rollouts per step resolves a verl config; its knobs travel with it."""
     args = ["train", str(final_artifact), *VERL, "--dry-run", "--sampler", kind, "--run-dir", str(tmp_path / "r")]
-    result = CliRunner().invoke(app, [*args, "--set", f"sampler.{kind}.seed=7"])
+    section = kind.replace("-", "_")  # kind dots-lite: sampler.dots_lite
+    result = CliRunner().invoke(app, [*args, "--set", f"sampler.{section}.seed=7"])
     assert result.exit_code == 0, result.output
     yaml_text, _, command = result.stdout.partition("\n# command:\n# ")
     cfg = OmegaConf.create(yaml_text)
     verl_validate(cfg)
-    assert cfg.data.sampler_kind == kind and cfg.data.baseline_samplers[kind].seed == 7
+    assert cfg.data.sampler_kind == kind and cfg.data.baseline_samplers[section].seed == 7
     assert cfg.data.train_batch_size == 128  # the ADS batch, whatever the kind
-    assert f"data.sampler_kind={kind}" in command and f"data.baseline_samplers.{kind}.seed=7" in command
-    section = vc.sampler_section(cfg.data)
-    assert section.kind == kind and getattr(section, kind).seed == 7
+    assert f"data.sampler_kind={kind}" in command and f"data.baseline_samplers.{section}.seed=7" in command
+    resolved = vc.sampler_section(cfg.data)
+    assert resolved.kind == kind and getattr(resolved, section).seed == 7
 
 
 def test_the_artifact_check_makes_the_runs_sampler_by_kind(final_artifact: Path, monkeypatch: pytest.MonkeyPatch):
@@ -162,8 +163,15 @@ def test_the_artifact_check_makes_the_runs_sampler_by_kind(final_artifact: Path,
         return kinds.build_sampler(kind, *args, **kwargs)
 
     monkeypatch.setattr(ta, "build_sampler", counting)
-    info = ta.validate_artifact(str(final_artifact), TrainConfig(sampler={"kind": "dots"}).sampler)
-    assert made == ["dots"] and info.rows == 300 and info.cluster_size_min <= info.cluster_size_max
+    info = ta.validate_artifact(str(final_artifact), TrainConfig(sampler={"kind": "dots-lite"}).sampler)
+    assert made == ["dots-lite"] and info.rows == 300 and info.cluster_size_min <= info.cluster_size_max
+
+
+def test_rollout_replay_under_verl_is_refused_in_one_line(final_artifact: Path):
+    result = CliRunner().invoke(app, ["train", str(final_artifact), *VERL, "--dry-run", "--replay"])
+    assert result.exit_code == 2
+    line = result.output.strip()
+    assert "\n" not in line and "replay" in line and "--trainer trl" in line, line
 
 
 def test_dynamic_sampling_under_verl_is_refused_in_one_line(final_artifact: Path):

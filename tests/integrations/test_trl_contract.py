@@ -46,11 +46,27 @@ def test_the_hooks_we_override_keep_their_signatures():
     assert params(Trainer._load_rng_state) == ["self", "checkpoint"]
     assert params(Trainer._load_optimizer_and_scheduler) == ["self", "checkpoint"]  # an allowed learning-rate change
     assert params(Trainer._load_from_checkpoint) == ["self", "resume_from_checkpoint", "model"]  # the one-line misfit
+    assert params(Trainer._issue_warnings_after_load) == ["self", "load_result"]  # tied keys re-tied, not warned
+    assert "self._issue_warnings_after_load(load_result)" in inspect.getsource(Trainer._load_from_checkpoint)
     assert "save_total_limit" in inspect.getsource(Trainer._save_checkpoint)  # None: HF rotates nothing, we do
     source = inspect.getsource(GRPOTrainer._calculate_rewards)
     assert "gather(rewards_per_func)" in source  # the rewards we read are already gathered over processes
     assert "self._calculate_rewards(inputs" in inspect.getsource(GRPOTrainer._generate_and_score_completions)
     assert "self._logs = " in inspect.getsource(GRPOTrainer.__init__)  # the per-step buffer hooks.py reads
+
+
+def test_the_methods_dots_and_rollout_replay_call_keep_their_signatures():
+    """Reference rollouts (ads_core/train/trl/replay/reference.py) and rollout replay (ads_core/train/trl/replay)."""
+    assert params(GRPOTrainer._tokenize_prompts) == ["self", "prompts"]
+    assert params(GRPOTrainer._generate_single_turn)[:5] == [
+        "self", "prompt_ids", "images", "multimodal_fields", "num_generations",
+    ]  # fmt: skip
+    assert params(GRPOTrainer._get_per_token_logps_and_entropies)[:7] == [
+        "self", "model", "input_ids", "attention_mask", "logits_to_keep", "batch_size", "compute_entropy",
+    ]  # fmt: skip
+    assert params(GRPOTrainer._compute_loss) == ["self", "model", "inputs"]
+    source = inspect.getsource(GRPOTrainer.__init__)
+    assert "self._metrics = " in source and "self._tokenizer = " in source
 
 
 def test_the_grpo_config_fields_we_set_exist():

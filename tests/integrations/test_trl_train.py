@@ -124,7 +124,7 @@ def test_a_truncated_or_flipped_sampler_checkpoint_stops_the_resume_in_one_line(
     assert len(read_steps(run_dir / "steps.jsonl")) == 4
 
 
-@pytest.mark.parametrize("kind", ["uniform", "dots"])
+@pytest.mark.parametrize("kind", ["uniform", "dots-lite"])
 def test_the_baselines_plug_in_by_kind(kind: str, final_artifact: Path, trl_helpers, tmp_path: Path):
     cfg = TrainConfig(trainer="trl", steps=2, run_dir=str(tmp_path), sampler={"kind": kind}, **trl_helpers.sizes)
     result = train(str(final_artifact), cfg, score=trl_helpers.score)

@@ -200,7 +200,7 @@ def test_steps_drive_the_sampler_through_the_update_hook(cfg):
     assert trainer.actor_rollout_wg.updates == 5
 
 
-@pytest.mark.parametrize("kind", ["uniform", "dots"])
+@pytest.mark.parametrize("kind", ["uniform", "dots-lite"])
 def test_a_baseline_trains_through_the_same_hooks_and_resumes(
     kind: str, final_artifact: Path, policy_model: str, tmp_path: Path
 ):

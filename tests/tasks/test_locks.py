@@ -251,6 +251,51 @@ def test_two_spellings_of_one_out_wait_for_each_other(lock_dir: Path, tmp_path: 
         assert second.fence.token == first.fence.token + 1 and second.taken_over is None
 
 
+def test_a_build_with_ads_lock_dir_and_one_without_take_turns(
+    lock_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Issue 41: ADS_LOCK_DIR moved OUT's lock instead of adding one, so a build that saw it and one that did not
+    both held OUT. The setting now adds a lock: the build under it also holds the one the other build takes."""
+    monkeypatch.setenv(WAIT_ENV, "1")
+    monkeypatch.setenv("ADS_CACHE_DIR", str(tmp_path / "cache"))
+    out = str(tmp_path / "out")
+    with owning(out, "flow-run:with-the-setting") as first:
+        assert first.fence.store == str(lock_dir)  # its fence: the configured store, as before
+        monkeypatch.delenv(LOCK_DIR_ENV)
+        with pytest.raises(LockWaitTimeout, match="flow-run:with-the-setting"), owning(out, "flow-run:without"):
+            pass
+        default = DirLockStore(tmp_path / "cache" / "locks").newest(out_lock_key(out))
+        assert default is not None and default.record["holder"] == "flow-run:with-the-setting"
+        monkeypatch.setenv(LOCK_DIR_ENV, str(lock_dir))
+    assert (
+        default.number == 1 and DirLockStore(tmp_path / "cache" / "locks").newest(out_lock_key(out)).record["released"]
+    )
+    # the other way round, the build without the setting in another process (one process holds each lock once)
+    held, done = tmp_path / "held", tmp_path / "done"
+    env = {k: v for k, v in os.environ.items() if k != LOCK_DIR_ENV}
+    child = subprocess.Popen([sys.executable, "-c", HOLD_OUT, out, str(held), str(done)], env=env)
+    try:
+        while not held.exists():
+            assert child.poll() is None, "the holder died"
+            time.sleep(0.02)
+        with pytest.raises(LockWaitTimeout, match="flow-run:without"), owning(out, "flow-run:with-the-setting"):
+            pass
+    finally:
+        done.write_text("")
+        child.wait(30)
+
+
+HOLD_OUT = """
+import sys, time
+from pathlib import Path
+from ads_core.locks.manager import owning
+with owning(sys.argv[1], "flow-run:without"):
+    Path(sys.argv[2]).write_text("held")
+    while not Path(sys.argv[3]).exists():
+        time.sleep(0.05)
+"""
+
+
 @pytest.mark.parametrize(
     ("name", "value"),
     [

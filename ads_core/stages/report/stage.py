@@ -267,7 +267,7 @@ def write_decontamination(final_uri: str, uri: str) -> int:
     file, so it does not depend on OUT); returns the number of contaminated rows."""
     import tempfile
 
-    from ads_core.evals.decontam import decontaminate
+    from ads_core.evaluation.sets.decontam import decontaminate
     from ads_core.stages.eval_sets import write_eval_sets
 
     with tempfile.TemporaryDirectory(prefix="ads-decontam-") as tmp:

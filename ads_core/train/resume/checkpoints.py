@@ -46,21 +46,21 @@ def missing_exact_state(folder: str | os.PathLike[str]) -> str | None:
 
 @dataclass
 class Choice:
-    """What a resume found: the newest verified checkpoint, why newer ones were skipped, and what to tidy."""
+    """What a resume found: the newest verified checkpoint, why newer ones were skipped, and what to set aside."""
 
     chosen: tuple[int, Path] | None = None
     warnings: list[str] = field(default_factory=list)
-    rejected: list[Path] = field(default_factory=list)  # had a manifest that failed: kept aside, renamed
-    incomplete: list[Path] = field(default_factory=list)  # newer than the chosen one, no manifest: a killed save
+    rejected: list[Path] = field(default_factory=list)  # newer than the chosen one and failed: moved aside, kept
+    incomplete: list[Path] = field(default_factory=list)  # of those, the ones without a manifest
 
 
 def newest_verified(root: str | os.PathLike[str], run_id: str | None) -> Choice:
-    """Verify checkpoints newest first until one passes (see the module)."""
+    """Verify checkpoints newest first until one passes (see the module). A folder without its manifest (a save
+    killed by an earlier process, or a manifest deleted by hand) fails like any other: it is never deleted."""
     choice = Choice()
     for step, folder in reversed(checkpoint_folders(root)):
         if not mf.has_checkpoint_manifest(folder):
             choice.incomplete.append(folder)
-            continue
         problem = mf.checkpoint_problem(folder, step, run_id)
         if problem is None:
             choice.chosen = (step, folder)
@@ -70,21 +70,25 @@ def newest_verified(root: str | os.PathLike[str], run_id: str | None) -> Choice:
     return choice
 
 
+def aside_name(folder: Path) -> Path:
+    """``rejected-checkpoint-N`` beside FOLDER, or ``rejected-checkpoint-N.2``, ``.3``... when that one is taken
+    (an earlier resume set another aside): nothing set aside is ever overwritten."""
+    target, n = folder.with_name(REJECTED_PREFIX + folder.name), 2
+    while target.exists():
+        target, n = folder.with_name(f"{REJECTED_PREFIX}{folder.name}.{n}"), n + 1
+    return target
+
+
 def set_aside(choice: Choice) -> list[str]:
-    """After a resume point is chosen: rename the rejected checkpoints (``rejected-checkpoint-N``, kept for a
-    look) and remove the incomplete ones newer than it; returns what was done, one line each."""
+    """After a resume point is chosen: move every rejected checkpoint (a failed check, or no manifest) to
+    ``rejected-checkpoint-N``, kept for a look; returns one line per folder moved: why, and where it went."""
     lines = []
-    for folder in choice.rejected:
-        target = folder.with_name(REJECTED_PREFIX + folder.name)
-        shutil.rmtree(target, ignore_errors=True)
+    for folder, warning in zip(choice.rejected, choice.warnings, strict=True):
+        if not folder.exists():
+            continue
+        target = aside_name(folder)
         os.replace(folder, target)
-        lines.append(f"moved the failed checkpoint {folder} to {target}")
-    newest = choice.chosen[0] if choice.chosen else -1
-    for folder in choice.incomplete:
-        m = CHECKPOINT.fullmatch(folder.name)
-        if m and int(m.group(1)) > newest:
-            shutil.rmtree(folder, ignore_errors=True)
-            lines.append(f"removed the incomplete checkpoint {folder}")
+        lines.append(f"{warning}; moved to {target} (nothing deleted)")
     return lines
 
 

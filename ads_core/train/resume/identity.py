@@ -45,16 +45,16 @@ def _flat(prefix: str, value: Any, out: dict[str, Any]) -> None:
         out[prefix] = value
 
 
-def trajectory(plan: Any, horizon: int | None) -> dict[str, Any]:
-    """The dotted fields that fix PLAN's trajectory (see the module), JSON values."""
-    from ads_core.models.fingerprint import model_fingerprint
-
+def trajectory(plan: Any, horizon: int | None, load_free: bool = False) -> dict[str, Any]:
+    """The dotted fields that fix PLAN's trajectory (see the module), JSON values; LOAD_FREE: without the
+    weights' fingerprint and the artifact's content key (what a check before loading can't know yet)."""
     cfg = plan.config
-    out: dict[str, Any] = {
-        "model": plan.model,
-        "model_weights": model_fingerprint(plan.model),
-        "artifact": storage.content_hash(plan.train_uri),
-    }
+    out: dict[str, Any] = {"model": plan.model}
+    if not load_free:
+        from ads_core.models.fingerprint import model_fingerprint
+
+        out["model_weights"] = model_fingerprint(plan.model)
+        out["artifact"] = storage.content_hash(plan.train_uri)
     from ads_core.sampler.kinds import kind_spec
     from ads_core.train.options import sampler_knobs, trainer_options
     from ads_core.train.trainers import section_of_trainer
@@ -91,10 +91,32 @@ def _write(run_dir: str | os.PathLike[str], doc: dict[str, Any]) -> None:
     storage.write_json(str(Path(run_dir) / RUN_FILE), doc)  # atomic, fenced by the run's lock
 
 
-def start_run(run_dir: str | os.PathLike[str], now: dict[str, Any], run_id: str | None = None) -> str:
-    """A run that starts from step 0: record its trajectory under a new run_id (or RUN_ID); returns the id."""
+def about(plan: Any) -> dict[str, Any]:
+    """What the run is, for people and tables (`ads compare`, the model card): sampler, trainer, model, seed."""
+    from ads_core.train.options import trainer_options
+
+    section = trainer_options(plan.config, plan.trainer)
+    return {
+        "sampler": plan.sampler.kind,
+        "trainer": plan.trainer,
+        "model": absolute_or_id(plan.model),
+        "seed": getattr(section, "seed", None),
+    }
+
+
+def absolute_or_id(model: str) -> str:
+    """A hub id as it is, a local folder as its absolute path (``ads-out/demo/policy`` -> ``/home/.../policy``)."""
+    local = os.path.expanduser(model.removeprefix("file://"))
+    return os.path.abspath(local) if os.path.exists(local) else model
+
+
+def start_run(
+    run_dir: str | os.PathLike[str], now: dict[str, Any], run_id: str | None = None, facts: dict[str, Any] | None = None
+) -> str:
+    """A run that starts from step 0: record its trajectory under a new run_id (or RUN_ID) with FACTS (`about`);
+    returns the id."""
     run_id = run_id or uuid.uuid4().hex
-    _write(run_dir, {"run_id": run_id, "trajectory": now, "changes": []})
+    _write(run_dir, {"run_id": run_id, "about": facts or {}, "trajectory": now, "changes": []})
     return run_id
 
 
@@ -117,29 +139,90 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check_resume(run_dir: str, doc: dict[str, Any], now: dict[str, Any], allow: list[str], step: int) -> list[str]:
-    """Refuse (RunStateError, one line) a resume at STEP whose trajectory differs from the recorded one, except
-    the fields ALLOW names; record those changes in run.json; returns the notes to show."""
+SHOWN = 5  # differences a refusal names; the rest are counted and written to a file
+LOAD_FREE = ("model_weights", "artifact", ".schedule_steps")  # fields a check before loading can't know yet
+
+
+def _first(key: str) -> tuple[int, str]:
+    """What a user changed first: the sampler's kind, the policy, the data, the learning rate; then the trainer's
+    options; last the sampler's knobs (which follow from its kind)."""
+    rank = {"sampler.kind": 0, "model": 1, "model_weights": 2, "artifact": 3}.get(key)
+    if rank is None:
+        rank = 4 if key.endswith(".learning_rate") else 6 if key.startswith("sampler.") else 5
+    return rank, key
+
+
+def new_name(run_dir: str) -> str:
+    """A run folder's name with the first free ``-2``, ``-3``... suffix beside it: the name of a new run."""
+    folder = Path(run_dir)
+    n = 2
+    while (folder.parent / f"{folder.name}-{n}").exists():
+        n += 1
+    return f"{folder.name}-{n}"
+
+
+def refusal(run_dir: str, recorded: dict[str, Any], now: dict[str, Any], refused: list[str]) -> RunStateError:
+    """One short line: the first SHOWN differences (the sampler kind, model, learning rate first), how many more
+    and the file that lists them all, and the two ways on: the run's options, or a new run under another name."""
+    ordered = sorted(refused, key=_first)
+    shown = "; ".join(f"{k}: run {_show(recorded.get(k))}, now {_show(now.get(k))}" for k in ordered[:SHOWN])
+    if len(ordered) > SHOWN:
+        import tempfile
+
+        listing = Path(tempfile.gettempdir()) / f"ads-refused-resume-{Path(run_dir).name}.txt"
+        listing.write_text(
+            "".join(f"{k}: run {json.dumps(recorded.get(k))}, now {json.dumps(now.get(k))}\n" for k in ordered),
+            encoding="utf-8",
+        )
+        shown += f"; and {len(ordered) - SHOWN} more (all listed in {listing})"
+    fixable = [k for k in ordered if not k.startswith(FIXED)][:SHOWN]
+    how = f"start a new run instead with name {new_name(run_dir)}, or resume with the run's options"
+    if fixable and len(fixable) == len([k for k in ordered if not k.startswith(FIXED)]):
+        how += ", or change on purpose with " + " ".join(
+            f"allow_change {'model' if k == 'model_weights' else k}" for k in dict.fromkeys(fixable)
+        )
+    if any(k.startswith(FIXED) for k in ordered):
+        how += " (the sampler and the artifact can't change on a resume)"
+    return RunStateError(f"{run_dir} was trained with other options: {shown}; {how}", options=("allow_change", "name"))
+
+
+def differences(doc: dict[str, Any], now: dict[str, Any], allow: list[str], load_free: bool = False) -> list[str]:
+    """The trajectory fields that differ from the run's and are not allowed to (LOAD_FREE: leave out the ones
+    only known once the model and data are read)."""
     recorded: dict[str, Any] = doc["trajectory"]
     allowed = {_field_of(name, {**recorded, **now}) for name in allow}
     if "model" in allowed:
         allowed.add("model_weights")  # another policy has other weights
-    differ = [k for k in sorted(set(recorded) | set(now)) if recorded.get(k) != now.get(k)]
-    refused = [k for k in differ if k not in allowed or k.startswith(FIXED)]
+    keys = sorted(set(recorded) | set(now))
+    if load_free:
+        keys = [k for k in keys if not k.endswith(LOAD_FREE)]
+    differ = [k for k in keys if recorded.get(k) != now.get(k)]
+    return [k for k in differ if k not in allowed or k.startswith(FIXED)]
+
+
+def check_before_loading(plan: Any) -> None:
+    """The resume check with what needs no model or data (the sampler, the policy's name, the trainer's options):
+    a resume that will be refused is refused now, in one line, before anything heavy is imported or loaded."""
+    doc = read_run(plan.run_dir)
+    if doc is None:
+        return
+    now = trajectory(plan, None, load_free=True)
+    refused = differences(doc, now, list(plan.config.allow_change), load_free=True)
     if refused:
-        shown = "; ".join(f"{k}: run {_show(recorded.get(k))}, now {_show(now.get(k))}" for k in refused)
-        fixable = [k for k in refused if not k.startswith(FIXED)]
-        how = "resume with the run's options"
-        if fixable:
-            how += ", or change on purpose with " + " ".join(
-                f"allow_change {'model' if k == 'model_weights' else k}" for k in fixable
-            )
-        if len(fixable) < len(refused):
-            how += "; the sampler and the artifact can't change on a resume (train under a new name)"
-        raise RunStateError(
-            f"{run_dir} was trained with other options than this resume's: {shown}; {how}",
-            options=("allow_change",),
-        )
+        raise refusal(plan.run_dir, doc["trajectory"], now, refused)
+
+
+def check_resume(run_dir: str, doc: dict[str, Any], now: dict[str, Any], allow: list[str], step: int) -> list[str]:
+    """Refuse (RunStateError, one line) a resume at STEP whose trajectory differs from the recorded one, except
+    the fields ALLOW names; record those changes in run.json; returns the notes to show."""
+    recorded: dict[str, Any] = doc["trajectory"]
+    refused = differences(doc, now, allow)
+    if refused:
+        raise refusal(run_dir, recorded, now, refused)
+    allowed = {_field_of(name, {**recorded, **now}) for name in allow}
+    if "model" in allowed:
+        allowed.add("model_weights")
+    differ = [k for k in sorted(set(recorded) | set(now)) if recorded.get(k) != now.get(k)]
     changed = [k for k in differ if k in allowed]
     if not changed:
         return []
@@ -153,3 +236,29 @@ def check_resume(run_dir: str, doc: dict[str, Any], now: dict[str, Any], allow: 
         f"changed on purpose at step {step}: "
         + "; ".join(f"{k} {_show(recorded.get(k))} -> {_show(now.get(k))}" for k in changed)
     ]
+
+
+def trained_facts(model_dir: str) -> dict[str, Any]:
+    """What trained the policy in MODEL_DIR, for an evaluation's summary.json: a run's ``final/`` (its
+    ``ads_run.json``) or one of its checkpoints (the run's ``run.json`` and the checkpoint's step); {} otherwise."""
+    folder = Path(os.path.expanduser(model_dir))
+    try:
+        final = json.loads((folder / "ads_run.json").read_text(encoding="utf-8"))
+        keys = ("sampler", "trainer", "base_model", "seed", "step", "experiment")
+        return {key: final.get(key) for key in keys} if isinstance(final, dict) else {}
+    except (OSError, ValueError):
+        pass
+    if not folder.name.startswith("checkpoint-") or not folder.name.removeprefix("checkpoint-").isdigit():
+        return {}
+    doc = read_run(folder.parent.parent)
+    about = (doc or {}).get("about")
+    if not isinstance(about, dict):
+        return {}
+    return {
+        "sampler": about.get("sampler"),
+        "trainer": about.get("trainer"),
+        "base_model": about.get("model"),
+        "seed": about.get("seed"),
+        "step": int(folder.name.removeprefix("checkpoint-")),
+        "experiment": folder.parent.parent.name,
+    }

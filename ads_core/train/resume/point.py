@@ -25,7 +25,7 @@ class Resume:
     notes: list[str] = field(default_factory=list)
 
     def accept(self) -> list[str]:
-        """Set the failed checkpoints aside and remove incomplete ones newer than the resume point (rank 0)."""
+        """Move the checkpoints newer than the resume point that failed (or have no manifest) aside (rank 0)."""
         if os.environ.get("RANK", "0") != "0":
             return []
         lines = checkpoints.set_aside(self.choice)
@@ -48,13 +48,12 @@ def find_resume(plan: Any, checkpoints_dir: str, horizon: int | None) -> Resume:
     now = identity.trajectory(plan, horizon)
     doc = identity.read_run(plan.run_dir)
     run_id = str(doc["run_id"]) if doc and isinstance(doc.get("run_id"), str) else None
-    choice = checkpoints.newest_verified(checkpoints_dir, run_id)
-    for warning in choice.warnings:
-        log.warning("%s", warning)
+    choice = checkpoints.newest_verified(checkpoints_dir, run_id)  # its warnings are logged once, when set aside
     if choice.chosen is None:
-        if choice.rejected:
+        failed = [w for f, w in zip(choice.rejected, choice.warnings, strict=True) if f not in choice.incomplete]
+        if failed:
             raise RunStateError(
-                f"no checkpoint of {plan.run_dir} verifies ({choice.warnings[0]}): restore the file, or delete "
+                f"no checkpoint of {plan.run_dir} verifies ({failed[0]}): restore the file, or delete "
                 f"{checkpoints_dir} to train again from step 0"
             )
         legacy = _legacy(checkpoints_dir)
@@ -63,7 +62,7 @@ def find_resume(plan: Any, checkpoints_dir: str, horizon: int | None) -> Resume:
                 f"{legacy[-1]} has no {mf.CHECKPOINT_MANIFEST} (saved by an ads without checked checkpoints): "
                 f"resume it with that version, or delete {checkpoints_dir} to train again from step 0"
             )
-        return Resume(identity.start_run(plan.run_dir, now), None, choice)
+        return Resume(identity.start_run(plan.run_dir, now, facts=identity.about(plan)), None, choice)
     step, folder = choice.chosen
     missing = checkpoints.missing_exact_state(folder)
     if missing:
@@ -75,7 +74,7 @@ def find_resume(plan: Any, checkpoints_dir: str, horizon: int | None) -> Resume:
     if doc is None:
         run_id = mf.checkpoint_run_id(folder)
         log.warning("%s/%s is missing: recording this command's options as the run's", plan.run_dir, identity.RUN_FILE)
-        identity.start_run(plan.run_dir, now, run_id)
+        identity.start_run(plan.run_dir, now, run_id, identity.about(plan))
     else:
         notes = identity.check_resume(plan.run_dir, doc, now, list(plan.config.allow_change), step)
     assert run_id is not None

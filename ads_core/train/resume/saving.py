@@ -43,9 +43,15 @@ def save_failure(exc: BaseException, folder: str) -> str | None:
     return why
 
 
-def remove_partial(folder: str) -> None:
-    """A save that failed never completes (no manifest): remove it, which also gives back its space."""
+def remove_partial(folder: str) -> bool:
+    """A save this process started that failed (its caller checks that): removed, which gives back its space,
+    only when provably incomplete (no manifest; the manifest is written last). Returns whether it was removed."""
+    from ads_core.storage.manifest import has_checkpoint_manifest
+
+    if has_checkpoint_manifest(folder):
+        return False
     shutil.rmtree(folder, ignore_errors=True)
+    return True
 
 
 def nonfinite_logs(logs: dict[str, Any]) -> str | None:

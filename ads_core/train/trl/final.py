@@ -47,6 +47,23 @@ def load_checkpoint_policy(checkpoint: str | os.PathLike[str], base_model: str) 
     return PeftModel.from_pretrained(base, str(checkpoint)).merge_and_unload()
 
 
+def sampler_line(kind: str) -> str:
+    """`` (what the sampler does)``: the first sentence of its knobs' docstring (``ads``: "ADS: clusters drawn by
+    smoothed success, ..."); empty for a kind without knobs or a docstring."""
+    from ads_core.common.registry import UnknownBackendError
+    from ads_core.sampler.kinds import kind_spec
+
+    try:
+        options = kind_spec(kind).options
+    except UnknownBackendError:
+        return ""
+    doc = (getattr(options, "__doc__", None) or "") if options is not None else ""
+    first = " ".join(doc.strip().split("\n\n")[0].split()).replace("``", "`").split(". ")[0].rstrip(".")
+    if len(first) > 120 and ": " in first:  # a long sentence: its lead, before the colon
+        first = first.split(": ")[0]
+    return f" ({first})" if first else ""
+
+
 def model_card(facts: dict[str, Any]) -> str:
     lora = f", LoRA rank {facts['lora_rank']} merged into the weights" if facts.get("lora_rank") else ""
     return (
@@ -55,7 +72,8 @@ def model_card(facts: dict[str, Any]) -> str:
         f"GRPO policy trained with TRL from **{facts['base_model']}** for {facts['step']} steps{lora}.\n\n"
         f"- Base model: `{facts['base_model']}`\n"
         f"- Training artifact: `{facts['artifact']}`\n"
-        f"- Sampler: `{facts['sampler']}` (the adaptive data sampler, ADS, or a baseline)\n"
+        f"- Sampler: `{facts['sampler']}`{sampler_line(facts['sampler'])}\n"
+        f"- Trainer: {facts.get('trainer', 'trl')}; seed: {facts.get('seed', '?')}\n"
         f"- Steps: {facts['step']}; prompts per step: {facts['prompts_per_step']}\n\n"
         "Load it with `AutoModelForCausalLM.from_pretrained` and `AutoTokenizer.from_pretrained` on this folder; "
         "it holds no optimizer state (the run's checkpoints do).\n"
@@ -104,6 +122,7 @@ def write_plot(run_dir: str, records: list[dict[str, Any]], title: str) -> str |
 def finish(plan: Any, part: Any, checkpoints: list[tuple[int, Path]]) -> list[str]:
     """The end of a run, on the main process: RUN_DIR/training.png from the steps, RUN_DIR/final from the last
     checkpoint unless it holds that step already; returns the lines to report."""
+    from ads_core.train.resume import identity
     from ads_core.train.trl.settings import is_rank_zero
     from ads_core.train.trl.steps import read_steps
 
@@ -116,9 +135,9 @@ def finish(plan: Any, part: Any, checkpoints: list[tuple[int, Path]]) -> list[st
     if checkpoints and final_step(plan.run_dir) != checkpoints[-1][0]:
         step, folder = checkpoints[-1]
         facts = {
-            "base_model": plan.model,
-            "artifact": plan.artifact_uri,
-            "sampler": plan.sampler.kind,
+            **identity.about(plan),  # sampler, trainer, seed; the model as a hub id or an absolute path
+            "base_model": identity.absolute_or_id(plan.model),
+            "artifact": identity.absolute_or_id(plan.artifact_uri),  # a local path as an absolute one
             "experiment": plan.experiment,
             "prompts_per_step": part.prompts_per_step,
             "lora_rank": plan.config.trl.lora_rank,

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from ads_core.config.base import Section, tuning
+from ads_core.train.trl.replay.options import RolloutReplayConfig
 
 LRScheduler = Literal["constant", "linear", "cosine"]
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "vespo"]
@@ -105,6 +106,14 @@ class TRLConfig(Section):
         ge=1,
         description="Training processes on this node, started by `ads train` with torchrun (one per GPU; gloo on CPU).",
         json_schema_extra={"flag": "--processes"},
+    )
+    replay: bool = Field(
+        False,
+        description="Rollout replay (DOTS+RR): each step rolls out trl.rollout_replay.fresh_fraction of its prompts "
+        "and fills the rest with earlier mixed-reward groups, trained with the importance-corrected clipped loss.",
+    )
+    rollout_replay: RolloutReplayConfig = Field(
+        default_factory=RolloutReplayConfig, description="Rollout replay's knobs (used with replay)."
     )
 
     @field_validator("report_to", mode="before")

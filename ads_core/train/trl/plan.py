@@ -25,7 +25,7 @@ STEPS_FILE = "steps.jsonl"
 
 @dataclass
 class TRLPlan:
-    prompts_per_step: int
+    prompts_per_step: int  # rolled out fresh each step (the sampler's batch)
     num_generations: int
     completions_per_step: int
     processes: int
@@ -34,6 +34,7 @@ class TRLPlan:
     device: str  # cpu or cuda
     checkpoints_dir: str
     steps_file: str
+    replay_groups: int = 0  # groups replayed per step at most (trl.replay), on top of the fresh ones
     config_yaml: str = ""  # the resolved TrainConfig (the ADS knobs this trainer uses), what a dry run prints
     settings: str = ""  # schedule, loss, generation (vLLM), LoRA, trackers (ads_core.train.trl.settings)
 
@@ -58,11 +59,21 @@ class TRLPlan:
     def describe(self) -> str:
         return (
             f"TRL GRPO on {self.device}: {self.prompts_per_step} prompts x {self.num_generations} completions = "
-            f"{self.completions_per_step} per optimizer step (one sampler batch, one generation batch), in "
+            f"{self.completions_per_step} per optimizer step (one sampler batch, one generation batch"
+            f"{f'; up to {self.replay_groups} replayed groups more' if self.replay_groups else ''}), in "
             f"{self.gradient_accumulation_steps} micro-batch(es) of {self.per_device_batch} on {self.processes} "
             f"process(es). {self.settings + ' ' if self.settings else ''}Checkpoints: `{self.checkpoints_dir}`; "
             f"per-step log: `{self.steps_file}`.\n"
         )
+
+
+def step_batches(sampler: dict[str, Any], prompts: int) -> dict[str, Any]:
+    """The sampler section as the run uses it: every kind draws the step's prompts (``build_sampler`` gives it
+    that batch), so a dry run shows ``uniform.batch_size: 8``, not the section's unused default of 128."""
+    return {
+        key: {**value, "batch_size": prompts} if isinstance(value, dict) and "batch_size" in value else value
+        for key, value in sampler.items()
+    }
 
 
 def plan_trl(plan: TrainPlan) -> TRLPlan:
@@ -71,6 +82,13 @@ def plan_trl(plan: TrainPlan) -> TRLPlan:
 
     trl = plan.config.trl
     prompts = plan.prompts_per_step
+    replay_groups = 0
+    if trl.replay:
+        from ads_core.train.trl.replay.options import check_replay
+
+        check_replay(plan.config, plan.sampler.kind)
+        prompts = trl.rollout_replay.fresh_prompts(plan.prompts_per_step)  # delta * B fresh
+        replay_groups = plan.prompts_per_step - prompts
     completions = prompts * trl.num_generations
     from ads_core.train.trl import settings
 
@@ -93,12 +111,14 @@ def plan_trl(plan: TrainPlan) -> TRLPlan:
     run_dir = Path(plan.run_dir)
     plan.warnings += settings.schedule_warnings(plan.config, settings.schedule_horizon(plan.config, run_dir))
     resolved = plan.config.model_copy(update={"sampler": plan.sampler}).model_dump(mode="json")
+    resolved["sampler"] = step_batches(resolved["sampler"], prompts)
     return TRLPlan(
         prompts_per_step=prompts,
         num_generations=trl.num_generations,
         completions_per_step=completions,
         processes=processes,
         per_device_batch=completions // per_step,
+        replay_groups=replay_groups,
         gradient_accumulation_steps=trl.gradient_accumulation_steps,
         device="cuda" if cuda_gpu_count() else "cpu",
         checkpoints_dir=str(run_dir / CHECKPOINTS),

@@ -5,8 +5,8 @@ Resume. A checkpoint folder counts when it holds its manifest (``ads_manifest.js
 ``ads_core.storage.manifest``); the newest one that verifies (every file's size and sha256) is resumed from,
 once the run's recorded options match this command's (``ads_core.train.resume.identity``) and its sampler
 checkpoint passed every check (a bad one stops the run with a ``CheckpointStateError`` naming the file and the
-field, before anything is trained). Failed checkpoints are set aside (``rejected-checkpoint-N``), newer incomplete
-folders (a save that was killed) removed, and ``steps.jsonl`` is cut back to the resumed step (each step once).
+field, before anything is trained). Newer checkpoints that fail or lack a manifest (a killed save) are moved aside
+(``rejected-checkpoint-N``), never deleted, and ``steps.jsonl`` is cut back to the resumed step (each step once).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ads_core.common import progress
 from ads_core.common.text import last_boxed
 from ads_core.models.loading import load_for_training
 from ads_core.sampler.checkpoint import SamplerCheckpoint, has_checkpoint, read_checkpoint
@@ -154,6 +155,7 @@ def run_trl(
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     from ads_core.train.trl import hooks
+    from ads_core.train.trl.replay.reference import attach_reference_rollouts
     from ads_core.train.trl.trainer import ADSGRPOTrainer
 
     started = time.perf_counter()
@@ -181,8 +183,15 @@ def run_trl(
             return _result(plan, part, resumed, started, notes)
     validator = start_validation(plan, part.device, resumed[0] if resumed else 0, read_steps(part.steps_file))
     funcs, weights = reward_functions(score or math_score, plan.config.trl.format_reward)
+    if score is None:
+        from ads_core.grading.api import start_verifier
+
+        start_verifier()  # the math reward's verifier started now, not inside the first step's rewards
+    progress.phase(f"training: loading the policy {plan.model}")
     model, tokenizer = load_for_training(plan.model, part.device)  # ads_core.models.loading, as every policy load
     if validator is not None:  # eval.jsonl: step 0 now, then every validation.steps steps and the last
+        if not resumed:
+            progress.phase("training: validating the policy before the first step")
         validator.before_train(model, tokenizer)
         on_step = validator.chain(on_step)
 
@@ -194,7 +203,13 @@ def run_trl(
                 control.should_save = True
             return control
 
-    trainer = ADSGRPOTrainer(
+    trainer_class, extension = ADSGRPOTrainer, {}
+    if plan.config.trl.replay:
+        from ads_core.train.trl.replay.trainer import ReplayGRPOTrainer
+
+        trainer_class = ReplayGRPOTrainer
+        extension = {"replay": plan.config.trl.rollout_replay, "replay_groups": part.replay_groups}
+    trainer = trainer_class(
         model=model,
         reward_funcs=funcs,
         args=grpo_config(plan, part, weights),
@@ -206,7 +221,11 @@ def run_trl(
         writer=StepWriter(part.steps_file),
         on_step=hooks.with_notices(on_step, hooks.StepNotices(plan.config, part.prompts_per_step), log),
         peft_config=settings.peft_config(plan.config.trl),
+        **extension,
     )
+    attach_reference_rollouts(trainer)  # kind dots: its reference sets are rolled out by this policy
+    if resumed is not None and extension:
+        trainer.restore_buffer(resumed[1])
     trainer.schedule_steps = settings.schedule_horizon(plan.config, plan.run_dir)  # see settings: the horizon
     if settings.is_rank_zero():
         settings.record_horizon(plan.config, plan.run_dir, trainer.schedule_steps)
@@ -215,6 +234,7 @@ def run_trl(
         trainer.remove_callback(noisy)
     trainer.resumed_rng = resumed[1] if resumed else None
     trainer.run_id, trainer.keep_checkpoints = run_id, plan.config.trl.keep_checkpoints
+    progress.phase(f"training: step {(resumed[0] if resumed else 0) + 1} (generating, scoring, updating)")
     trainer.train(resume_from_checkpoint=resumed[1] if resumed else None)
     del trainer, model
     notes += final.finish(plan, part, complete_checkpoints(part.checkpoints_dir))

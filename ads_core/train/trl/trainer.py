@@ -5,11 +5,12 @@
   the global order the groups are normalised in), the rows are gathered the same way and each prompt's mean
   correctness goes to ``update``; identical on every process, so every process's sampler stays the same;
 * ``log``: TRL logs every step (``logging_steps=1``); the step's line goes to ``steps.jsonl`` with TRL's loss
-  and lengths, before any checkpoint of that step is written;
+  and lengths and the step's time split (``time_split``: fresh rollouts, reference rollouts, checkpoint writes,
+  the update; ``train`` starts the clock), before any checkpoint of that step is written;
 * ``get_batch_samples``: on resume, re-applies the checkpoint's RNG state after the first fetch (below);
-* ``_generate_and_score_completions``: with a ``GroupFilter`` sampler (kind ``dynamic``), drops the groups whose
-  rewards all agree and rolls out more generation batches in the same step (``ads_core.train.trl.dynamic``);
-  every other kind goes straight to TRL's;
+* ``_generate_and_score_completions``: times the fresh rollouts; with a ``GroupFilter`` sampler (kind
+  ``dynamic``), drops the groups whose rewards all agree and rolls out more generation batches in the same step
+  (``ads_core.train.trl.dynamic``); every other kind goes straight to TRL's;
 * ``create_scheduler``: builds the learning-rate schedule over the run's horizon (``schedule_steps``, recorded by
   the run's first command; ``ads_core.train.trl.settings``) rather than this command's ``max_steps``;
 * ``_save_checkpoint``: refuses non-finite weights (naming the step), writes ``ads_sampler.json`` (the feed's whole
@@ -75,6 +76,10 @@ class ADSGRPOTrainer(GRPOTrainer):
         self.resumed_rng: str | None = None  # the checkpoint whose RNG state the first batch must start from
         self.schedule_steps: int | None = None  # the LR schedule's horizon (ads_core.train.trl.settings)
         self.record_extras: dict[str, Any] = {}  # added to the step's steps.jsonl line (ads_core.train.trl.hooks)
+        self.step_extras: dict[str, Any] = {}  # the step's own additions (time split, replay), reset every step
+        self.reference_seconds = 0.0  # reference rollouts (kind dots) since the last step's line
+        self.checkpoint_seconds = 0.0  # checkpoint writes since the last step's line
+        self._clock: float | None = None  # when the last step's line was written (or training started)
         self.run_id = ""  # the run's identity, repeated in every checkpoint manifest (ads_core.train.resume)
         self.keep_checkpoints = 2  # checkpoints with a manifest that rotation keeps
         super().__init__(*args, **kwargs)
@@ -106,7 +111,19 @@ class ADSGRPOTrainer(GRPOTrainer):
             self.last_feedback = self.feed.feedback(rows, values[:, 0], total)  # column 0: correctness
         return rewards_per_func
 
+    def train(self, *args: Any, **kwargs: Any) -> Any:
+        self._clock = time.perf_counter()
+        return super().train(*args, **kwargs)
+
     def _generate_and_score_completions(self, inputs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self._generate_fresh(inputs)
+        finally:
+            if self.model.training:
+                self.step_extras["fresh_rollout_seconds"] = round(time.perf_counter() - started, 4)
+
+    def _generate_fresh(self, inputs: Any) -> Any:
         if not self.model.training or not self.feed.filters_groups:
             return super()._generate_and_score_completions(inputs)
         if self.scale_rewards not in ("group", "none") or self.multi_objective_aggregation != "sum_then_normalize":
@@ -157,16 +174,42 @@ class ADSGRPOTrainer(GRPOTrainer):
         if not self.is_world_process_zero():  # every process fed back the same; one writes
             return
         record = step_record(fb, self.rows, self.feed.sampler.metrics(), logs) | self.record_extras
-        self.record_extras = {}
+        record |= self.time_split() | self.step_extras
+        self.record_extras, self.step_extras = {}, {}
         self.writer.write(record)
         if self.on_step is not None:
             self.on_step(record, self)
+
+    def time_split(self) -> dict[str, float]:
+        """The step's wall seconds (since the last step's line), split into fresh rollouts, reference rollouts
+        (kind dots; booked to the step during which they ran: the dataloader draws one step ahead) and the rest,
+        checkpoint writes (booked to the next step: HF saves after the step's line) and the rest, the update (forward,
+        backward, optimizer; replay's bookkeeping too)."""
+        now = time.perf_counter()
+        wall = now - (self._clock if self._clock is not None else now)
+        fresh = float(self.step_extras.get("fresh_rollout_seconds", 0.0))
+        reference, self.reference_seconds, self._clock = self.reference_seconds, 0.0, now
+        saving, self.checkpoint_seconds = self.checkpoint_seconds, 0.0
+        return {
+            "step_seconds": round(wall, 4),
+            "fresh_rollout_seconds": round(fresh, 4),
+            "reference_rollout_seconds": round(reference, 4),
+            "checkpoint_seconds": round(saving, 4),
+            "update_seconds": round(max(0.0, wall - fresh - reference - saving), 4),
+        }
 
     def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
         """The LR schedule over the run's horizon, not this command's steps: a resumed run continues it."""
         return super().create_scheduler(self.schedule_steps or num_training_steps, optimizer)
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        started = time.perf_counter()
+        try:
+            self._save_checked(model, trial)
+        finally:
+            self.checkpoint_seconds += time.perf_counter() - started
+
+    def _save_checked(self, model: Any, trial: Any) -> None:
         step = int(self.state.global_step)
         folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{step}")
         bad = saving.nonfinite_weights(self.model)
@@ -178,6 +221,7 @@ class ADSGRPOTrainer(GRPOTrainer):
             )
         if self.args.should_save:
             fencing.check_publish(folder)  # a run that lost its lock on the run folder saves nothing more
+        started_here = not os.path.exists(folder)  # only a save this process began may be removed if it fails
         try:
             if self.args.should_save:
                 os.makedirs(folder, exist_ok=True)
@@ -192,7 +236,8 @@ class ADSGRPOTrainer(GRPOTrainer):
             why = saving.save_failure(exc, folder)
             if why is None:
                 raise
-            saving.remove_partial(folder)
+            if started_here:
+                saving.remove_partial(folder)
             found = checkpoints.checkpoint_folders(os.path.dirname(folder))
             done = [f for _, f in found if mf.has_checkpoint_manifest(f)]
             start = f"from {done[-1].name}" if done else "from step 0"
@@ -213,6 +258,16 @@ class ADSGRPOTrainer(GRPOTrainer):
             group["initial_lr"] = rate
             group["lr"] = rate * factor(schedule.last_epoch)
 
+    def _issue_warnings_after_load(self, load_result: Any) -> None:
+        """A policy with tied input and output embeddings is saved with the shared tensor once, so a resume reads
+        ``lm_head.weight`` as missing (HF's own check only knows ``_keys_to_ignore_on_save``, None for most
+        models): those keys are re-tied instead of reported; anything else missing or unexpected is still warned."""
+        tied = tied_missing_keys(self.model, list(load_result.missing_keys))
+        if tied:
+            self.model.tie_weights()
+            load_result = load_result._replace(missing_keys=[k for k in load_result.missing_keys if k not in tied])
+        super()._issue_warnings_after_load(load_result)
+
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         try:
             super()._load_from_checkpoint(resume_from_checkpoint, model)
@@ -225,6 +280,21 @@ class ADSGRPOTrainer(GRPOTrainer):
                 "model, or train under a new name",
                 options=("model", "name"),
             ) from None
+
+
+def tied_missing_keys(model: Any, missing: list[str]) -> set[str]:
+    """The MISSING keys that are the output embedding's weight while the model ties it to the input embedding
+    (the same tensor): nothing of the checkpoint is lost."""
+    unwrapped = getattr(model, "module", model)
+    if not getattr(getattr(unwrapped, "config", None), "tie_word_embeddings", False):
+        return set()
+    output, inputs = unwrapped.get_output_embeddings(), unwrapped.get_input_embeddings()
+    if output is None or inputs is None or output.weight is not inputs.weight:
+        return set()
+    names = {name for name, param in unwrapped.named_parameters(remove_duplicate=False) if param is output.weight}
+    if names <= set(missing):  # no name of the shared tensor was loaded: it is really missing
+        return set()
+    return {k for k in missing if k in names}
 
 
 def step_record(fb: Feedback, rows: TrainRows, metrics: dict[str, float], logs: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from ads_core.config.base import error_line
 from ads_core.config.sampler import ADSSamplerConfig
-from ads_core.sampler.kinds import has_extra_rollouts, kind_names
+from ads_core.sampler.kinds import has_extra_rollouts, kind_names, kind_spec
 from ads_core.train.options import TrainSamplerConfig
 from ads_core.train.verl.options import INTEGRATION_KEYS
 
@@ -54,7 +54,8 @@ def sampler_config(data_config: Any) -> ADSSamplerConfig:
 
 def sampler_section(data_config: Any) -> TrainSamplerConfig:
     """The sampler a run draws with: ``data.sampler_kind`` (ads by default), the ADS knobs from
-    ``data.ads_sampler`` and a baseline's from ``data.baseline_samplers.<kind>`` (its batch is the step's)."""
+    ``data.ads_sampler`` and a baseline's from ``data.baseline_samplers.<section>`` (its section in the config
+    tree: the kind's name, `-` as `_`; its batch is the step's)."""
     kind = str(data_config.get("sampler_kind") or "ads")
     if kind not in kind_names():
         raise ConfigError(f"data.sampler_kind={kind!r} is not a sampler kind; choose one of {', '.join(kind_names())}")
@@ -63,6 +64,10 @@ def sampler_section(data_config: Any) -> TrainSamplerConfig:
             f"data.sampler_kind={kind}: its steps roll out extra generation batches (DAPO-style dynamic sampling), "
             "which in verl is algorithm.filter_groups of the v1 trainer only; the ADS integration drives the v0 "
             "trainer, so train this kind with trainer trl"
+        )
+    if kind_spec(kind).needs:  # a trainer extension the ADS integration of verl does not have
+        raise ConfigError(
+            f"data.sampler_kind={kind} needs {', '.join(sorted(kind_spec(kind).needs))}: train it with trl"
         )
     raw = data_config.get("baseline_samplers") or {}
     baselines = OmegaConf.to_container(raw, resolve=True) if isinstance(raw, DictConfig) else dict(raw)

@@ -20,7 +20,7 @@ from typing import Any
 
 from ads_core import storage
 from ads_core.config.sampler import ADSSamplerConfig
-from ads_core.sampler.kinds import has_extra_rollouts
+from ads_core.sampler.kinds import has_extra_rollouts, kind_spec
 from ads_core.train.errors import TrainOptionError
 from ads_core.train.options import TrainSamplerConfig
 from ads_core.train.plan import TrainPlan
@@ -93,7 +93,7 @@ def launch_mode(address: str | None) -> str:
 
 def sampler_overrides(sampler: TrainSamplerConfig, verl: VerlConfig) -> list[str]:
     """``data.ads_sampler.KEY=VALUE`` for every ADS knob that differs from its default (the YAML's value); for a
-    baseline, ``data.sampler_kind`` and its knobs (``data.baseline_samplers.KIND.KEY``, its batch is the step's)."""
+    baseline, ``data.sampler_kind`` and its knobs (``data.baseline_samplers.SECTION.KEY``, its batch is the step's)."""
     ads = sampler.ads
     values = {k: v for k, v in ads.model_dump().items() if v != ADSSamplerConfig.model_fields[k].default}
     values |= {k: getattr(verl, k) for k in INTEGRATION_KEYS if getattr(verl, k) != VerlConfig.model_fields[k].default}
@@ -101,10 +101,11 @@ def sampler_overrides(sampler: TrainSamplerConfig, verl: VerlConfig) -> list[str
     default = TrainSamplerConfig()
     if sampler.kind != default.kind:
         out.append(f"data.sampler_kind={hydra_quote(sampler.kind)}")
-        knobs, defaults = getattr(sampler, sampler.kind, None), getattr(default, sampler.kind, None)
+        section = kind_spec(sampler.kind).section
+        knobs, defaults = getattr(sampler, section, None), getattr(default, section, None)
         if knobs is not None and defaults is not None:
             out += [
-                f"data.baseline_samplers.{sampler.kind}.{key}={hydra_quote(value)}"
+                f"data.baseline_samplers.{section}.{key}={hydra_quote(value)}"
                 for key, value in knobs.model_dump().items()
                 if key != "batch_size" and value != getattr(defaults, key)
             ]
