@@ -52,7 +52,7 @@ def eval_cmd(
         list[str],
         typer.Argument(
             help="Policies: a model folder, a checkpoint folder, a run folder or name (ads-runs/NAME: its final "
-            "model, else its newest checkpoint), a built-in model (default, tiny, bench), or a hub id in the "
+            "model, else its newest checkpoint), a built-in model (default, tiny, bench, smollm2), or a hub id in the "
             "local cache.",
             metavar="MODEL_OR_RUN",
             show_default=False,

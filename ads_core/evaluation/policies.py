@@ -99,7 +99,7 @@ def resolve_policy(spec: str, runs_dir: str | Path = RUNS_DIR) -> Policy:
         return Policy(spec.replace("/", "--"), str(snapshot), spec)
     raise InputError(
         f"{spec!r}: not a model folder, a run folder or run name (under {runs_dir}/), a built-in model "
-        f"({', '.join([models.DEFAULT_MODEL, *models.TINY_PRESETS])}), or a hub id in the local Hugging Face cache"
+        f"({', '.join([models.DEFAULT_MODEL, *models.BUILTIN_MODELS])}), or a hub id in the local Hugging Face cache"
     )
 
 

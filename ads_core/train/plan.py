@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ads_core import storage
+from ads_core import models, storage
 from ads_core.common.errors import render_options
 from ads_core.evaluation.sets import catalog as ev
 from ads_core.evaluation.sets import decontam
@@ -168,6 +168,8 @@ def _looks_like_path(model: str) -> bool:
 
 def resolve_model(requested: str | None, info: ArtifactInfo, artifact_uri: str) -> str:
     """The policy to train: the one given, else the one the difficulties were scored with (the manifest)."""
+    if requested and models.preset_of(requested) is not None:  # a built-in name: its cached folder (built once)
+        return models.resolve_model(requested)
     model = requested or info.policy_model
     if not model:
         raise ArtifactError(
