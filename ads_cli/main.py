@@ -15,11 +15,10 @@ from ads_cli import (
     build_cmd,
     compare_cmd,
     demo_cmd,
-    dots_cmd,
     eval_cmd,
     grade_cmd,
+    sampler_cmd,
     server_cmd,
-    simulate_cmd,
     train_cmd,
 )
 from ads_cli.common import OneLineErrors
@@ -44,7 +43,7 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debu
         os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 
-for module in (build_cmd, server_cmd, train_cmd, simulate_cmd, compare_cmd, eval_cmd, grade_cmd, demo_cmd, dots_cmd):
+for module in (build_cmd, server_cmd, train_cmd, sampler_cmd, compare_cmd, eval_cmd, grade_cmd, demo_cmd):
     module.register(app)
 
 

@@ -85,8 +85,10 @@ def train_cmd(
         list[str] | None,
         typer.Option(
             "--eval-set",
-            help="Validation set: a name under OUT/eval, a packaged set (math500, aime24, amc23) or a .parquet "
-            "path, repeatable; validated every --eval-steps steps. Default: every set in OUT/eval.",
+            help="Validation set, repeatable, as ads eval --set takes it: a name under OUT/eval, a named set "
+            "(math500, aime24, aime25, amc23; minerva from $ADS_EVAL_DATA_DIR), a .parquet, a raw file (JSONL, "
+            "CSV, ...; formatted with the training set's template) or NAME=PATH; validated every --eval-steps "
+            "steps. Default: every set in OUT/eval.",
         ),
     ] = None,
     no_eval: Annotated[
@@ -295,8 +297,8 @@ def eval_sets_cmd(
 ) -> None:
     """Write validation sets (MATH-500, AIME24, AMC23) in verl's schema and check the training set against them."""
     from ads_core import storage
-    from ads_core.evals import decontam
-    from ads_core.evals import sets as ev
+    from ads_core.evaluation.sets import catalog as ev
+    from ads_core.evaluation.sets import decontam
     from ads_core.stages.eval_sets import write_eval_sets
 
     sources = {str(k): str(v) for k, v in parse_assignments(source, "--set").items()}

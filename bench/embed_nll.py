@@ -77,7 +77,7 @@ def source_file(name: str) -> Path:
     if (DATA / name / "test.jsonl").is_file():
         return DATA / name / "test.jsonl"
     from ads_core.common import defaults
-    from ads_core.evals.sets import packaged_data_dir
+    from ads_core.evaluation.sets.catalog import packaged_data_dir
 
     return Path(defaults.sample_path()) if name == "gsm8k" else packaged_data_dir() / name / "test.jsonl"
 

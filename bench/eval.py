@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     from ads_core import models
     from ads_core.config.eval import EvalConfig
     from ads_core.evaluation.hf import TransformersBackend
-    from ads_core.evaluation.problems import load_problems, resolve_sets
+    from ads_core.evaluation.sets.problems import load_problems, resolve_sets
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ads_core.common import defaults  # noqa: E402
 from ads_core.config.eval import GraderConfig  # noqa: E402
-from ads_core.evals.sets import packaged_data_dir  # noqa: E402
+from ads_core.evaluation.sets.catalog import packaged_data_dir  # noqa: E402
 from ads_core.grading import api, configure, grade  # noqa: E402
 from ads_core.grading.api import start_verifier  # noqa: E402
 from ads_core.grading.pool import get_pool  # noqa: E402

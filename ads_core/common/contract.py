@@ -30,7 +30,7 @@ REQUIRED_COLUMNS: dict[str, str] = {
 }
 
 # the rejects table (OUT/formatted/rejects.parquet; the rows decontamination drops), written by the format stage
-# and by `ads_core.evals.decontam`
+# and by `ads_core.evaluation.sets.decontam`
 REJECTS_SCHEMA = pa.schema(
     [
         ("source_file", pa.string()),

@@ -81,7 +81,15 @@ class ScoreConfig(Section):
 
     model: str | None = Field(
         "default",
-        description="Policy model: a local dir or hub id (local cache only); `default` builds a tiny local model.",
+        description="Policy model: a local dir, a hub id (local cache only), or a built-in: `default` (= `tiny`, built "
+        "locally), `bench`, `smollm2` (SmolLM2-135M-Instruct; the `smollm2` extra).",
+    )
+    difficulty: Literal["nll_mean", "nll_sum", "nll_answer"] = Field(
+        "nll_mean",
+        description="The difficulty measure: nll_mean, the token-mean NLL of the reference solution (the seed's); "
+        "nll_sum, its sum over the solution's tokens; nll_answer, the token-mean NLL of the final answer given the "
+        "question alone (a second, short pass). The report compares it with the source's own labels "
+        "(docs/benchmarks.md, difficulty validity).",
     )
     text_mode: Literal["question_plus_solution", "question_only"] = Field(
         "question_plus_solution", description="Embed question+solution, or the question only."

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, get_args
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ads_core.config.base import FrozenSection, Section, tuning
+from ads_core.config.build import TemplateName
 
 
 class GraderConfig(FrozenSection):
@@ -22,9 +24,19 @@ class GraderConfig(FrozenSection):
 
 
 EvalBackend = Literal["auto", "transformers", "vllm"]
-PAPER_SETS = ["math500", "aime24", "amc23"]
+PAPER_SETS = ["math500", "aime24", "amc23"]  # the default of `sets` (the packaged sets before AIME 2025)
 GPU_MAX_TOKENS = 14_336  # the ADS reference's validation response length
 CPU_MAX_TOKENS = 512  # long generations on a CPU take minutes per batch
+PAPER_K = 16  # the paper's mean@16
+CPU_K = 2  # samples per problem when validating on a CPU
+
+
+def default_k(device: str, k: int | None = None) -> int:
+    """The one default-k rule of validation: K when given, else 2 on a CPU (a quick look) and the paper's 16
+    elsewhere (`ads eval` itself defaults to 16, greedy to 1: `EvalConfig`)."""
+    if k is not None:
+        return int(k)
+    return CPU_K if device == "cpu" else PAPER_K
 
 
 class EvalConfig(Section):
@@ -32,7 +44,11 @@ class EvalConfig(Section):
 
     greedy: bool = Field(False, description="Greedy decoding, one deterministic sample per problem (k 1).")
     k: int = Field(
-        16, ge=1, le=1024, description="Samples per problem (the paper's mean@16).", json_schema_extra={"flag": "-k"}
+        PAPER_K,
+        ge=1,
+        le=1024,
+        description="Samples per problem (the paper's mean@16).",
+        json_schema_extra={"flag": "-k"},
     )
     temperature: float = Field(0.6, gt=0, le=10, description="Sampling temperature.")
     top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling: the smallest token set with this mass.")
@@ -50,12 +66,20 @@ class EvalConfig(Section):
     limit: int | None = Field(None, ge=1, description="Only the first N problems of each set (a quick look).")
     sets: list[str] = tuning(
         default_factory=lambda: list(PAPER_SETS),
-        description="Eval sets: packaged names (math500, aime24, amc23) or files (a formatted .parquet or raw data).",
+        description="Eval sets: named sets (math500, aime24, aime25, amc23, minerva, gpqa_diamond, mmlu_pro), paper "
+        "(all of the paper's table there is), NAME=PATH, or files (a formatted .parquet or raw data).",
     )
-    template: str = tuning(
-        default="ads_think",
-        description="Prompt template for sets given by name or as raw files: ads_think, boxed, plain, or a text "
-        "with {question}; a formatted .parquet keeps its prompts.",
+    template: str | None = Field(
+        None,
+        description="Prompt template: ads_think, boxed, plain, a file holding one, or a text with {question}. "
+        "Default: a training run's own (RUN_DIR/template.json), else ads_think. Raw and formatted files alike "
+        "get it.",
+        json_schema_extra={"flag": "--template"},
+    )
+    data_dir: str | None = Field(
+        None,
+        description="Eval data folder for sets kept outside the package (minerva/, gpqa_diamond/, mmlu_pro/; "
+        "default $ADS_EVAL_DATA_DIR).",
     )
     device: str = Field("auto", description="transformers backend device: auto, cpu, cuda, cuda:N.")
     dtype: str = tuning(default="auto", description="transformers backend dtype: auto, float32, bfloat16, float16.")
@@ -68,6 +92,20 @@ class EvalConfig(Section):
         if isinstance(data, dict) and data.get("greedy") and data.get("k") is None:
             data = {**data, "k": 1}
         return data
+
+    @field_validator("template")
+    @classmethod
+    def _a_template(cls, value: str | None) -> str | None:
+        if (
+            value is None
+            or value in get_args(TemplateName)
+            or "{question}" in value
+            or Path(value).expanduser().is_file()
+        ):
+            return value
+        raise ValueError(
+            f"{value!r} is neither {', '.join(get_args(TemplateName))}, a file, nor a text with {{question}}"
+        )
 
     @field_validator("k")
     @classmethod

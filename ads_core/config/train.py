@@ -85,8 +85,9 @@ class NeutralTrainConfig(Section):
     name: str | None = Field(None, description="Experiment name (default DATASET-SAMPLER); the same name resumes.")
     eval_sets: list[str] | None = Field(
         None,
-        description="Validation sets: names under OUT/eval, packaged names (math500, aime24, amc23) or .parquet "
-        "paths; default every set in OUT/eval; [] for none (ads train --no-eval).",
+        description="Validation sets: names under OUT/eval, named sets (math500, aime24, aime25, amc23, minerva), "
+        ".parquet paths, raw files or NAME=PATH (as ads eval --set); default every set in OUT/eval; [] for none "
+        "(ads train --no-eval).",
         json_schema_extra={"cli": False},
     )
     allow_change: list[str] = Field(

@@ -106,11 +106,10 @@ def analyse(groups: dict[str, list[RunData]], key: str) -> dict[str, Any]:
             row["diff_sd"] = _sd(diffs)
             row["paired"] = paired_verdict(name, BASELINE, diffs, level)
             aucs = [_auc(r, key, sets) - _auc(b, key, sets) for r, b in zip(runs, base, strict=True)]
-            row["auc_diff"] = {"mean": sum(aucs) / len(aucs), "interval": bootstrap_interval(aucs, RESAMPLES)}
+            row["auc_diff"] = {"mean": sum(aucs) / len(aucs), "interval": bootstrap_interval(aucs, resamples=RESAMPLES)}
             walls = _wall_ratios(base, runs, key, sets)
-            row["wall_ratio"] = (
-                {"mean": sum(walls) / len(walls), "interval": bootstrap_interval(walls, RESAMPLES)} if walls else None
-            )
+            wall_span = bootstrap_interval(walls, resamples=RESAMPLES) if walls else None
+            row["wall_ratio"] = {"mean": sum(walls) / len(walls), "interval": wall_span} if walls else None
         rows.append(row)
     gate = next(r["gain"] for r in rows if r["name"] == BASELINE)
     return {

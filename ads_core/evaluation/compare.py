@@ -3,16 +3,16 @@
 For each run: the final validation accuracy (mean@k) per eval set with its 95% interval; and the steps and the
 prompts rolled out it needed to reach the FIRST run's (the baseline's) final accuracy, as a share of what the
 baseline itself needed. The rule is ``ads simulate``'s and ``bench/grpo_curriculum.py``'s: the target is reached at
-the first evaluation at or above it; a run that never gets there counts as its whole run, shown as ">=" (and as
-"not reached" when none of its seeds does); when the baseline's final accuracy is no better than where it started
-(reached at step 0) there is nothing to reach and the ratio is "n/a". The headline is the ``average`` over the
-sets every run evaluated (the paper's average column); each set has its own rows too.
+the first evaluation at or above it; a run that never gets there counts as its whole run, shown as ">=" (and as "not
+reached" when none of its seeds does); when the baseline's final accuracy is no better than where it started
+(reached at step 0) there is nothing to reach and the ratio is "n/a". The headline is the ``average`` over the sets
+every run evaluated (the paper's average column); each set has its own rows too.
 
 A comparison entry is a group of runs: one run for ``ads compare``, one run per seed for the benchmark, which then
-reports the mean and sd over seeds, seed i of a group measured against seed i of the baseline, and each ratio's
-95% interval: a percentile bootstrap over the seeds (2000 resamples, seeded, so the same runs give the same
-interval). With few seeds it is optimistic (it cannot be wider than the seeds' own range); read it as the least
-uncertainty there is, and claim no order that it does not support.
+reports the mean and sd over seeds, seed i of a group measured against seed i of the baseline, and each ratio's 95%
+interval: a percentile bootstrap over the seeds (``metrics.mean_interval``: 2000 resamples, seeded, so the same runs
+give the same interval). With few seeds it is optimistic (it cannot be wider than the seeds' own range); read it as
+the least uncertainty there is, and claim no order that it does not support.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,8 @@ from typing import Any
 
 from ads_core.common.errors import InputError
 from ads_core.common.jsonl import read_steps
-from ads_core.evaluation.evallog import EVAL_FILE, read_evals
+from ads_core.evaluation.evallog import EVAL_FILE, check_evals, read_evals
+from ads_core.evaluation.metrics import BOOTSTRAP_RESAMPLES, mean_interval
 
 AVERAGE = "average"
 RUNS_ROOT = "ads-runs"
@@ -60,6 +60,7 @@ class RunData:
     steps: list[dict[str, Any]]
     evals: list[dict[str, Any]]
     about: dict[str, Any] = field(default_factory=dict)  # sampler, trainer, model, seed (None where unknown)
+    notes: list[str] = field(default_factory=list)  # what the reader should know (NaN records left out)
 
     @property
     def sets(self) -> list[str]:
@@ -113,15 +114,15 @@ def resolve_run(ref: str, runs_root: str = RUNS_ROOT) -> Path:
 def load_run(ref: str, name: str | None = None, runs_root: str = RUNS_ROOT) -> RunData:
     """A run's steps and evaluations; a run without any validation record is refused (nothing to compare)."""
     folder = resolve_run(ref, runs_root)
-    evals = read_evals(folder / EVAL_FILE)
+    notes = check_evals(folder / EVAL_FILE)  # a record that is not numbers: one line naming file and line
+    evals = [r for r in read_evals(folder / EVAL_FILE) if not _nan(r.get("mean_at_k"))]
     if not evals:
         raise InputError(
             f"run {ref}: {folder / EVAL_FILE} has no validation records; train with eval sets "
             "(--eval-set NAME, --eval-steps N) to record them"
         )
-    return RunData(
-        name or folder.resolve().name, str(folder), read_steps(folder / STEPS_FILE), evals, read_about(folder)
-    )
+    steps = read_steps(folder / STEPS_FILE)
+    return RunData(name or folder.resolve().name, str(folder), steps, evals, read_about(folder), notes)
 
 
 def read_about(folder: Path) -> dict[str, Any]:
@@ -145,6 +146,11 @@ def read_about(folder: Path) -> dict[str, Any]:
             "seed": trajectory.get(f"{trainer}.seed"),
         }
     return {key: about.get(key) for key in ABOUT}
+
+
+def _nan(value: Any) -> bool:
+    """No usable mean@k: null (verl's NaN written as null) or a NaN that a hand or another tool wrote."""
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
 
 
 def load_runs(refs: Sequence[str], runs_root: str = RUNS_ROOT) -> list[RunData]:
@@ -173,16 +179,11 @@ def _sd(values: Sequence[float]) -> float:  # ddof 0, as ads simulate
 
 
 def bootstrap_interval(
-    values: Sequence[float], resamples: int = 2000, seed: int = 0, level: float = 0.95
+    values: Sequence[float], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES
 ) -> tuple[float, float] | None:
-    """LEVEL percentile-bootstrap interval of the mean of VALUES (one per seed); None for fewer than two."""
-    if len(values) < 2:
-        return None
-    rng = random.Random(seed)
-    n = len(values)
-    means = sorted(sum(rng.choice(values) for _ in range(n)) / n for _ in range(resamples))
-    tail = (1.0 - level) / 2
-    return means[round(tail * resamples)], means[round((1.0 - tail) * resamples) - 1]
+    """LEVEL percentile-bootstrap interval of the mean of VALUES (one per seed; ``metrics.mean_interval``, the one
+    bootstrap); None for fewer than two."""
+    return mean_interval(values, level, resamples) if len(values) >= 2 else None
 
 
 def common_sets(runs: Sequence[RunData]) -> list[str]:
@@ -285,6 +286,7 @@ def compare(groups: dict[str, list[RunData]]) -> dict[str, Any]:
             if record["step"] >= last.get(record["set"], {"step": -1})["step"]:
                 last[record["set"]] = record
         finals[run.name] = last
+    notes = [note for run in runs for note in run.notes] + unfinished_notes(runs, finals)
     reach = {key: summarize(groups, key) for key in ([AVERAGE] if len(sets) > 1 else []) + sets}
     return {
         "baseline": next(iter(groups)),
@@ -298,9 +300,28 @@ def compare(groups: dict[str, list[RunData]]) -> dict[str, Any]:
                 "steps": r.total_steps,
                 "prompts_rolled_out": r.total_prompts,
                 "final": finals[r.name],
+                "final_step": max((rec["step"] for rec in finals[r.name].values()), default=0),
             }
             for r in runs
         ],
         "headline": AVERAGE if len(sets) > 1 else sets[0],
         "reach": reach,
+        "notes": notes,
     }
+
+
+def unfinished_notes(runs: Sequence[RunData], finals: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """A note for each run whose final figures come from an earlier step than another run's, or than its own
+    last logged training step (an unfinished or killed run)."""
+    last = {r.name: max((rec["step"] for rec in finals[r.name].values()), default=0) for r in runs}
+    furthest = max(last.values(), default=0)
+    notes = []
+    for run in runs:
+        trained = max((int(s["step"]) for s in run.steps), default=0)
+        if last[run.name] < furthest or last[run.name] < trained:
+            ahead = max(furthest, trained)
+            notes.append(
+                f"{run.name}: last evaluated at step {last[run.name]} (step {ahead} reached elsewhere): unfinished? "
+                f"its final figures are those of step {last[run.name]}"
+            )
+    return notes

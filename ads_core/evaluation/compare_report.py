@@ -30,7 +30,7 @@ def finals_table(result: dict[str, Any]) -> str:
         "| run | sampler | trainer | model | seed | "
         + " | ".join(shown)
         + (" | average" if len(sets) > 1 else "")
-        + " | steps | prompts rolled out |"
+        + " | final at step | steps | prompts rolled out |"
     )
     lines = [
         f"Final accuracy: mean@{'/'.join(map(str, ks))} with its 95% interval (n = problems per set)",
@@ -44,12 +44,16 @@ def finals_table(result: dict[str, Any]) -> str:
         if len(sets) > 1:
             cells.append(f"{sum(final[s]['mean_at_k'] for s in sets) / len(sets):.3f}")
         about = " | ".join("?" if run.get(key) is None else str(run[key]) for key in ABOUT)
+        at = run.get("final_step", "-")
         lines.append(
-            f"| {run['name']} | {about} | " + " | ".join(cells) + f" | {run['steps']} | {run['prompts_rolled_out']} |"
+            f"| {run['name']} | {about} | "
+            + " | ".join(cells)
+            + f" | {at} | {run['steps']} | {run['prompts_rolled_out']} |"
         )
     n = {s: result["runs"][0]["final"][s].get("n") for s in sets}
     lines.append("")
     lines.append("n: " + ", ".join(f"{s} {v}" for s, v in n.items()))
+    lines += [f"note: {note}" for note in result.get("notes", [])]
     return "\n".join(lines)
 
 

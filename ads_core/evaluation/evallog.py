@@ -32,6 +32,39 @@ def read_evals(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return read_records(path, lambda r: isinstance(r.get("step"), int) and isinstance(r.get("set"), str))
 
 
+def check_evals(path: str | os.PathLike[str]) -> list[str]:
+    """Refuse (InputError, one line naming the file and line) a record whose metric is not a number; returns a
+    note per record whose mean@k is NaN (it is left out of the curves)."""
+    from ads_core.common.errors import InputError
+
+    p = Path(path)
+    if not p.is_file():
+        return []
+    notes = []
+    for number, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a torn line: read_evals skips it too
+        if (
+            not isinstance(record, dict)
+            or not isinstance(record.get("step"), int)
+            or not isinstance(record.get("set"), str)
+        ):
+            continue
+        for key in (*METRICS, "k", "n"):
+            value = record.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise InputError(
+                    f"{p}:{number}: {key} is {json.dumps(value)[:40]}, not a number; fix or delete the line"
+                )
+        value = record.get("mean_at_k")
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            shown = "missing" if value is None else str(value)
+            notes.append(f"{p}:{number}: mean_at_k of {record['set']} at step {record['step']} is {shown}: left out")
+    return notes
+
+
 def _write(path: Path, records: Iterable[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")

@@ -27,6 +27,7 @@ class Policy:
     name: str  # what tables and the default output folder call it
     path: str  # what from_pretrained loads
     source: str  # the argument as given
+    run_dir: str | None = None  # the training run it comes from (its template.json names its prompt template)
 
 
 def _is_model(folder: Path) -> bool:
@@ -48,6 +49,14 @@ def run_model(run: Path) -> tuple[Path, str]:
         raise InputError(f"run {run}: no final model ({final}) and no checkpoint with a model under {folder}")
     step, path = max(found)
     return path, f"{run.name}@{step}"
+
+
+def _run_of(folder: Path) -> str | None:
+    """The run folder a model folder belongs to (RUN/final, RUN/checkpoints/checkpoint-N), or None."""
+    for run in (folder.parent, folder.parent.parent):
+        if (run / STEPS_FILE).is_file():
+            return str(run)
+    return None
 
 
 def _named(folder: Path) -> str:
@@ -75,14 +84,14 @@ def resolve_policy(spec: str, runs_dir: str | Path = RUNS_DIR) -> Policy:
     if path.is_dir():
         if (path / STEPS_FILE).is_file():
             model, name = run_model(path.resolve())
-            return Policy(name, str(model), spec)
+            return Policy(name, str(model), spec, str(path.resolve()))
         if _is_model(path):
-            return Policy(_named(path.resolve()), str(path.resolve()), spec)
+            return Policy(_named(path.resolve()), str(path.resolve()), spec, _run_of(path.resolve()))
         raise InputError(f"{spec}: a folder with neither a model (config.json) nor a training run ({STEPS_FILE})")
     run = Path(runs_dir) / spec
     if "/" not in spec and run.is_dir() and (run / STEPS_FILE).is_file():
         model, name = run_model(run.resolve())
-        return Policy(name, str(model), spec)
+        return Policy(name, str(model), spec, str(run.resolve()))
     if models.preset_of(spec) is not None and spec:
         return Policy(spec, models.resolve_model(spec), spec)
     snapshot = cached_hub_model(spec)
@@ -90,7 +99,7 @@ def resolve_policy(spec: str, runs_dir: str | Path = RUNS_DIR) -> Policy:
         return Policy(spec.replace("/", "--"), str(snapshot), spec)
     raise InputError(
         f"{spec!r}: not a model folder, a run folder or run name (under {runs_dir}/), a built-in model "
-        f"({', '.join([models.DEFAULT_MODEL, *models.TINY_PRESETS])}), or a hub id in the local Hugging Face cache"
+        f"({', '.join([models.DEFAULT_MODEL, *models.BUILTIN_MODELS])}), or a hub id in the local Hugging Face cache"
     )
 
 
@@ -101,5 +110,5 @@ def unique_names(policies: list[Policy]) -> list[Policy]:
     for p in policies:
         count = seen.get(p.name, 0) + 1
         seen[p.name] = count
-        out.append(p if count == 1 else Policy(f"{p.name}-{count}", p.path, p.source))
+        out.append(p if count == 1 else Policy(f"{p.name}-{count}", p.path, p.source, p.run_dir))
     return out

@@ -1,6 +1,9 @@
-"""``table.md``: the paper's layout (one row per policy, one column per set, an average column), in percent.
+"""``table.md``: the paper's layout (one row per policy; MATH-500, AIME 25, AIME 24, Minerva, AMC 23, GPQA-Diamond,
+MMLU-Pro in the paper's order, then any other set; the average over the sets present), in percent.
 
-The first table is mean@k (the paper's number, with its 95% interval below it), then pass@k and maj@k.
+The first table is mean@k (the paper's number, with its 95% interval below it), then pass@k and maj@k. Once any
+of the paper's sets is in a table, all seven columns are (a set not evaluated shows "–"). Below the tables: the
+prompt template each policy was evaluated with, and where it came from.
 """
 
 from __future__ import annotations
@@ -8,14 +11,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ads_core.evaluation.sets.catalog import PAPER_SETS, PAPER_TITLES
+
 TITLES = {"mean_at_k": "mean@{k}", "pass_at_k": "pass@{k}", "maj_at_k": "maj@{k}"}
 
 
-def _set_names(summaries: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def set_columns(summaries: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The paper's seven sets in its order (when any of them is there), then the other sets as first seen."""
     names: list[str] = []
     for summary in summaries.values():
         names.extend(n for n in summary["sets"] if n not in names)
-    return names
+    paper = list(PAPER_SETS) if any(n in PAPER_SETS for n in names) else []
+    return paper + [n for n in names if n not in PAPER_SETS]
 
 
 def _cell(values: Mapping[str, Any] | None, metric: str) -> str:
@@ -24,16 +31,24 @@ def _cell(values: Mapping[str, Any] | None, metric: str) -> str:
     return f"{100 * values[metric]:.2f}"
 
 
+def template_line(summary: Mapping[str, Any]) -> str:
+    """``name (source)`` of a summary's prompt template."""
+    template = summary.get("template") or {}
+    name = template.get("name") or "formatted prompts kept"
+    return f"{name} ({template['source']})" if template.get("source") else str(name)
+
+
 def markdown_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
     """Markdown tables for {policy: summary.json document}."""
-    sets = _set_names(summaries)
+    sets = set_columns(summaries)
     ks = sorted({int(s["k"]) for s in summaries.values()})
     k = "/".join(str(x) for x in ks) or "k"
+    heads = [PAPER_TITLES.get(name, name) for name in sets]
     lines: list[str] = []
     for metric, title in TITLES.items():
         lines.append(f"### {title.format(k=k)} (%)")
         lines.append("")
-        lines.append("| policy | " + " | ".join(sets) + " | average |")
+        lines.append("| policy | " + " | ".join(heads) + " | Average |")
         lines.append("|---|" + "---:|" * (len(sets) + 1))
         for policy, summary in summaries.items():
             cells = [_cell(summary["sets"].get(name), metric) for name in sets]
@@ -48,5 +63,8 @@ def markdown_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
                     for name, v in summary["sets"].items()
                 )
             )
+            lines.append("Average: over the sets present; –: not evaluated.")
         lines.append("")
+    lines.append("Prompt template: " + "; ".join(f"{p} {template_line(s)}" for p, s in summaries.items()))
+    lines.append("")
     return "\n".join(lines)

@@ -24,29 +24,14 @@ import pyarrow as pa
 
 from ads_core import storage
 from ads_core.common.errors import InputError
+from ads_core.evaluation import outfolder
 from ads_core.evaluation.backends import Backend, Problem, Sample
 from ads_core.evaluation.metrics import overall, summarize_problems, summarize_table
+from ads_core.evaluation.outfolder import COMPLETIONS, PARTS, SCHEMA
 from ads_core.evaluation.report import markdown_table
 
-COMPLETIONS = "completions.parquet"
 SUMMARY = "summary.json"
 TABLE = "table.md"
-RUN_FILE = "eval.json"
-PARTS = "parts"
-SCHEMA = pa.schema(
-    [
-        ("set", pa.string()),
-        ("problem_id", pa.int64()),
-        ("sample", pa.int32()),
-        ("text", pa.string()),
-        ("extracted", pa.string()),
-        ("correct", pa.bool_()),
-        ("reason", pa.string()),
-        ("tokens", pa.int32()),
-        ("seconds", pa.float64()),
-        ("ground_truth", pa.string()),
-    ]
-)
 # the EvalConfig fields the completions depend on (a folder written with other values is not resumed from)
 GENERATION_FIELDS = ("k", "temperature", "top_p", "max_tokens", "seed", "greedy", "template")
 Advance = Callable[[int], None]
@@ -73,6 +58,7 @@ def evaluate(
     identity: Mapping[str, Any] | None = None,
     progress: Advance | None = None,
     order: Callable[[Problem], int] | None = None,
+    template: Mapping[str, Any] | None = None,
 ) -> EvalResult:
     """Evaluate BACKEND on PROBLEMS ({set: problems}); with OUT, write and resume as the module docstring says.
 
@@ -80,8 +66,8 @@ def evaluate(
     policy (model path and fingerprint), recorded and checked in ``OUT/eval.json``."""
     started = time.perf_counter()
     cfg = cfg.for_device(getattr(backend, "device", "cpu"))
-    run = {"policy": policy, "identity": dict(identity or {}), "generation": _generation(cfg)}
-    done = _claim(out, run) if out else {}
+    run = run_record(policy, identity, cfg, template)
+    done = outfolder.claim(out, run) if out else {}
     wanted = {(p.set, p.problem_id) for ps in problems.values() for p in ps}
     extra = [key for key in done if key not in wanted]
     if extra:  # completions.parquet holds exactly the summary's problems: never drop finished work silently
@@ -105,8 +91,8 @@ def evaluate(
             rows = grade_rows(todo, backend.generate(todo, cfg), cfg)
             part = pa.Table.from_pylist(rows, schema=SCHEMA)
             if out:
-                storage.write_parquet(_next_part(out), part)
-            _remember(done, part)
+                storage.write_parquet(outfolder.next_part(out), part)
+            outfolder.remember(done, part)
             generated += len(todo)
             advance(len(todo))
     table = _ordered(problems, done)
@@ -150,53 +136,13 @@ def grade_rows(problems: Sequence[Problem], samples: Sequence[Sequence[Sample]],
     return rows
 
 
-def _generation(cfg: Any) -> dict[str, Any]:
-    return {name: getattr(cfg, name) for name in GENERATION_FIELDS}
-
-
-def _claim(out: str, run: dict[str, Any]) -> dict[tuple[str, int], list[dict[str, Any]]]:
-    """Check OUT/eval.json against this evaluation (or write it) and read the completions already there."""
-    uri = storage.join(out, RUN_FILE)
-    if storage.exists(uri):
-        try:
-            before = storage.read_json(uri)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"{uri}: unreadable ({exc}); delete {out} or pick another output folder") from None
-        was = {**before.get("generation", {}), "model": before.get("identity", {}).get("fingerprint")}
-        now = {**run["generation"], "model": run["identity"].get("fingerprint")}
-        changed = [key for key in sorted(set(was) | set(now)) if was.get(key) != now.get(key)]
-        if changed:
-            raise InputError(
-                f"{out} holds completions of a different evaluation ({', '.join(changed)} differ); "
-                "pick another output folder or delete it"
-            )
-    else:
-        storage.write_json(uri, run)
-    done: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for source in [storage.join(out, COMPLETIONS), *_parts(out)]:
-        if storage.exists(source):
-            _remember(done, storage.read_parquet(source).cast(SCHEMA))
-    return done
-
-
-def _remember(done: dict[tuple[str, int], list[dict[str, Any]]], table: pa.Table) -> None:
-    for row in table.to_pylist():
-        done.setdefault((row["set"], row["problem_id"]), []).append(row)
-
-
-def _parts(out: str) -> list[str]:
-    folder = storage.join(out, PARTS)
-    if not storage.exists(folder):
-        return []
-    fs, path = storage.get_fs(folder)
-    names = sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(path, detail=False))
-    return [storage.join(folder, n) for n in names if n.startswith("part-") and n.endswith(".parquet")]
-
-
-def _next_part(out: str) -> str:
-    parts = _parts(out)
-    last = int(parts[-1].rsplit("part-", 1)[-1].split(".")[0]) if parts else -1
-    return storage.join(out, PARTS, f"part-{last + 1:05d}.parquet")
+def run_record(
+    policy: str, identity: Mapping[str, Any] | None, cfg: Any, template: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """What OUT/eval.json records: the policy, what names its model, what the completions depend on, and the
+    template's name and where it came from (``{"name", "source"}``; its text is in the generation fields)."""
+    generation = {name: getattr(cfg, name) for name in GENERATION_FIELDS}
+    return {"policy": policy, "identity": dict(identity or {}), "generation": generation, "template": template}
 
 
 def _ordered(problems: Mapping[str, Sequence[Problem]], done: Mapping[tuple[str, int], list[dict]]) -> pa.Table:
@@ -211,10 +157,10 @@ def write_outputs(out: str, result: EvalResult, run: dict[str, Any], cfg: Any) -
     """completions.parquet, summary.json and table.md; then the parts go."""
     files = {name: storage.join(out, name) for name in (COMPLETIONS, SUMMARY, TABLE)}
     storage.write_parquet(files[COMPLETIONS], result.completions)
-    summary = summary_doc(run["policy"], result.per_set, result.overall, cfg, run["identity"])
+    summary = summary_doc(run["policy"], result.per_set, result.overall, cfg, run["identity"], run.get("template"))
     storage.write_json(files[SUMMARY], summary)
     storage.write_bytes(files[TABLE], markdown_table({run["policy"]: summary}).encode("utf-8"))
-    for part in _parts(out):
+    for part in outfolder.parts(out):
         fs, path = storage.get_fs(part)
         fs.rm(path)
     folder = storage.join(out, PARTS)
@@ -224,13 +170,19 @@ def write_outputs(out: str, result: EvalResult, run: dict[str, Any], cfg: Any) -
 
 
 def summary_doc(
-    policy: str, per_set: Mapping[str, Any], overall: Mapping[str, Any], cfg: Any, identity: Mapping[str, Any]
+    policy: str,
+    per_set: Mapping[str, Any],
+    overall: Mapping[str, Any],
+    cfg: Any,
+    identity: Mapping[str, Any],
+    template: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """summary.json: per set and overall metrics, and the config and model that produced them."""
     return {
         "policy": policy,
         "model": dict(identity),
         "k": cfg.k,
+        "template": {**dict(template or {}), "text": cfg.template},
         "sets": {name: dict(values) for name, values in per_set.items()},
         "overall": dict(overall),
         "config": json.loads(cfg.model_dump_json()),

@@ -43,6 +43,7 @@ from typing import Any
 
 from ads_core.common.answers import ground_truth_answers, is_missing_answer, strip_math_delimiters
 from ads_core.config.eval import GraderConfig
+from ads_core.grading.choice import grade_choice, parse_truth
 from ads_core.grading.pool import ZYGOTE_ENV, Late, WorkerUnavailable, cpu_cores, get_pool, shutdown
 from ads_core.grading.precheck import too_complex
 from ads_core.grading.text import Reading, as_number, extract_answer, for_math_verify, is_decimal, readings
@@ -121,6 +122,9 @@ def grade(completion: str, ground_truth: Any, *, timeout_s: float | None = None)
     """Grade one completion against its ground truth; never raises, returns within the limit + 0.5 s."""
     start = time.monotonic()
     extracted = None
+    mc = parse_truth(ground_truth)  # multiple choice: the chosen letter, compared exactly (grading.choice)
+    if mc is not None:
+        return Grade(*grade_choice(completion, mc), elapsed_s=time.monotonic() - start)
     try:
         extracted = extract_answer(completion if isinstance(completion, str) else "")
         verdict = _grade_answer(extracted, ground_truth, timeout_s, start)

@@ -7,8 +7,9 @@ on the bundled sample, so its difficulties mean something), with a byte-level BP
 on the bundled sample, saved with `save_pretrained` and loaded back through the real
 `from_pretrained` path, so the demo and tests need no download.
 
-The code lives in named modules (`tiny`: the default model; `hardware`: device and dtype; `loading`: loading a
-model; `dtype`: the measured CPU dtype; `fingerprint`: content fingerprints); this package re-exports them.
+The code lives in named modules (`tiny`: the default model and the built-in names; `smollm2`: SmolLM2-135M
+from its GGUF; `hardware`: device and dtype; `loading`: loading a model; `dtype`: the
+measured CPU dtype; `fingerprint`: content fingerprints); this package re-exports them.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ads_core.models.hardware import (
 )
 from ads_core.models.loading import LoadedModel, ModelLoadError, load_causal_lm
 from ads_core.models.tiny import (
+    BUILTIN_MODELS,
     CHATML_TEMPLATE,
     DEFAULT_MODEL,
     SPECIAL_TOKENS,
@@ -33,6 +35,7 @@ from ads_core.models.tiny import (
     TINY_VERSION,
     Progress,
     TinyModelSpec,
+    absent_key,
     build_tokenizer,
     cached_model_dir,
     default_model_dir,
@@ -44,6 +47,7 @@ from ads_core.models.tiny import (
 )
 
 __all__ = [
+    "BUILTIN_MODELS",
     "BF16_CPU_FLAGS",
     "CHATML_TEMPLATE",
     "DEFAULT_MODEL",
@@ -56,6 +60,7 @@ __all__ = [
     "ModelLoadError",
     "Progress",
     "TinyModelSpec",
+    "absent_key",
     "build_tokenizer",
     "cached_model_dir",
     "cpu_flags",

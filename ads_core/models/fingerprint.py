@@ -62,6 +62,17 @@ def file_digest(path: Path, memo: dict[str, str] | None = None) -> str:
     return value
 
 
+def memoised_digest(path: Path) -> str:
+    """sha256 of one file, memoised across processes in the fingerprint memo (path, size, mtime)."""
+    with _lock:
+        memo = _load_memo()
+        before = dict(memo)
+        value = file_digest(path, memo)
+        if memo != before:
+            _save_memo(memo)
+    return value
+
+
 def directory_fingerprint(directory: Path) -> str:
     """sha256 over (relative name, content digest) of every file under `directory`."""
     with _lock:

@@ -1,7 +1,8 @@
 """The tiny default model, built locally and deterministically: a small Qwen2-architecture causal LM from a seed,
 warmed up for 100 seeded steps on the bundled sample (so its difficulties mean something), with a byte-level BPE
-tokenizer trained on the bundled sample, saved with `save_pretrained`; and the names (`default`, `tiny`, `bench`)
-that resolve to it in the ADS cache dir.
+tokenizer trained on the bundled sample, saved with `save_pretrained`; and the built-in names (`default`, `tiny`,
+`bench`, and `smollm2`, a real pretrained model converted by ads_core.models.smollm2) that resolve to a folder in
+the ADS cache dir.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ TINY_PRESETS: dict[str, TinyModelSpec] = {
         train_steps=0,
     ),
 }
+SMOLLM2 = "smollm2"  # SmolLM2-135M-Instruct from the `smollm2` extra (ads_core.models.smollm2), converted once
+BUILTIN_MODELS = (*TINY_PRESETS, SMOLLM2)  # every name `--model` takes besides `default`
 DEFAULT_MODEL = "default"  # the alias `--model default` resolves to the cached tiny model
 TINY_VERSION = "v2"
 # `progress(description, total, unit)` -> a context yielding advance(n) (ads_core.stages.base.ProgressFactory)
@@ -215,16 +218,32 @@ def warm_up(
 
 
 def cached_model_dir(preset: str = "tiny") -> Path:
-    """Where the locally built model of PRESET lives (it may not be built yet)."""
+    """Where the locally built model of PRESET lives (it may not be built yet); `smollm2`'s folder is named by the
+    hash of its GGUF file (MissingExtraError without the `smollm2` extra)."""
+    if preset == SMOLLM2:
+        from ads_core.models import smollm2
+
+        return smollm2.converted_dir()
     return defaults.cache_dir() / "models" / f"{preset}-qwen2-{TINY_VERSION}"
 
 
+def absent_key(preset: str) -> str:
+    """What stands for a built-in model not built yet in a stage key (never built there)."""
+    if preset == SMOLLM2:
+        return f"absent:{cached_model_dir(preset).name}"
+    return f"absent:{preset}-{TINY_VERSION}"
+
+
 def is_built(path: Path) -> bool:
-    return (path / "ads_tiny_model.json").exists()
+    return (path / "ads_tiny_model.json").exists() or (path / "ads_converted_model.json").exists()
 
 
 def default_model_dir(preset: str = "tiny", progress: Progress | None = None) -> Path:
-    """The cached default model, built on first use."""
+    """The cached built-in model, built (or, for `smollm2`, converted) on first use."""
+    if preset == SMOLLM2:
+        from ads_core.models import smollm2
+
+        return smollm2.model_dir(progress)
     path = cached_model_dir(preset)
     if not is_built(path):
         log.info("building the default %s model at %s", preset, path)
@@ -233,15 +252,15 @@ def default_model_dir(preset: str = "tiny", progress: Progress | None = None) ->
 
 
 def preset_of(model: str | None) -> str | None:
-    """The local preset a model name stands for (`default` is `tiny`), or None for a real model."""
+    """The built-in model a name stands for (`default` is `tiny`), or None for a real model folder or hub id."""
     if model in (None, "", DEFAULT_MODEL):
         return "tiny"
-    return model if model in TINY_PRESETS else None
+    return model if model in BUILTIN_MODELS else None
 
 
 def resolve_model(model: str | None, progress: Progress | None = None) -> str:
-    """Map None / 'default' / 'tiny' / 'bench' to the local cached model (built on first use, with `progress`);
-    anything else passes through."""
+    """Map None / 'default' / 'tiny' / 'bench' / 'smollm2' to the local cached model (built or converted on first
+    use, with `progress`); anything else passes through."""
     preset = preset_of(model)
     if preset is not None:
         return str(default_model_dir(preset, progress))

@@ -3,7 +3,7 @@ prompt template and `sample_id` as the training rows) run on each packaged (or g
 
 It is not the build's format stage (nothing here runs a stage): training planning, `ads eval`, `ads eval-sets`, the
 demo and the report stage's decontamination check all call it. It sits beside the stages, not in
-`ads_core.evals` (which sits below them and imports none of them), so the report stage uses it without an import
+`ads_core.evaluation.sets.catalog` (which imports no stage), so the report stage uses it without an import
 that runs back up.
 """
 
@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ads_core import storage
 from ads_core.config.build import FormatConfig
-from ads_core.evals.sets import EvalSet, eval_dir, eval_uri, resolve_sources, training_template
+from ads_core.evaluation.sets.catalog import EvalSet, eval_dir, eval_uri, resolve_sources, training_template
 from ads_core.stages.format.convert import format_dataset
 from ads_core.stages.format.schema import TEMPLATES
 

@@ -1,7 +1,8 @@
 """The model stage: the policy the score stage embeds and scores with, made ready before scoring starts.
 
 `score.model` is a local directory, a hub id in the local cache, or a model built on this machine (`default` is
-the `tiny` preset; also `bench`). A preset not built yet is built here: a tokenizer trained on the bundled
+the `tiny` preset; also `bench`; `smollm2` is converted from the `smollm2` extra's GGUF file). A preset not built
+yet is built here: a tokenizer trained on the bundled
 sample, then 100 seeded training steps, minutes on a busy CPU. So the first build shows that work as its own
 step, with progress and its own wall time, instead of a score shard that sits at 0 rows. For every model the
 stage records its content fingerprint (each file's sha256, memoised by path, size and mtime), the identity the
@@ -29,7 +30,7 @@ def present_fingerprint(model: str | None) -> str:
     a stage key must not do the stage's work)."""
     preset = models.preset_of(model)
     if preset is not None and not models.is_built(models.cached_model_dir(preset)):
-        return f"absent:{preset}-{models.TINY_VERSION}"
+        return models.absent_key(preset)
     return model_fingerprint(model)
 
 

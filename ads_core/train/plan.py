@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ads_core import storage
+from ads_core import models, storage
 from ads_core.common.errors import render_options
-from ads_core.evals import decontam
-from ads_core.evals import sets as ev
+from ads_core.evaluation.sets import catalog as ev
+from ads_core.evaluation.sets import decontam
 from ads_core.stages.eval_sets import write_eval_sets
 from ads_core.train.artifact import ArtifactError, ArtifactInfo, validate_artifact
 from ads_core.train.artifact import parent as _parent
@@ -101,6 +101,35 @@ def packaged_eval_set(name: str, info: ArtifactInfo, folder: str | None) -> str:
     return uri
 
 
+def _raw_eval_file(item: str) -> tuple[str, str] | None:
+    """(name, path) of an eval set given as a raw file (JSONL, CSV, ...) or NAME=PATH; None for anything else."""
+    from ads_core.evaluation.sets.problems import set_name
+
+    path = item.split("=", 1)[1] if "=" in item and not os.path.exists(item) else item
+    if path.endswith(".parquet") and "=" not in item:
+        return None
+    if "=" not in item and not os.path.isfile(path):
+        return None
+    if not storage.exists(path):
+        raise ArtifactError(f"eval set {item}: no such file {path}", options=("eval_sets",))
+    return set_name(item), path
+
+
+def raw_eval_set(name: str, path: str, info: ArtifactInfo, folder: str | None) -> str:
+    """FOLDER/eval/NAME.parquet: a raw eval file formatted with the training set's template (as `ads eval` does)."""
+    if path.endswith(".parquet") and storage.exists(path):
+        return path
+    if folder is None:
+        import atexit
+        import shutil
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="ads-eval-sets-")
+        atexit.register(shutil.rmtree, folder, True)
+    template = ev.training_template(info.out_root) if info.out_root else None
+    return write_eval_sets(folder, sources={name: path}, names=[], template=template)[name].uri
+
+
 def resolve_eval_sets(
     eval_sets: list[str] | None, info: ArtifactInfo, packaged_to: str | None = None
 ) -> dict[str, str]:
@@ -110,13 +139,17 @@ def resolve_eval_sets(
         return ev.existing_eval_sets(info.out_root) if info.out_root else {}
     out: dict[str, str] = {}
     for item in eval_sets:
+        raw = _raw_eval_file(item)
+        if raw is not None:  # what `ads eval --set` takes: a raw file, or NAME=PATH
+            out[raw[0]] = raw_eval_set(raw[0], raw[1], info, packaged_to)
+            continue
         if item.endswith(".parquet"):
             if not storage.exists(item):
                 raise ArtifactError(f"eval set {item}: no such file", options=("eval_sets",))
             out[_slug(item.rstrip("/").rsplit("/", 1)[-1][: -len(".parquet")])] = item
             continue
         uri = ev.eval_uri(info.out_root, item) if info.out_root else None
-        if (uri is None or not storage.exists(uri)) and item in ev.EVAL_SETS:
+        if (uri is None or not storage.exists(uri)) and ev.is_named(item):
             uri = packaged_eval_set(item, info, packaged_to)
         if uri is None or not storage.exists(uri):
             raise ArtifactError(
@@ -135,6 +168,8 @@ def _looks_like_path(model: str) -> bool:
 
 def resolve_model(requested: str | None, info: ArtifactInfo, artifact_uri: str) -> str:
     """The policy to train: the one given, else the one the difficulties were scored with (the manifest)."""
+    if requested and models.preset_of(requested) is not None:  # a built-in name: its cached folder (built once)
+        return models.resolve_model(requested)
     model = requested or info.policy_model
     if not model:
         raise ArtifactError(
@@ -203,6 +238,11 @@ def plan_training(artifact_uri: str, cfg: TrainConfig, materialize: bool = True)
             warnings.append(f"{report.contaminated} training rows match eval questions {report.matches}: {verb}")
         if drop_to:
             train_uri = drop_to
+    if materialize:  # the prompt is part of the measurement: `ads eval RUN` evaluates with the run's template
+        from ads_core.evaluation.sets.templates import record_run_template
+
+        run_dir.mkdir(parents=True, exist_ok=True)
+        record_run_template(str(run_dir), artifact_uri)
     return TrainPlan(
         artifact_uri=artifact_uri,
         config=cfg,

@@ -136,7 +136,7 @@ def test_ads_compare_prints_both_runs_and_writes_its_plot(runs, tmp_path: Path, 
     doc = json.loads((out / "compare.json").read_text())
     assert doc["baseline"] == "uniform" and doc["sets"] == ["math500", "aime24"] and doc["headline"] == AVERAGE
     assert [r["step_ratio"] for r in doc["reach"]["math500"]] == [1.0, 0.5]
-    assert "| ads | ads | trl | /m/p | 42 | 0.600 [0.500, 0.700] | 0.300 [0.200, 0.400] | 0.450 | 4 | 32 |" in (
+    assert "| ads | ads | trl | /m/p | 42 | 0.600 [0.500, 0.700] | 0.300 [0.200, 0.400] | 0.450 | 4 | 4 | 32 |" in (
         result.stdout
     )
     assert "| uniform | uniform | trl | org/policy | 7 | 0.500 [0.400, 0.600] |" in result.stdout
@@ -196,3 +196,36 @@ def test_wall_time_to_the_target_reads_each_steps_logged_seconds(runs, tmp_path:
     assert (rows["rr"]["step_ratio"], rows["rr"]["time_ratio"], rows["rr"]["seconds"]) == (1.0, 0.5, 3.0)
     markdown = write_comparison(groups, tmp_path / "out")["markdown"]
     assert "| rr | 0.500 | 1/1 | 4 | 1.00 | 1.00 | 0.50 | 8.0 |" in markdown
+
+
+def test_a_bad_record_is_one_line_naming_file_and_line(runs, tmp_path: Path):
+    from ads_cli.main import app
+
+    log = runs["ads"] / "eval.jsonl"
+    lines = log.read_text().splitlines()
+    lines[1] = lines[1].replace('"mean_at_k": 0.1', '"mean_at_k": "abc"')
+    log.write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(app, ["compare", str(runs["uniform"]), str(runs["ads"]), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert result.output.strip() == f'error: {log}:2: mean_at_k is "abc", not a number; fix or delete the line'
+
+
+def test_nan_and_unfinished_runs_are_flagged_with_the_step_of_each_final_figure(runs, tmp_path: Path):
+    log = runs["ads"] / "eval.jsonl"
+    lines = log.read_text().splitlines()
+    assert '"step": 4' in lines[-1] and '"set": "aime24"' in lines[-1]
+    lines[-1] = lines[-1].replace('"mean_at_k": 0.3', '"mean_at_k": NaN')
+    log.write_text("\n".join(lines) + "\n")
+    short = write_run(tmp_path / "short", [8] * 4, {"math500": {0: 0.2, 1: 0.25}, "aime24": {0: 0.1, 1: 0.1}})
+    groups = {name: [load_run(str(folder))] for name, folder in (("uniform", runs["uniform"]), ("ads", runs["ads"]))}
+    groups["short"] = [load_run(str(short))]
+    result = write_comparison(groups, tmp_path / "out")
+    assert [r["final_step"] for r in result["runs"]] == [4, 4, 1]
+    assert result["notes"] == [
+        f"{log}:6: mean_at_k of aime24 at step 4 is nan: left out",
+        "short: last evaluated at step 1 (step 4 reached elsewhere): unfinished? its final figures are those of step 1",
+    ]
+    text = result["markdown"]
+    assert "| 0.250 [0.150, 0.350] | 0.100 [0.000, 0.200] | 0.175 | 1 | 4 | 32 |" in text  # short's row
+    assert "note: short: last evaluated at step 1" in text
+    assert "nan" not in text.split("note:")[0].lower()  # the NaN record is left out, the one before stands in

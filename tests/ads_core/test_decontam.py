@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from ads_core.common.text import normalize_question
-from ads_core.evals import decontam
-from ads_core.evals import sets as ev
+from ads_core.evaluation.sets import catalog as ev
+from ads_core.evaluation.sets import decontam
 from ads_core.stages.format.schema import TEMPLATES
 
 SETS = ("math500", "aime24", "amc23")

@@ -17,8 +17,8 @@ from ads_cli.main import app
 from ads_core.common.errors import InputError
 from ads_core.common.text import normalize_question
 from ads_core.config.build import FormatConfig
-from ads_core.evals import decontam
-from ads_core.evals import sets as ev
+from ads_core.evaluation.sets import catalog as ev
+from ads_core.evaluation.sets import decontam
 from ads_core.stages.eval_sets import write_eval_sets
 from ads_core.stages.format.convert import format_dataset
 from ads_core.stages.format.schema import OUTPUT_SCHEMA, TEMPLATES
@@ -30,10 +30,10 @@ def packaged_rows(name: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_writes_the_three_sets_in_verl_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_writes_the_four_packaged_sets_in_verl_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("ADS_EVAL_DATA_DIR", raising=False)
     results = write_eval_sets(str(tmp_path))  # the packaged sets
-    assert {k: v.rows for k, v in results.items()} == {"math500": 500, "aime24": 30, "amc23": 40}
+    assert {k: v.rows for k, v in results.items()} == {"math500": 500, "aime24": 30, "aime25": 30, "amc23": 40}
     for name in results:
         table = pq.read_table(tmp_path / "eval" / f"{name}.parquet")
         assert table.schema.equals(OUTPUT_SCHEMA, check_metadata=False)
@@ -95,7 +95,7 @@ def test_the_cli_works_from_anywhere(tmp_path: Path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     counts = {n: pq.read_metadata(cwd / "out" / "eval" / f"{n}.parquet").num_rows for n in ev.EVAL_SETS}
-    assert counts == {"math500": 500, "aime24": 30, "amc23": 40}
+    assert counts == {"math500": 500, "aime24": 30, "aime25": 30, "amc23": 40}
     manifest = json.loads((cwd / "out" / "eval" / "manifest.json").read_text())
     assert {k: v["rows"] for k, v in manifest["sets"].items()} == counts
     assert all(Path(v["source"]).is_relative_to(ev.packaged_data_dir()) for v in manifest["sets"].values())
@@ -128,8 +128,8 @@ def test_uses_the_training_template_and_user_paths(tmp_path: Path):
 def test_bad_requests_are_input_errors(tmp_path: Path):
     with pytest.raises(InputError, match="unknown eval set"):
         write_eval_sets(str(tmp_path), names=["gpqa"])
-    with pytest.raises(InputError, match="not found"):
-        write_eval_sets(str(tmp_path), names=["math500"], data_dir=tmp_path)
+    with pytest.raises(InputError, match=r"eval set 'minerva' not found: minerva: Minerva Math .* put it at DATA/"):
+        write_eval_sets(str(tmp_path), names=["minerva"], data_dir=tmp_path)  # never shipped: CC BY-NC-SA
     with pytest.raises(InputError, match="lowercase"):
         write_eval_sets(str(tmp_path), sources={"Bad Name": "x.jsonl"})
 
@@ -179,3 +179,22 @@ def test_eval_sets_cli_with_decontamination(tmp_path: Path):
     rejects = pq.read_table(tmp_path / "eval" / "train_decontaminated.rejects.parquet").to_pylist()
     assert [(r["source_row"], r["reason"]) for r in rejects] == [(0, "contaminated"), (2, "contaminated")]
     assert set(ev.existing_eval_sets(str(tmp_path))) == {"aime24", "amc23"}  # the cleaned copy isn't an eval set
+
+
+def test_train_eval_set_takes_what_ads_eval_takes(tmp_path: Path):
+    from ads_core.train.artifact import ArtifactError, ArtifactInfo
+    from ads_core.train.plan import resolve_eval_sets
+
+    raw = tmp_path / "held.jsonl"
+    raw.write_text(
+        "".join(json.dumps({"question": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n" for i in range(3))
+    )
+    info = ArtifactInfo(str(tmp_path / "train.parquet"), 3, 1, 3, 3.0, 3, None, None)
+    found = resolve_eval_sets([str(raw), f"mine={raw}"], info, str(tmp_path / "run" / "data"))
+    assert sorted(found) == ["held", "mine"]
+    assert found["held"] == str(tmp_path / "run" / "data" / "eval" / "held.parquet")
+    table = pq.read_table(found["mine"])
+    assert table.column("data_source").to_pylist() == ["mine"] * 3
+    assert [rm["ground_truth"] for rm in table.column("reward_model").to_pylist()] == ["1", "2", "3"]
+    with pytest.raises(ArtifactError, match=r"eval set nope=.*/missing.jsonl: no such file"):
+        resolve_eval_sets([f"nope={tmp_path / 'missing.jsonl'}"], info, None)

@@ -134,7 +134,7 @@ def tiny_policy(tiny_model_dir: Path):
 
 
 def _eval_set() -> dict[str, list[Problem]]:
-    from ads_core.evaluation.problems import load_problems, resolve_sets
+    from ads_core.evaluation.sets.problems import load_problems, resolve_sets
 
     return load_problems(resolve_sets(["amc23"]), limit=5)
 
@@ -178,7 +178,7 @@ def test_a_resumed_evaluation_equals_an_uninterrupted_one(tmp_path: Path, tiny_p
 
 
 def test_evaluate_policy_on_a_loaded_model(tiny_policy):
-    from ads_core.evaluation import evaluate_policy
+    from ads_core.evaluation.api import evaluate_policy
 
     model = tiny_policy.model
     model.train()
@@ -200,7 +200,11 @@ def test_evaluate_policy_on_a_loaded_model(tiny_policy):
     ("args", "message"),
     [
         (["nosuch-model"], "'nosuch-model': not a model folder"),
-        (["tiny", "--set", "nosuch"], "eval set 'nosuch': not a packaged set"),
+        (
+            ["tiny", "--set", "nosuch"],
+            "eval set 'nosuch': not a named set (math500, aime24, aime25, amc23, minerva, gpqa_diamond, mmlu_pro, "
+            "paper)",
+        ),
         (["tiny", "-k", "0"], "-k: Input should be greater than or equal to 1"),
         (["tiny", "--greedy", "-k", "4"], "-k: Value error, greedy decoding gives one sample per problem"),
         (["tiny", "--backend", "vllm"], "backend vllm needs the vllm package and a CUDA GPU"),

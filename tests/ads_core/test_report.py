@@ -373,3 +373,35 @@ def test_publish_shows_cluster_terms_as_a_table_and_an_inline_image(tmp_path: Pa
         assert "file://" not in markdown
         inline = markdown.split("data:image/png;base64,", 1)[1].split(")", 1)[0]
         assert base64.b64decode(inline) == Path(manifest.output_uri(output)).read_bytes()
+
+
+def test_report_writes_the_section_when_the_source_has_a_level(tmp_path: Path):
+    import json
+
+    from scipy.stats import spearmanr
+
+    uris = write_inputs(tmp_path / "in", rows_per_cluster=20, subjects=True)  # level = i % 5 + 1 in source_meta
+    scores = storage.read_parquet(uris["scores"])
+    tokens = np.arange(scores.num_rows, dtype=np.int32) % 7 + 3
+    storage.write_parquet(uris["scores"], scores.append_column("n_target_tokens", [tokens]))
+    directory = str(tmp_path / "o" / "report")
+    manifest = report.write_report(
+        uris["final"], uris["assignments"], uris["scores"], directory, ReportConfig(decontaminate=False), "synth"
+    )
+    section = storage.read_json(manifest.output_uri("validity"))
+    final = report.with_target_tokens(report.read_final_for_report(uris["final"]), uris["scores"])
+    level = [json.loads(m)["level"] for m in final["source_meta"]]
+    difficulty = final["difficulty"].to_numpy()
+    expected_mean = spearmanr(difficulty, level).statistic
+    expected_sum = spearmanr(difficulty * final["n_target_tokens"].to_numpy(), level).statistic
+    rows = {(r["measure"], r["against"]): r for r in section["spearman"]}
+    assert section["scored"] == "nll_mean" and set(rows) == {
+        ("nll_mean", "level"),
+        ("nll_mean", "nll_sum"),
+        ("nll_sum", "level"),
+    }
+    assert rows[("nll_mean", "level")]["rho"] == pytest.approx(expected_mean, abs=1e-4)
+    assert rows[("nll_sum", "level")]["rho"] == pytest.approx(expected_sum, abs=1e-4)
+    assert rows[("nll_mean", "level")]["n"] == 60
+    assert section["clusters"] == {"label": "subject", "nmi": manifest.extra["label_agreement"]["nmi"], "values": 3}
+    assert "## Difficulty validity" in Path(manifest.output_uri("examples")).read_text()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ads_core.common.answers import encode_alternatives, encode_answer_set, ground_truth_answers, strip_math_delimiters
-from ads_core.evals.sets import packaged_data_dir
+from ads_core.evaluation.sets.catalog import packaged_data_dir
 from ads_core.train.reward import (
     compute_score,
     extract_answer,

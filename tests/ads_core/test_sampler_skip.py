@@ -195,7 +195,7 @@ def test_invalid_knobs_are_refused_naming_the_field():
     ]:
         with pytest.raises(ValueError, match=name):
             ADSSamplerConfig(**bad)
-    from ads_cli.simulate_cmd import register
+    from ads_cli.sampler_cmd import register
 
     app = typer.Typer()
     app.callback()(lambda: None)

@@ -215,3 +215,28 @@ def test_vllm_lm_head_missing_is_a_clear_error(tmp_path):
     (tmp_path / "config.json").write_text('{"tie_word_embeddings": false}')
     with pytest.raises(models.ModelLoadError, match="no LM head weight"):
         lm_head_weight(str(tmp_path))
+
+
+def test_difficulty_measures_sum_and_answer_only(tiny_model_dir, formatted, tmp_path, lm, tokenizer, rows):
+    """nll_sum is the token-mean NLL times the scored tokens; nll_answer is the answer's NLL given the question
+    alone, equal to a separate full-logits pass over those tokens; the embedding is the same for every measure."""
+    tables = {}
+    scorer = None
+    for measure in ("nll_mean", "nll_sum", "nll_answer"):
+        cfg = ScoreConfig(model=str(tiny_model_dir), max_length=256, difficulty=measure, cache=False)
+        scorer = scorer or scorer_api.make_backend(cfg)
+        done = score.score_shard(formatted, shard_uri(tmp_path / measure, 0, 1), 0, cfg, scorer=scorer)
+        tables[measure] = storage.read_parquet(done.output_uri("scores"))
+    mean, counts = (tables["nll_mean"].column(c).to_numpy() for c in ("difficulty", "n_target_tokens"))
+    np.testing.assert_allclose(tables["nll_sum"].column("difficulty").to_numpy(), mean * counts, rtol=1e-9)
+    answer_toks = [tokenize_row(tokenizer, r["question"], None, r["answer"], cfg) for r in rows]
+    _, expected = _separate_passes(tiny_model_dir, lm, answer_toks[:6])
+    got = tables["nll_answer"]
+    np.testing.assert_allclose(got.column("difficulty").to_numpy()[:6], expected, atol=1e-4)
+    assert got.column("n_target_tokens").to_pylist()[:6] == [len(t.input_ids) - t.prompt_len for t in answer_toks[:6]]
+    assert set(got.column("nll_target").to_pylist()) == {"answer"}
+    assert not np.allclose(got.column("difficulty").to_numpy(), mean)  # a different measure, not the same numbers
+    for measure in ("nll_sum", "nll_answer"):
+        np.testing.assert_array_equal(
+            score.embeddings_matrix(tables[measure]), score.embeddings_matrix(tables["nll_mean"])
+        )

@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from ads_cli.simulate_cmd import register
+from ads_cli.sampler_cmd import register
 from ads_core.config.simulate import SimulationConfig
 from ads_core.sampler.plots import WindowTrace, save_plot, save_window_plot
 from ads_core.simulator.learners import CoupledLearner, ability_gain, group_signal, make_world

@@ -28,6 +28,7 @@ HELPERS = {
 # What each smoke run must print (its ratio line, or the line that says what it skipped without a GPU / server).
 EXPECTED = {
     "embed_nll.py": r"speed-up \(reference / fused\): [\d.]+x",
+    "difficulty_validity.py": r"difficulty validity: 20 rows",
     "kmeans.py": r"speed-up \(reference / ours\): [\d.]+x",
     "format_scale.py": r"peak RSS / 2 GB target: [\d.]+",
     "refresh.py": r"whole build: refresh .* = [\d.]+",

@@ -6,7 +6,9 @@
 - examples.md: the problems nearest each cluster's centroid, then its easiest, median and hardest one;
 - cluster_terms.json / cluster_terms.png: each cluster's top c-TF-IDF terms (terms.py);
 - topics.json: the problems nearest each centroid and, when the source labels its rows (MATH's `subject`), the
-  clusters' agreement with those labels (NMI; also in the manifest's `extra.label_agreement`) (topics.py).
+  clusters' agreement with those labels (NMI; also in the manifest's `extra.label_agreement`) (topics.py);
+- difficulty_validity.json: when the source says how hard its rows are (MATH's `level`), Spearman between each
+  difficulty measure and it, and the clusters' NMI (validity.py; also a section of examples.md and a UI table).
 Every output is byte-deterministic for the same inputs (fixed seeds, one thread, no version stamps in PNGs),
 so a rerun writes the same hashes. The Prefect flow shows these in the UI (tasks/publish.py); `ads build`
 prints a text summary.
@@ -28,9 +30,11 @@ from ads_core.stages.report.embedding_map import palette, read_embeddings, sampl
 from ads_core.stages.report.terms import class_tfidf, render_terms_grid
 from ads_core.stages.report.topics import label_agreement, representatives
 from ads_core.stages.report.ui import ui_items
+from ads_core.stages.report.validity import markdown as validity_markdown
+from ads_core.stages.report.validity import measure_columns, numeric_labels, validity
 from ads_core.storage import manifest as mf
 
-VERSION = "3"
+VERSION = "4"
 STAGE_DIR = "report"
 # manifest output name -> file in the report folder (the stage declares these as its outputs)
 REPORT_FILES = {
@@ -41,6 +45,7 @@ REPORT_FILES = {
     "terms_plot": "cluster_terms.png",
     "topics": "topics.json",
     "decontamination": "decontamination.json",
+    "validity": "difficulty_validity.json",
 }
 QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
 
@@ -162,6 +167,15 @@ def read_final_for_report(final_uri: str) -> pl.DataFrame:
     return pl.from_arrow(table).with_columns(fields).drop("extra_info")
 
 
+def with_target_tokens(final: pl.DataFrame, scores_uri: str) -> pl.DataFrame:
+    """FINAL with each row's scored token count (`n_target_tokens`) when the scores keep it."""
+    try:
+        tokens = storage.read_parquet(scores_uri, columns=["sample_id", "n_target_tokens"])
+    except ValueError:  # scores written without it (older builds, hand-made inputs)
+        return final
+    return final.join(pl.from_arrow(tokens), on="sample_id", how="left")
+
+
 def cluster_terms(final: pl.DataFrame, cfg: ReportConfig) -> dict[str, list[dict[str, Any]]]:
     """cluster_id (as a JSON key) -> its top c-TF-IDF terms with their weights."""
     top = class_tfidf(
@@ -171,12 +185,19 @@ def cluster_terms(final: pl.DataFrame, cfg: ReportConfig) -> dict[str, list[dict
 
 
 def write_report(
-    final_uri: str, assignments_uri: str, scores_uri: str, directory: str, cfg: ReportConfig, dataset: str
+    final_uri: str,
+    assignments_uri: str,
+    scores_uri: str,
+    directory: str,
+    cfg: ReportConfig,
+    dataset: str,
+    scored: str = "nll_mean",
 ) -> mf.Manifest:
     """Write the report files (`REPORT_FILES`) into DIRECTORY, and the decontamination check if configured.
 
     The map needs the embeddings (SCORES_URI); the representatives need each row's distance to its centroid
-    (ASSIGNMENTS_URI, the clustering the final artifact carries).
+    (ASSIGNMENTS_URI, the clustering the final artifact carries). SCORED names the difficulty measure the build
+    scored (score.difficulty).
     """
     final = read_final_for_report(final_uri)
     if not storage.exists(scores_uri):
@@ -193,7 +214,12 @@ def write_report(
     agreement = label_agreement(final)
     topics = {"representatives": representatives(final, assignments_uri, cfg.representatives), "labels": agreement}
     storage.write_json(uris["topics"], topics)
-    storage.write_bytes(uris["examples"], examples_markdown(final, dataset, cfg, topics).encode())
+    measures = measure_columns(with_target_tokens(final, scores_uri), scored)
+    section = validity(measures, numeric_labels(final), agreement)
+    examples = examples_markdown(final, dataset, cfg, topics)
+    if section:
+        examples += "\n" + validity_markdown(section, scored)
+    storage.write_bytes(uris["examples"], examples.encode())
     terms = cluster_terms(final, cfg)
     storage.write_json(uris["terms"], terms)
     sizes = {int(q["cluster_id"]): int(q["size"]) for q in quantiles}
@@ -207,7 +233,10 @@ def write_report(
         cfg.terms_grid_clusters,
     )
     storage.write_bytes(uris["terms_plot"], grid)
-    written = [name for name in REPORT_FILES if name != "decontamination"]
+    written = [name for name in REPORT_FILES if name not in ("decontamination", "validity")]
+    if section:
+        storage.write_json(uris["validity"], {"scored": scored, **section})
+        written.append("validity")
     counts = {"rows": final.height, "clusters": final["cluster_id"].n_unique(), "map_rows": points.height}
     if cfg.decontaminate:
         counts["contaminated"] = write_decontamination(final_uri, uris["decontamination"])
@@ -238,7 +267,7 @@ def write_decontamination(final_uri: str, uri: str) -> int:
     file, so it does not depend on OUT); returns the number of contaminated rows."""
     import tempfile
 
-    from ads_core.evals.decontam import decontaminate
+    from ads_core.evaluation.sets.decontam import decontaminate
     from ads_core.stages.eval_sets import write_eval_sets
 
     with tempfile.TemporaryDirectory(prefix="ads-decontam-") as tmp:
@@ -262,6 +291,7 @@ def run(ctx: StageContext, _: int | None) -> mf.Manifest:
             ctx.stage_dir("report"),
             ctx.config.report,
             ctx.dataset,
+            ctx.config.score.difficulty,
         )
 
 
@@ -273,7 +303,7 @@ STAGE = Stage(
     version=VERSION,
     run=run,
     ui=ui_items,
-    key_config=lambda cfg: {**cfg.report.model_dump(), "dataset": cfg.format.name},
+    key_config=lambda cfg: {**cfg.report.model_dump(), "dataset": cfg.format.name, "difficulty": cfg.score.difficulty},
     recorded=lambda ctx, _: {
         **{f"config.{k}": v for k, v in ctx.config.report.model_dump().items()},
         "extra.dataset": ctx.dataset,

@@ -1,4 +1,5 @@
-"""What the report stage shows in a run's UI: difficulty quantiles, example problems, the report picture, and
+"""What the report stage shows in a run's UI: the difficulty-validity table (when the source labels difficulty),
+difficulty quantiles, example problems, the report picture, and
 each cluster's top terms, the problem nearest its centroid and its commonest source label (a table), and the
 terms as a grid picture. Computed here from the stage's outputs; the Prefect layer only renders the items.
 """
@@ -43,6 +44,24 @@ def _short(text: str, limit: int = 200) -> str:
     return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
+def validity_items(manifest: mf.Manifest) -> list[UIItem]:
+    """The difficulty-validity table (validity.py), when the build's source says how hard its rows are."""
+    if "validity" not in manifest.outputs:
+        return []
+    section = storage.read_json(manifest.output_uri("validity"))
+    clusters = section.get("clusters")
+    nmi = f"; clusters vs {clusters['label']}: NMI {clusters['nmi']:.3f}" if clusters else ""
+    return [
+        UIItem(
+            "table",
+            "difficulty-validity",
+            section["spearman"],
+            f"difficulty validity: Spearman rho of each measure (scored: {section['scored']}) against the source's "
+            f"own labels and the other measures{nmi}",
+        )
+    ]
+
+
 def ui_items(ctx: StageContext, manifest: mf.Manifest) -> list[UIItem]:
     quantiles = storage.read_json(manifest.output_uri("quantiles"))
     terms = storage.read_json(manifest.output_uri("terms"))
@@ -50,7 +69,7 @@ def ui_items(ctx: StageContext, manifest: mf.Manifest) -> list[UIItem]:
     labels = (topics or {}).get("labels")
     agreement = f"; clusters vs the source's {labels['column']} labels: NMI {labels['nmi']:.3f}" if labels else ""
     name = md_text(ctx.dataset)
-    return [
+    return validity_items(manifest) + [
         UIItem("table", "difficulty-quantiles", quantiles, "difficulty quantiles per cluster (token-mean NLL)"),
         UIItem(
             "markdown",

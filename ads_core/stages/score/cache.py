@@ -59,6 +59,8 @@ def namespace(cfg: ScoreConfig, model_fingerprint: str, stage_version: str) -> s
         "text_mode": cfg.text_mode,
         "max_length": cfg.max_length,
     }
+    if cfg.difficulty != "nll_mean":  # keys of the seed's measure stay as they were
+        payload["difficulty"] = cfg.difficulty
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
 
 

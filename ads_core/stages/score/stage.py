@@ -76,15 +76,22 @@ def score_shard(
         ]
         result = backend.score(rows, progress)
         backend_name, stats = backend.name, result.stats
+        difficulty, n_target, nll_target = result.difficulty, result.n_target_tokens, [r.nll_target for r in rows]
+        if cfg.difficulty == "nll_sum":
+            difficulty = result.difficulty * result.n_target_tokens
+        elif cfg.difficulty == "nll_answer":  # the final answer given the question alone: a second, short pass
+            answers = [tokenize_row(tokenizer, part[i]["question"], None, part[i]["answer"], cfg) for i in missing]
+            second = backend.score(answers)
+            difficulty, n_target, nll_target = second.difficulty, second.n_target_tokens, ["answer"] * len(answers)
         fresh = pa.table(
             {
                 "row_key": pa.array([keys[i] for i in missing], pa.string()),
                 "embedding": pa.array(list(result.embeddings.astype(np.float32)), pa.list_(pa.float32())),
-                "difficulty": pa.array(result.difficulty, pa.float64()),
+                "difficulty": pa.array(difficulty, pa.float64()),
                 "n_tokens": pa.array(result.n_tokens, pa.int32()),
-                "n_target_tokens": pa.array(result.n_target_tokens, pa.int32()),
+                "n_target_tokens": pa.array(n_target, pa.int32()),
                 "truncated": pa.array([r.truncated for r in rows], pa.bool_()),
-                "nll_target": pa.array([r.nll_target for r in rows], pa.string()),
+                "nll_target": pa.array(nll_target, pa.string()),
             }
         )
         if cache:

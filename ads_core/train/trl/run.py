@@ -183,6 +183,10 @@ def run_trl(
             return _result(plan, part, resumed, started, notes)
     validator = start_validation(plan, part.device, resumed[0] if resumed else 0, read_steps(part.steps_file))
     funcs, weights = reward_functions(score or math_score, plan.config.trl.format_reward)
+    if score is None:
+        from ads_core.grading.api import start_verifier
+
+        start_verifier()  # the math reward's verifier started now, not inside the first step's rewards
     progress.phase(f"training: loading the policy {plan.model}")
     model, tokenizer = load_for_training(plan.model, part.device)  # ads_core.models.loading, as every policy load
     if validator is not None:  # eval.jsonl: step 0 now, then every validation.steps steps and the last

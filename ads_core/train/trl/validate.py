@@ -1,7 +1,7 @@
 """Validation during training (TRL): the policy measured on the eval sets as it trains, with ``ads eval``'s code.
 
 Every ``validation.steps`` optimizer steps (``--eval-steps``), after the last step, and (``validation.before_train``)
-once before the first, the live policy is evaluated with ``ads_core.evaluation.evaluate_policy``: ``validation.k``
+once before the first, the live policy is evaluated with ``ads_core.evaluation.api.evaluate_policy``: ``validation.k``
 samples per problem (``--eval-k``) of the first ``validation.limit`` problems (``--eval-limit``) of each set, at
 ``ads eval``'s temperature, top-p and seed, as long as the training's completions (``trl.max_completion_length``).
 The defaults are sized for where it runs: on a CPU 8 problems and k = 2, on a GPU every problem and the paper's
@@ -28,7 +28,6 @@ from ads_core.evaluation.evallog import EVAL_FILE, append_evals, eval_records, k
 
 log = logging.getLogger("ads.train")
 
-CPU_K = 2  # samples per problem when validating on a CPU (the paper's 16 on a GPU: EvalConfig.k)
 CPU_LIMIT = 8  # problems per set when validating on a CPU (every problem on a GPU)
 OnStep = Callable[[dict[str, Any], Any], None]
 
@@ -50,12 +49,12 @@ class ValidationSettings:
 def validation_settings(cfg: Any, sets: Mapping[str, str], device: str, max_tokens: int) -> ValidationSettings | None:
     """What a run with TrainConfig CFG (its ``validation`` section) validates on DEVICE (cpu or cuda); None
     without eval sets."""
-    from ads_core.config.eval import EvalConfig
+    from ads_core.config.eval import default_k
 
     if not sets:
         return None
     v, on_cpu = cfg.validation, device == "cpu"
-    k = v.k if v.k is not None else (CPU_K if on_cpu else EvalConfig().k)
+    k = default_k(device, v.k)
     limit = v.limit if v.limit is not None else (CPU_LIMIT if on_cpu else 0)
     return ValidationSettings(
         sets=dict(sets),
@@ -91,7 +90,7 @@ class Validator:
         """Evaluate now as step STEP; the records are on disk when this returns."""
         import torch
 
-        from ads_core.evaluation import evaluate_policy
+        from ads_core.evaluation.api import evaluate_policy
 
         started = time.perf_counter()
         devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []

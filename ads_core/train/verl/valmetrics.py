@@ -83,12 +83,12 @@ def validation_overrides(cfg: Any) -> list[str]:
     """verl's validation for TrainConfig CFG's ``validation`` section: val_kwargs.n = k (the paper's 16 unless
     set: verl runs on GPUs), ``ads eval``'s temperature and top-p, test_freq = validation.steps (0: the last step
     only) and val_before_train."""
-    from ads_core.config.eval import EvalConfig
+    from ads_core.config.eval import EvalConfig, default_k
 
     v, sampling = cfg.validation, EvalConfig()
     every = int(v.steps) if v.steps > 0 else int(cfg.steps)  # verl validates on test_freq steps and the last
     return [
-        f"actor_rollout_ref.rollout.val_kwargs.n={int(v.k or sampling.k)}",
+        f"actor_rollout_ref.rollout.val_kwargs.n={default_k('cuda', v.k)}",
         f"actor_rollout_ref.rollout.val_kwargs.temperature={sampling.temperature}",
         f"actor_rollout_ref.rollout.val_kwargs.top_p={sampling.top_p}",
         "actor_rollout_ref.rollout.val_kwargs.do_sample=true",

@@ -1,4 +1,5 @@
-"""`ads simulate`: compare data schedulers on the synthetic GRPO learner. Registered by ``ads_cli.main``."""
+"""Commands about the samplers: `ads simulate` (data schedulers compared on a synthetic GRPO learner) and `ads
+dots-train` (DOTS's adaptive-difficulty predictor for `--sampler dots`). Registered by ``ads_cli.main``."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ads_cli.common import console as err_console
 from ads_cli.common import fail
 from ads_cli.options import common_parameters, config_parameters, resolve_config, validation_message, with_signature
 from ads_core.config.simulate import DEFAULT_SAMPLERS, SimulatedSampler, SimulationConfig
@@ -25,8 +27,9 @@ SAMPLER_NAMES: tuple[str, ...] = get_args(SimulatedSampler)
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``simulate`` command to an ``ads`` Typer app."""
+    """Add the ``simulate`` and ``dots-train`` commands to an ``ads`` Typer app."""
     app.command("simulate")(simulate)
+    app.command("dots-train")(dots_train_cmd)
 
 
 def simulate(
@@ -123,3 +126,73 @@ with_signature(
     config_parameters(SimulationConfig, ("", "ads"), exclude=("ads.seed",))
     + common_parameters(SimulationConfig, "--set dots.memory_size=256"),
 )
+
+
+def dots_train_cmd(
+    artifact: Annotated[str, typer.Argument(help="The training artifact (OUT/final/train.parquet).")],
+    policy: Annotated[
+        list[str],
+        typer.Option(
+            "--policy",
+            "-p",
+            help="A source policy (model folder) whose rollouts label the problems; repeat (2 or more). Not the "
+            "policy DOTS will train: earlier checkpoints, the warm-up policy, the base policy.",
+        ),
+    ],
+    held_out: Annotated[
+        str, typer.Option("--held-out", help="A policy only measured on: the predictor's rho is reported on it.")
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Predictor folder (default: ART's folder/dots-predictor).")
+    ] = None,
+    embed_model: Annotated[
+        str | None,
+        typer.Option("--embed-model", help="Frozen embedding model (default: the model the build scored with)."),
+    ] = None,
+    num_generations: Annotated[int, typer.Option(help="Rollouts per problem and policy (a label's G).")] = 4,
+    temperature: Annotated[float, typer.Option(help="Rollout temperature (training's).")] = 1.0,
+    max_completion_length: Annotated[int, typer.Option(help="Tokens per rollout at most.")] = 16,
+    hidden: Annotated[int, typer.Option(help="Adapter hidden size.")] = 128,
+    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 20,
+    reference_size: Annotated[int, typer.Option(help="K: labelled references per batch and in the evaluation.")] = 64,
+    seed: Annotated[int, typer.Option(help="Seed of the fit and the rollouts.")] = 1,
+) -> None:
+    """Train the DOTS predictor: label every problem with each source policy's rollouts, fit the adapter with its
+    attention and calibration heads (BCE), and print its Pearson rho on the held-out policy beside what raw
+    embeddings give on the same data. Then train with `ads train ART --sampler dots --set sampler.dots.predictor=OUT`.
+    """
+    from ads_core import storage
+    from ads_core.sampler.dots.make import DotsTrainSettings, train_predictor
+    from ads_core.sampler.dots.predictor import FitSettings
+
+    if not Path(artifact).is_file():
+        raise fail(f"{artifact}: no such training artifact")
+    if len(policy) < 2:
+        raise fail("--policy: give 2 or more source policies (the predictor learns across policies)")
+    for p in [*policy, held_out]:
+        if not (Path(p) / "config.json").is_file():
+            raise fail(f"{p}: not a model folder (no config.json)")
+    if embed_model is None:
+        try:
+            embed_model = storage.read_json(str(Path(artifact).parent / "manifest.json"))["extra"]["policy_model"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise fail(f"{artifact}: its manifest names no model; give --embed-model") from None
+    folder = str(out or Path(artifact).parent / "dots-predictor")
+    settings = DotsTrainSettings(
+        num_generations=num_generations,
+        temperature=temperature,
+        max_completion_length=max_completion_length,
+        rollout_seed=seed,
+        fit=FitSettings(hidden=hidden, epochs=epochs, reference_size=reference_size, seed=seed),
+        eval_reference_size=reference_size,
+    )
+    result = train_predictor(
+        artifact, list(policy), held_out, str(embed_model), folder, settings, log=err_console.print
+    )
+    for name, mean in result.label_means.items():
+        err_console.print(f"  label mean success {mean:.3f}  {name}")
+    err_console.print(
+        f"held-out policy {held_out}: Pearson rho {result.rho:.3f} (trained predictor) vs {result.rho_raw:.3f} "
+        f"(raw embeddings), K={result.reference_size} references, mean of 5 draws"
+    )
+    err_console.print(f"predictor: {folder}  ({result.seconds:.0f} s)")

@@ -1,0 +1,123 @@
+"""Does the difficulty column mean anything for this model and data? The report's answer, where the source says.
+
+When the source's rows carry a difficulty of their own (MATH's `level`, a dataset's `difficulty`, a `pass_rate`),
+each difficulty measure is compared with it by Spearman's rank correlation (ρ: +1 the same order, 0 none, −1
+reversed); a measure that tracks difficulty has ρ > 0 against a level and ρ < 0 against a pass rate. The clusters
+are compared with a categorical label (`subject`) by NMI (topics.py). Numbers are read from
+`extra_info.source_meta`, where the format stage keeps a source row's short fields; "Level 3" reads as 3.
+
+Measures (`MEASURES`): `nll_mean`, the seed's token-mean NLL of the reference solution; `nll_sum`, its sum over
+the solution's tokens (longer solutions weigh more); `nll_answer`, the token-mean NLL of the final answer given
+the question alone; `pass_rate`, the policy's share of correct rollouts (higher is easier). The build scores one
+of them (score.difficulty) and reports that one, plus `nll_sum` when it scored `nll_mean` (the sum is the mean
+times the token count the scores keep).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+MEASURES = ("nll_mean", "nll_sum", "nll_answer", "pass_rate")
+# numeric labels a source may carry about a row's difficulty (first found wins per name; every one is reported)
+NUMERIC_LABELS = ("level", "difficulty", "pass_rate", "solve_rate", "rating", "elo")
+MIN_LABELLED = 0.9  # share of rows that must carry the label
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+
+
+def label_number(value: Any) -> float | None:
+    """A label as a number: 3 -> 3.0, "Level 3" -> 3.0, "0.25" -> 0.25; None when it holds no number."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if math.isfinite(value) else None
+    found = _NUMBER.search(str(value))
+    return float(found.group()) if found else None
+
+
+def numeric_labels(final: pl.DataFrame) -> dict[str, np.ndarray]:
+    """{label: one float per row (NaN where missing)} for each of NUMERIC_LABELS nearly every row carries with at
+    least two distinct values."""
+    if "source_meta" not in final.columns or final.height == 0:
+        return {}
+    meta = final["source_meta"].cast(pl.String)
+    out = {}
+    for name in NUMERIC_LABELS:
+        raw = meta.str.json_path_match(f"$.{name}").to_list()
+        values = np.array([np.nan if (v := label_number(x)) is None else v for x in raw], dtype=np.float64)
+        present = values[~np.isnan(values)]
+        if len(present) >= MIN_LABELLED * final.height and len(np.unique(present)) >= 2:
+            out[name] = values
+    return out
+
+
+def spearman(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> dict[str, Any]:
+    """Spearman's ρ over the rows where both are finite, with its n and two-sided p (None when undefined)."""
+    from scipy.stats import spearmanr
+
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if len(x) < 3 or len(np.unique(x)) < 2 or len(np.unique(y)) < 2:
+        return {"rho": None, "p": None, "n": int(len(x))}
+    result = spearmanr(x, y)
+    return {"rho": round(float(result.statistic), 4), "p": float(f"{float(result.pvalue):.3g}"), "n": int(len(x))}
+
+
+def measure_columns(final: pl.DataFrame, scored: str) -> dict[str, np.ndarray]:
+    """The measures a build has: the one it scored (the `difficulty` column) and, from the token-mean NLL, the sum."""
+    out = {scored: final["difficulty"].to_numpy().astype(np.float64)}
+    if scored == "nll_mean" and "n_target_tokens" in final.columns:
+        out["nll_sum"] = out["nll_mean"] * final["n_target_tokens"].to_numpy().astype(np.float64)
+    return out
+
+
+def validity(
+    measures: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray], agreement: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The report section's numbers: Spearman of every measure against every label (and against each other
+    measure, the pass rate above all), and NMI(cluster, categorical label). None when there is nothing to
+    compare against."""
+    if not labels and not agreement and len(measures) < 2:
+        return None
+    rows = []
+    names = list(measures)
+    for i, name in enumerate(names):
+        for label, values in labels.items():
+            rows.append({"measure": name, "against": label, **spearman(measures[name], values)})
+        for other in names[i + 1 :]:
+            rows.append({"measure": name, "against": other, **spearman(measures[name], measures[other])})
+    clusters = None
+    if agreement:
+        clusters = {"label": agreement["column"], "nmi": agreement["nmi"], "values": agreement["values"]}
+    return {"spearman": rows, "clusters": clusters}
+
+
+def markdown(section: Mapping[str, Any], scored: str) -> str:
+    """The section as Markdown: one table of ρ, and the clusters' NMI."""
+    lines = [
+        "## Difficulty validity",
+        "",
+        f"The build's difficulty is `{scored}`. Spearman ρ between each measure and what the source says about "
+        "difficulty (ρ > 0 against a level and < 0 against a pass rate mean the measure tracks it).",
+        "",
+        "| measure | against | ρ | p | n |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for row in section["spearman"]:
+        rho = "n/a" if row["rho"] is None else f"{row['rho']:+.3f}"
+        p = "" if row["p"] is None else f"{row['p']:.2g}"
+        lines.append(f"| {row['measure']} | {row['against']} | {rho} | {p} | {row['n']} |")
+    clusters = section.get("clusters")
+    if clusters:
+        lines += [
+            "",
+            f"Clusters against the source's `{clusters['label']}` ({clusters['values']} values): "
+            f"NMI **{clusters['nmi']:.3f}** (1: the same grouping, 0: independent).",
+        ]
+    return "\n".join(lines) + "\n"
