@@ -91,9 +91,11 @@ class BenchConfig:
     eval_samples: int = 2  # completions per held-out problem (validation.k)
     # The benchmark's sizes (larger than `ads demo`'s): 720 training rows, 300 held-out problems, 300 warm-up steps.
     task: DemoTaskConfig = field(
-        default_factory=lambda: DemoTaskConfig(train_per_cell=60, test_per_cell=25, warmup_per_cell=300)
+        default_factory=lambda: DemoTaskConfig(
+            families=("max", "min", "sum"), train_per_cell=60, test_per_cell=25, warmup_per_cell=300
+        )
     )
-    policy: DemoPolicyConfig = field(default_factory=lambda: DemoPolicyConfig(warmup_steps=300))
+    policy: DemoPolicyConfig = field(default_factory=lambda: DemoPolicyConfig(warmup_steps=300, boxed_share=0.3))
 
     def quick(self) -> BenchConfig:
         """Smoke-run sizes: everything runs, nothing is measured."""

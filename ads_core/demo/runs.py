@@ -78,7 +78,7 @@ def prepare(cfg: DemoConfig) -> Prepared:
     paths = DemoPaths.of(cfg)
     task = make_task(cfg.task)
     progress.phase("demo: preparing the policy (built once, then reused)")
-    with one_thread():
+    with fixed_threads():
         policy = build_policy(paths.policy, cfg.policy, cfg.task, task.warmup)
     source = write_source(task.train, paths.source)
     heldout = write_heldout(task.test, paths.root, HELDOUT)
@@ -87,23 +87,28 @@ def prepare(cfg: DemoConfig) -> Prepared:
 
 
 @contextmanager
-def one_thread() -> Iterator[None]:
-    """Torch on one thread: at the tiny policy's sizes a second thread costs more CPU than it saves time."""
+def fixed_threads() -> Iterator[None]:
+    """Torch and BLAS on one thread: the numbers then depend on the seeds, not on the machine's core count (a
+    reduction split over threads rounds differently), and at the tiny policy's sizes a second thread costs more
+    CPU than it saves time."""
     import torch
+    from threadpoolctl import threadpool_limits
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        yield
+        with threadpool_limits(limits=1):
+            yield
     finally:
         torch.set_num_threads(threads)
 
 
 def build_config(cfg: DemoConfig, policy: str) -> BuildConfig:
-    """The build of the task: scored by the warmed-up policy (difficulty = its NLL of the reference answer)."""
+    """The build of the task: scored by the warmed-up policy (difficulty = its NLL of the reference answer) in
+    float32, never a dtype chosen by timing this machine."""
     return BuildConfig(
         format={"name": DATASET, "template": "plain"},
-        score={"model": policy},
+        score={"model": policy, "dtype": "float32"},
         cluster={"num_clusters": cfg.clusters},
         report={"decontaminate": False, "map_iterations": 250},
     )
@@ -132,6 +137,7 @@ def train_config(cfg: DemoConfig, sampler: str, seed: int, policy: str, heldout:
             "num_generations": cfg.num_generations,
             "max_completion_length": cfg.max_completion_length,
             "learning_rate": cfg.learning_rate,
+            "temperature": cfg.temperature,
             "seed": seed,
             "save_steps": steps,
             "keep_checkpoints": 1,
@@ -167,24 +173,29 @@ def train_run(cfg: DemoConfig, sampler: str, seed: int, artifact: str, policy: s
         return str(run_dir)
     shutil.rmtree(run_dir, ignore_errors=True)  # a killed run's partial steps: start again, for the same result
     progress.say(f"demo: training {sampler} seed {seed} ({cfg.steps} steps)")
-    train(
-        artifact, train_config(cfg, sampler, seed, policy, heldout), on_step=progress.StepLines(cfg.steps, run_dir.name)
-    )
+    with fixed_threads():  # also in this process (jobs 0) and whatever process calls it
+        train(
+            artifact,
+            train_config(cfg, sampler, seed, policy, heldout),
+            on_step=progress.StepLines(cfg.steps, run_dir.name),
+        )
     progress.say(f"demo: {sampler} seed {seed} finished: {run_dir}")
     (run_dir / RUN_MARKER).write_text(json.dumps({"key": run_key(cfg, sampler, seed)}))
     return str(run_dir)
 
 
 def _worker_init() -> None:
-    """A worker process: one thread (the fastest per core at these sizes), and it dies with its parent (Linux),
-    so a killed demo leaves no runs going."""
+    """A worker process: one torch and one BLAS thread (numbers that depend on the seeds only; also the fastest
+    per core at these sizes), and it dies with its parent (Linux), so a killed demo leaves no runs going."""
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TQDM_DISABLE", "1")
     import torch
+    from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(1)
+    threadpool_limits(limits=1)  # for the life of the worker
     if sys.platform.startswith("linux"):
         import ctypes
         import signal

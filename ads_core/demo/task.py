@@ -9,6 +9,12 @@ one-digit operands, L = 1..4):
 | max | What is the largest of 3, 8, 1? |
 | min | What is the smallest of 3, 8, 1? |
 | sum | What is 3 + 8 + 1? |
+| range | What is the largest minus the smallest of 3, 8, 1? |
+| product | What is 3 * 8 * 2? (operands 2..9) |
+
+The demo's default task is the first three; the study (docs/study.md) adds ``range`` (learnable, harder than max
+and min) and ``product`` (products of up to five numbers: beyond the tiny policy's reach within a run, the share
+of a real RL set that the policy never solves).
 
 Answers are whole numbers, rewarded only as ``\\boxed{N}`` (the project's math reward). Everything comes from
 seeds: the train set (what the artifact is built from and GRPO trains on), a held-out test set and the warm-up
@@ -18,6 +24,7 @@ set are drawn from the same families and levels, with no question in two of them
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 from dataclasses import dataclass
@@ -25,7 +32,8 @@ from pathlib import Path
 
 from ads_core.config.demo import DemoTaskConfig
 
-FAMILIES = ("max", "min", "sum")
+FAMILIES = ("max", "min", "sum", "range", "product")
+PRODUCT_LOW = 2  # product operands are 2..9: a 0 or 1 would make the answer a pattern, not arithmetic
 LEVELS = (1, 2, 3, 4)
 
 
@@ -43,7 +51,8 @@ class Problem:
 
 def make_problem(rng: random.Random, family: str, level: int) -> Problem:
     """One problem of FAMILY at LEVEL (see the module's table)."""
-    xs = [rng.randint(0, 9) for _ in range(level + 1)]
+    low = PRODUCT_LOW if family == "product" else 0
+    xs = [rng.randint(low, 9) for _ in range(level + 1)]
     listed = ", ".join(map(str, xs))
     if family == "max":
         return Problem(family, level, f"What is the largest of {listed}?", max(xs))
@@ -51,6 +60,10 @@ def make_problem(rng: random.Random, family: str, level: int) -> Problem:
         return Problem(family, level, f"What is the smallest of {listed}?", min(xs))
     if family == "sum":
         return Problem(family, level, "What is " + " + ".join(map(str, xs)) + "?", sum(xs))
+    if family == "range":
+        return Problem(family, level, f"What is the largest minus the smallest of {listed}?", max(xs) - min(xs))
+    if family == "product":
+        return Problem(family, level, "What is " + " * ".join(map(str, xs)) + "?", math.prod(xs))
     raise ValueError(f"unknown family {family!r}; expected one of {FAMILIES}")
 
 

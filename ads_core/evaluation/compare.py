@@ -28,7 +28,7 @@ from typing import Any
 from ads_core.common.errors import InputError
 from ads_core.common.jsonl import read_steps
 from ads_core.evaluation.evallog import EVAL_FILE, check_evals, read_evals
-from ads_core.evaluation.metrics import mean_interval
+from ads_core.evaluation.metrics import BOOTSTRAP_RESAMPLES, mean_interval
 
 AVERAGE = "average"
 RUNS_ROOT = "ads-runs"
@@ -178,10 +178,12 @@ def _sd(values: Sequence[float]) -> float:  # ddof 0, as ads simulate
     return math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
 
 
-def bootstrap_interval(values: Sequence[float]) -> tuple[float, float] | None:
-    """95% percentile-bootstrap interval of the mean of VALUES (one per seed; ``metrics.mean_interval``, the one
+def bootstrap_interval(
+    values: Sequence[float], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES
+) -> tuple[float, float] | None:
+    """LEVEL percentile-bootstrap interval of the mean of VALUES (one per seed; ``metrics.mean_interval``, the one
     bootstrap); None for fewer than two."""
-    return mean_interval(values) if len(values) >= 2 else None
+    return mean_interval(values, level, resamples) if len(values) >= 2 else None
 
 
 def common_sets(runs: Sequence[RunData]) -> list[str]:

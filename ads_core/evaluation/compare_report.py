@@ -131,6 +131,7 @@ def plot_png(groups: dict[str, list[RunData]], key: str = AVERAGE) -> bytes:
 
     sets = common_sets([r for g in groups.values() for r in g])
     fig, axes = plt.subplots(1, 3, figsize=(16, 4), constrained_layout=True)
+    per_step = set()
     for name, runs in groups.items():
         curves = [r.curve(key, sets) for r in runs]
         steps = sorted(set.intersection(*({p.step for p in c} for c in curves)))
@@ -140,13 +141,19 @@ def plot_png(groups: dict[str, list[RunData]], key: str = AVERAGE) -> bytes:
         prompts = np.array([[p.prompts for p in c if p.step in steps] for c in curves]).mean(axis=0)
         seconds = np.array([[p.seconds for p in c if p.step in steps] for c in curves]).mean(axis=0)
         mean, sd = acc.mean(axis=0), acc.std(axis=0)
+        per_step.add(round(float(prompts[-1]) / max(1, steps[-1]), 2) if steps[-1] else None)
+        label = f"{name}: mean, band +- sd over {len(runs)} seeds" if len(runs) > 1 else f"{name}: 1 run"
         for ax, x in ((axes[0], np.array(steps)), (axes[1], prompts), (axes[2], seconds)):
-            ax.plot(x, mean, marker="o", ms=3, label=name)
+            ax.plot(x, mean, marker="o", ms=3, label=label)
             if len(runs) > 1:
                 ax.fill_between(x, mean - sd, mean + sd, alpha=0.15)
-    axes[0].set(xlabel="optimizer step", ylabel=f"accuracy on {key} (mean@k)", title="accuracy against steps")
-    axes[1].set(xlabel="prompts rolled out", title="accuracy against rollouts")
-    axes[2].set(xlabel="training wall seconds", title="accuracy against wall time")
+    per_step.discard(None)
+    steps_title = "accuracy against steps"
+    if len(per_step) > 1:  # a step is not the same work for every sampler: the rollouts axis compares cost
+        steps_title += "\n(samplers differ in prompts per step: compare cost on the right)"
+    axes[0].set(xlabel="optimizer step", ylabel=f"held-out accuracy on {key} (mean@k)", title=steps_title)
+    axes[1].set(xlabel="prompts rolled out (every generated group)", title="accuracy against rollouts")
+    axes[2].set(xlabel="training wall seconds (machine-dependent)", title="accuracy against wall time")
     axes[0].legend(fontsize=8)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=80)

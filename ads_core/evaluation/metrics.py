@@ -59,13 +59,15 @@ def _vote_key(answer: str | None) -> str | None:
     return key or None
 
 
-def mean_interval(scores: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+def mean_interval(
+    scores: Sequence[float], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES
+) -> tuple[float, float]:
     """Percentile-bootstrap interval for the mean of per-problem scores (fixed seed: reproducible)."""
     values = np.asarray(scores, dtype=np.float64)
     if values.size == 0:
         return (0.0, 0.0)
     rng = np.random.default_rng(BOOTSTRAP_SEED)
-    picks = rng.integers(0, values.size, size=(BOOTSTRAP_RESAMPLES, values.size))
+    picks = rng.integers(0, values.size, size=(resamples, values.size))
     means = values[picks].mean(axis=1)
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(means, [tail, 1.0 - tail])

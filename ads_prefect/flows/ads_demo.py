@@ -47,7 +47,8 @@ def ads_demo(demo: DemoConfig = DemoConfig()) -> dict[str, Any]:
     prepared = td.prepare_demo(cfg)
     build_cfg = runs.build_config(cfg, prepared.policy)
     sections = {name: getattr(build_cfg, name) for name in build_cfg.model_fields}
-    built = ads_build(source=prepared.source, dataset=runs.DATASET, out=str(paths.build), **sections)
+    with runs.fixed_threads():  # the build's numbers (NLL, embeddings, K-Means) do not depend on the core count
+        built = ads_build(source=prepared.source, dataset=runs.DATASET, out=str(paths.build), **sections)
     artifact = built["final_uri"]
     pairs = [(sampler, seed) for seed in range(cfg.seeds) for sampler in (runs.BASELINE, runs.CANDIDATE)]
     todo = sum(not runs.finished(cfg, sampler, seed) for sampler, seed in pairs)  # no workers for a full rerun

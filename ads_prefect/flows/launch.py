@@ -41,3 +41,16 @@ def run_demo(cfg: Any, progress: Any = None, say: runner.Say = runner.say_stderr
         result = ads_demo(demo=cfg)
         page = run_url(result["flow_run"]["id"]) if api_url else None
     return runner.BuildRun(result, page)
+
+
+def run_study(
+    cfg: Any, sections: dict[str, Any], progress: Any = None, say: runner.Say = runner.say_stderr
+) -> runner.BuildRun:
+    """Run the `ads-study` flow (`bench/study.py`) in this process, as `run_demo` runs the demo's."""
+    with runner.flow_session(defaults.cache_dir(), progress, say, "the study", "watch the study in the UI") as api_url:
+        from ads_prefect.flows.study import ads_study
+        from ads_prefect.runtime.runs import run_url
+
+        result = ads_study(study_cfg=cfg, sections=sections)
+        page = run_url(result["flow_run"]["id"]) if api_url else None
+    return runner.BuildRun(result, page)

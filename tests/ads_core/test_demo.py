@@ -4,6 +4,7 @@ tests/flows/test_ads_demo.py."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -16,6 +17,10 @@ from ads_core.demo.task import FAMILIES, LEVELS, make_task
 
 def _answer(question: str) -> int:
     numbers = [int(x) for x in re.findall(r"\d+", question)]
+    if "minus" in question:
+        return max(numbers) - min(numbers)
+    if "*" in question:
+        return math.prod(numbers)
     if "largest" in question:
         return max(numbers)
     if "smallest" in question:
@@ -30,10 +35,12 @@ def test_the_task_is_seeded_disjoint_and_correct():
     questions = [{p.question for p in split} for split in (a.train, a.test, a.warmup)]
     assert not (questions[0] & questions[1]) and not (questions[2] & (questions[0] | questions[1]))
     assert len(a.train) == 20 * 12 and len(questions[0]) == len(a.train) and len(a.test) == 10 * 12
-    for family in FAMILIES:
+    for family in spec.families:
         for level in LEVELS:
             assert sum(p.family == family and p.level == level for p in a.train) == 20
-    for p in a.train + a.test + a.warmup:
+    every = make_task(spec.replaced(families=FAMILIES))  # the study's five families
+    assert {p.family for p in every.train} == set(FAMILIES) == {"max", "min", "sum", "range", "product"}
+    for p in a.train + a.test + a.warmup + every.train + every.test:
         assert p.answer == _answer(p.question) and p.solution == f"\\boxed{{{p.answer}}}"
     assert make_task(DemoTaskConfig(seed=4, train_per_cell=20, test_per_cell=10)).test != a.test
     # the held-out set is drawn first: it does not depend on the train set's size

@@ -19,6 +19,7 @@ COVERED_ELSEWHERE = {
     "grpo_curriculum.py": "tests/bench/test_grpo_curriculum.py",
     "eval.py": "tests/bench/test_eval_bench.py",
     "grader.py": "tests/bench/test_grader_bench.py",
+    "study.py": "tests/flows/test_study.py",  # needs the session's Prefect server (its runs are a flow's tasks)
 }
 # Modules the benches import, not benches: module -> the bench whose smoke run exercises it (it must import it).
 HELPERS = {

@@ -1,7 +1,8 @@
 """`ads demo --smoke` end to end, as a user runs it (the CLI in its own process, reporting to the session's Prefect
 server): the task, the warmed-up policy, the real build, ADS and uniform trained through TRL with validation,
 `ads compare`'s outputs in OUT/demo/, the printed table equal to compare.json's numbers, the whole demo in the
-server (flow, build subflow, one task per run, the comparison artifact), and a rerun that reuses everything."""
+server (flow, build subflow, one task per run, the comparison artifact), a rerun that reuses everything, and the
+same runs on 1 and on 2 worker processes giving identical numbers."""
 
 from __future__ import annotations
 
@@ -71,6 +72,8 @@ def test_the_smoke_demo_runs_the_whole_chain_and_prints_what_compare_json_holds(
     assert 0 < result["runs"][0]["final"]["heldout"]["mean_at_k"] < 1  # the warmed-up policy solves some
     uniform = next(r for r in result["reach"]["heldout"] if r["name"] == "uniform")
     assert f"final accuracy uniform: {uniform['final_mean']:.3f}" in printed
+    # one seed: no interval, so no winner named
+    assert "  verdict (final held-out accuracy, paired by seed): no verdict: one seed gives no interval" in printed
     # stdout is not a terminal: a line per phase and per training step, written as the demo goes (issue 45)
     lines = printed.splitlines()
     assert any(line.startswith("demo: warming up the policy (supervised steps): ") for line in lines), lines[:20]
@@ -102,3 +105,28 @@ def test_the_smoke_demo_runs_the_whole_chain_and_prints_what_compare_json_holds(
     again, _ = _demo(out, env)
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
     assert _reach_rows(again) == rows
+
+    # the same seeds on 1 and on 2 worker processes give identical numbers, equal to the demo's own
+    from ads_core.config.demo import DemoConfig
+    from ads_core.demo import runs
+
+    base = DemoConfig(out=str(out), smoke=True).effective()
+    prepared = runs.prepare(base)  # reused: the policy and the sets the demo wrote
+    artifact = str(demo / "build" / "final" / "train.parquet")
+    numbers = {}
+    for jobs in (1, 2):
+        cfg = base.replaced(out=str(tmp_path / f"jobs{jobs}"))
+        with runs.workers(jobs) as pool:
+            futures = [
+                pool.submit(runs.train_run, cfg, sampler, 0, artifact, prepared.policy, prepared.heldout)
+                for sampler in (runs.BASELINE, runs.CANDIDATE)
+            ]
+            numbers[jobs] = [_numbers(Path(f.result())) for f in futures]
+    assert numbers[1] == numbers[2] == [_numbers(demo / "runs" / f"{s}-seed0") for s in ("uniform", "ads")]
+
+
+def _numbers(run: Path) -> tuple[list[Any], list[Any]]:
+    """A run's held-out accuracies and its per-step rewards, exactly as written."""
+    evals = [json.loads(x) for x in (run / "eval.jsonl").read_text().splitlines()]
+    steps = [json.loads(x) for x in (run / "steps.jsonl").read_text().splitlines()]
+    return [(r["step"], r["set"], r["mean_at_k"]) for r in evals], [(s["step"], s["rewards"]) for s in steps]

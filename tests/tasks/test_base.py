@@ -11,7 +11,8 @@ import pytest
 
 from ads_core import storage
 from ads_core.storage import manifest as mf
-from ads_prefect.tasks import faults, keys, output, retries
+from ads_prefect.tasks import artifact_keys as keys
+from ads_prefect.tasks import faults, output, retries
 
 
 def ctx(name: str) -> SimpleNamespace:

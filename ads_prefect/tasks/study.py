@@ -1,0 +1,47 @@
+"""Prefect tasks of the `ads-study` flow: prepare the task, train one (sampler, seed) run, and write the results.
+
+A run goes to the flow's local worker pool when there is one, and otherwise runs where the task runs: in the
+flow's process, or on a Dask worker when the flow submits it to a Dask task runner (`StudyConfig.dask`)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from ads_core.config.study import StudyConfig
+from ads_core.demo import study
+
+_pool: ProcessPoolExecutor | None = None  # the flow's local worker processes, while it trains without Dask
+
+
+def set_pool(pool: ProcessPoolExecutor | None) -> None:
+    global _pool
+    _pool = pool
+
+
+@task(name="study-prepare", cache_policy=NO_CACHE, retries=0)
+def prepare_study(cfg: StudyConfig) -> study.StudyPrepared:
+    """The task's sets, the warmed-up policy (reused when unchanged), the held-out sets and the start regime."""
+    prepared = study.prepare_study(cfg)
+    get_run_logger().info("task: %s; policy %s; start %s", prepared.counts, prepared.policy, prepared.start.get("all"))
+    return prepared
+
+
+@task(name="study-train", task_run_name="train-{name}-seed{seed}", cache_policy=NO_CACHE, retries=0)
+def train_study_run(
+    cfg: StudyConfig, name: str, section: dict[str, Any], seed: int, artifact: str, policy: str, heldout: dict[str, str]
+) -> str:
+    """One GRPO run with validation; reused when already finished."""
+    args = (cfg, name, section, seed, artifact, policy, heldout)
+    if _pool is not None and not study.finished(cfg, name, section, seed, artifact):
+        return _pool.submit(study.train_study_run, *args).result()
+    return study.train_study_run(*args)
+
+
+@task(name="study-results", cache_policy=NO_CACHE, retries=0)
+def write_results(cfg: StudyConfig, prepared: study.StudyPrepared, extra: dict[str, Any]) -> dict[str, Any]:
+    """compare.*, window traces, results.md and study.json in OUT."""
+    return study.write_study_results(cfg, prepared, extra)
