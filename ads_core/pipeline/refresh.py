@@ -51,6 +51,7 @@ class RefreshSummary:
     training: str = "not requested"
     contaminated: int | None = None  # final rows matching a packaged eval set (report.decontaminate)
     label_agreement: dict[str, Any] | None = None  # clusters vs the source's own labels (column, nmi, values)
+    difficulty_validity: dict[str, Any] | None = None  # Spearman of each difficulty measure vs the source's labels
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,6 +86,10 @@ class RefreshSummary:
                 f"clusters vs the source's {agreement['column']} labels: NMI {agreement['nmi']:.3f} "
                 f"({agreement['values']} labels)"
             )
+        if self.difficulty_validity:
+            rhos = self.difficulty_validity["spearman"]
+            shown = ", ".join(f"{name} {rho:+.3f}" if rho is not None else f"{name} n/a" for name, rho in rhos.items())
+            lines.append(f"difficulty validity (Spearman rho, OUT/report/difficulty_validity.json): {shown}")
         return lines
 
 
@@ -123,6 +128,7 @@ def summarize(
         training=training,
         contaminated=report.counts.get("contaminated"),
         label_agreement=report.extra.get("label_agreement"),
+        difficulty_validity=report.extra.get("difficulty_validity"),
     )
     if previous is not None and current is not None:
         joined = previous.join(current, on="sample_id", how="full", suffix="_new", coalesce=True)

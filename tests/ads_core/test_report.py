@@ -405,3 +405,10 @@ def test_report_writes_the_section_when_the_source_has_a_level(tmp_path: Path):
     assert rows[("nll_mean", "level")]["n"] == 60
     assert section["clusters"] == {"label": "subject", "nmi": manifest.extra["label_agreement"]["nmi"], "values": 3}
     assert "## Difficulty validity" in Path(manifest.output_uri("examples")).read_text()
+    assert manifest.extra["difficulty_validity"] == {
+        "scored": "nll_mean",
+        "spearman": {
+            "nll_mean vs level": rows[("nll_mean", "level")]["rho"],
+            "nll_sum vs level": rows[("nll_sum", "level")]["rho"],
+        },
+    }

@@ -31,10 +31,10 @@ from ads_core.stages.report.terms import class_tfidf, render_terms_grid
 from ads_core.stages.report.topics import label_agreement, representatives
 from ads_core.stages.report.ui import ui_items
 from ads_core.stages.report.validity import markdown as validity_markdown
-from ads_core.stages.report.validity import measure_columns, numeric_labels, validity
+from ads_core.stages.report.validity import measure_columns, numeric_labels, validity, validity_summary
 from ads_core.storage import manifest as mf
 
-VERSION = "4"
+VERSION = "5"
 STAGE_DIR = "report"
 # manifest output name -> file in the report folder (the stage declares these as its outputs)
 REPORT_FILES = {
@@ -256,6 +256,7 @@ def write_report(
             "dataset": dataset,
             "map_method": method,
             **({"label_agreement": {k: v for k, v in agreement.items() if k != "top"}} if agreement else {}),
+            **({"difficulty_validity": validity_summary(section, scored)} if section else {}),
         },
     )
     mf.write(directory, manifest)

@@ -121,3 +121,10 @@ def markdown(section: Mapping[str, Any], scored: str) -> str:
             f"NMI **{clusters['nmi']:.3f}** (1: the same grouping, 0: independent).",
         ]
     return "\n".join(lines) + "\n"
+
+
+def validity_summary(section: Mapping[str, Any], scored: str) -> dict[str, Any]:
+    """The manifest's short form: the scored measure and rho of each measure against each source label."""
+    measures = set(MEASURES)
+    rows = [r for r in section["spearman"] if r["against"] not in measures]
+    return {"scored": scored, "spearman": {f"{r['measure']} vs {r['against']}": r["rho"] for r in rows}}
