@@ -164,3 +164,21 @@ def test_a_machine_without_a_gpu_device_counts_none_without_asking_torch(monkeyp
     assert choice.cuda_gpu_count() == 0  # answered from /dev: no torch import (seconds) before a refusal
     monkeypatch.setattr(choice, "gpu_devices_present", lambda: True)
     assert choice.cuda_gpu_count() == 3
+
+
+def test_an_upgrade_that_adds_an_option_does_not_refuse_a_resume_at_its_default(tmp_path: Path):
+    """Regression: a run started before ads gained trl.rollout_replay was refused on resume until the user named
+    the new option with --allow-change."""
+    from ads_core.train.options import load_train_config
+
+    cfg = load_train_config({"trainer": "trl", "sampler": {"kind": "uniform"}})
+    plan = SimpleNamespace(run_dir=str(tmp_path), model="m", trainer="trl", sampler=cfg.sampler, config=cfg)
+    now = identity.trajectory(plan, None, load_free=True)
+    older = {k: v for k, v in now.items() if k != "trl.rollout_replay"}  # what the older ads recorded
+    identity.start_run(tmp_path, older)
+    identity.check_before_loading(plan)  # the new option at its default: the same trajectory
+    plan.config = load_train_config(
+        {"trainer": "trl", "sampler": {"kind": "uniform"}, "trl": {"rollout_replay": {"buffer_size": 3}}}
+    )
+    with pytest.raises(RunStateError, match=r"trl\.rollout_replay: run null"):
+        identity.check_before_loading(plan)  # set to anything else, it still refuses

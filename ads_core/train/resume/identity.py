@@ -72,6 +72,40 @@ def trajectory(plan: Any, horizon: int | None, load_free: bool = False) -> dict[
     return out
 
 
+def defaults(plan: Any) -> dict[str, Any]:
+    """The defaults of PLAN's trainer options and sampler knobs, as dotted trajectory fields (what a run recorded
+    before an option existed trained with); {} for options that can't be made with their defaults alone."""
+    from ads_core.sampler.kinds import kind_spec
+    from ads_core.train.options import sampler_knobs, trainer_options
+    from ads_core.train.trainers import section_of_trainer
+
+    out: dict[str, Any] = {}
+    try:
+        options = trainer_options(plan.config, plan.trainer)
+        if options is not None:  # as `trajectory` records them: one field per option, a nested value whole
+            prefix = section_of_trainer(plan.trainer)
+            out.update({f"{prefix}.{k}": v for k, v in type(options)().model_dump(mode="json").items()})
+        knobs = sampler_knobs(plan.sampler)
+        if knobs is not None:
+            _flat(f"sampler.{kind_spec(plan.sampler.kind).section}", type(knobs)().model_dump(mode="json"), out)
+    except (TypeError, ValueError, AttributeError):
+        return {}
+    return out
+
+
+def with_new_options(doc: dict[str, Any], now: dict[str, Any], plan: Any) -> dict[str, Any]:
+    """DOC with the fields its run predates (options added to ads since it started) recorded at their defaults,
+    where this command leaves them at their defaults too: an upgrade alone never refuses a resume, while a new
+    option set to anything else still does."""
+    recorded: dict[str, Any] = doc["trajectory"]
+    missing = [k for k in now if k not in recorded]
+    if not missing:
+        return doc
+    known = defaults(plan)
+    added = {k: now[k] for k in missing if k in known and known[k] == now[k]}
+    return {**doc, "trajectory": {**recorded, **added}} if added else doc
+
+
 def read_run(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     """RUN_DIR/run.json, or None when there is none (a new run) or it is unreadable (then a warning)."""
     path = Path(run_dir) / RUN_FILE
@@ -207,6 +241,7 @@ def check_before_loading(plan: Any) -> None:
     if doc is None:
         return
     now = trajectory(plan, None, load_free=True)
+    doc = with_new_options(doc, now, plan)
     refused = differences(doc, now, list(plan.config.allow_change), load_free=True)
     if refused:
         raise refusal(plan.run_dir, doc["trajectory"], now, refused)

@@ -76,6 +76,7 @@ def find_resume(plan: Any, checkpoints_dir: str, horizon: int | None) -> Resume:
         log.warning("%s/%s is missing: recording this command's options as the run's", plan.run_dir, identity.RUN_FILE)
         identity.start_run(plan.run_dir, now, run_id, identity.about(plan))
     else:
+        doc = identity.with_new_options(doc, now, plan)
         notes = identity.check_resume(plan.run_dir, doc, now, list(plan.config.allow_change), step)
     assert run_id is not None
     return Resume(run_id, (step, folder), choice, notes)
