@@ -86,7 +86,7 @@ def main() -> None:
     from ads_core.common import defaults
     from ads_core.config.build import ScoreConfig
     from ads_core.config.eval import EvalConfig
-    from ads_core.models.fingerprint import model_fingerprint
+    from ads_core.models.tiny import model_fingerprint
     from ads_core.stages.format.convert import format_dataset
     from ads_core.stages.report.topics import source_labels
     from ads_core.stages.report.validity import numeric_labels, spearman

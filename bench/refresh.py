@@ -185,7 +185,7 @@ def main() -> int:
 
     from ads_core import models, storage
     from ads_core.config.build import BuildConfig, ClusterConfig, ScoreConfig
-    from ads_core.models.fingerprint import model_fingerprint
+    from ads_core.models.tiny import model_fingerprint
     from ads_core.storage import manifest as mf
 
     if args.threads:

@@ -220,7 +220,7 @@ def smoke(args: argparse.Namespace, work: Path) -> None:
 
     from ads_core.common.procs import die_with_parent  # noqa: F401
     from ads_core.models import resolve_model  # noqa: F401
-    from ads_core.models.fingerprint import model_fingerprint  # noqa: F401
+    from ads_core.models.tiny import model_fingerprint  # noqa: F401
     from ads_prefect.flows.ads_build import ads_build
 
     missing = [tool for tool in ("moto_server", "dask") if not (BIN / tool).exists()]
@@ -266,7 +266,7 @@ def main() -> None:
         from prefect.client.orchestration import get_client
 
         from ads_core.models import resolve_model
-        from ads_core.models.fingerprint import model_fingerprint
+        from ads_core.models.tiny import model_fingerprint
         from ads_prefect.runtime.server import start_temporary_server
 
         model = resolve_model(args.model)  # built now if needed, outside every timing

@@ -34,8 +34,8 @@ def solve_counts(
     from ads_core.config.eval import EvalConfig
     from ads_core.demo.task import write_heldout
     from ads_core.evaluation.hf import TransformersBackend
-    from ads_core.evaluation.problems import load_problems
     from ads_core.evaluation.runner import evaluate
+    from ads_core.evaluation.sets.problems import load_problems
 
     model = AutoModelForCausalLM.from_pretrained(str(policy), dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(str(policy))

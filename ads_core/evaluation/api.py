@@ -53,7 +53,7 @@ def evaluate_model(
     from ads_core.evaluation import backends, outfolder
     from ads_core.evaluation.runner import evaluate, run_record
     from ads_core.evaluation.sets.problems import load_problems
-    from ads_core.models.fingerprint import model_fingerprint
+    from ads_core.models.tiny import model_fingerprint
 
     problems = load_problems(sets, cfg.template, cfg.limit)
     cfg = cfg.for_device(device_of(cfg))

@@ -87,22 +87,3 @@ def directory_fingerprint(directory: Path) -> str:
         if memo != before:
             _save_memo(memo)
     return "sha256:" + digest.hexdigest()
-
-
-def model_fingerprint(model: str | None) -> str:
-    """Identity of the policy model: content of a local directory, or a hub id's cached revision."""
-    from ads_core.models.tiny import resolve_model
-
-    resolved = resolve_model(model)
-    path = Path(resolved).expanduser()
-    if path.is_dir():
-        return directory_fingerprint(path)
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(resolved, "config.json")
-        if isinstance(cached, str):
-            return f"hub:{resolved}@{Path(cached).parent.name}"
-    except Exception:  # noqa: BLE001 - no hub cache: key on the name alone
-        pass
-    return f"hub:{resolved}"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ads_core.common import defaults
+from ads_core.models.fingerprint import directory_fingerprint
 
 log = logging.getLogger("ads.models")
 
@@ -221,9 +222,9 @@ def cached_model_dir(preset: str = "tiny") -> Path:
     """Where the locally built model of PRESET lives (it may not be built yet); `smollm2`'s folder is named by the
     hash of its GGUF file (MissingExtraError without the `smollm2` extra)."""
     if preset == SMOLLM2:
-        from ads_core.models import smollm2
+        from ads_core.models.smollm2 import converted_dir
 
-        return smollm2.converted_dir()
+        return converted_dir()
     return defaults.cache_dir() / "models" / f"{preset}-qwen2-{TINY_VERSION}"
 
 
@@ -241,9 +242,9 @@ def is_built(path: Path) -> bool:
 def default_model_dir(preset: str = "tiny", progress: Progress | None = None) -> Path:
     """The cached built-in model, built (or, for `smollm2`, converted) on first use."""
     if preset == SMOLLM2:
-        from ads_core.models import smollm2
+        from ads_core.models.smollm2 import model_dir
 
-        return smollm2.model_dir(progress)
+        return model_dir(progress)
     path = cached_model_dir(preset)
     if not is_built(path):
         log.info("building the default %s model at %s", preset, path)
@@ -265,3 +266,20 @@ def resolve_model(model: str | None, progress: Progress | None = None) -> str:
     if preset is not None:
         return str(default_model_dir(preset, progress))
     return str(model)
+
+
+def model_fingerprint(model: str | None) -> str:
+    """Identity of the policy model: content of a local directory, or a hub id's cached revision."""
+    resolved = resolve_model(model)
+    path = Path(resolved).expanduser()
+    if path.is_dir():
+        return directory_fingerprint(path)
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(resolved, "config.json")
+        if isinstance(cached, str):
+            return f"hub:{resolved}@{Path(cached).parent.name}"
+    except Exception:  # noqa: BLE001 - no hub cache: key on the name alone
+        pass
+    return f"hub:{resolved}"

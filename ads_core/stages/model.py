@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from ads_core import models, storage
-from ads_core.models.fingerprint import model_fingerprint
+from ads_core.models.tiny import model_fingerprint
 from ads_core.stages.base import Stage, StageContext
 from ads_core.storage import manifest as mf
 

@@ -12,7 +12,8 @@ import pytest
 
 from ads_core import storage
 from ads_core.config.build import STAGE_NAMES, BuildConfig
-from ads_core.models.fingerprint import MEMO_NAME, model_fingerprint
+from ads_core.models.fingerprint import MEMO_NAME
+from ads_core.models.tiny import model_fingerprint
 from ads_core.pipeline import stage_keys as keys
 from ads_core.pipeline import stages
 from ads_core.pipeline.resolve import resolve

@@ -129,7 +129,7 @@ def score_shard(
 def _open_cache(cfg: ScoreConfig) -> score_cache.ScoreCache | None:
     if not cfg.cache:
         return None
-    from ads_core.models.fingerprint import model_fingerprint
+    from ads_core.models.tiny import model_fingerprint
 
     space = score_cache.namespace(cfg, model_fingerprint(cfg.model), VERSION)
     return score_cache.ScoreCache(cfg.cache_uri or score_cache.default_root(), space)
@@ -252,7 +252,7 @@ def run_merge(ctx: StageContext, _: int | None) -> mf.Manifest:
 
 def model_key(ctx: StageContext) -> dict[str, Any]:
     """The weights' content: a checkpoint rewritten in place must rescore (and must not be served from memory)."""
-    from ads_core.models.fingerprint import model_fingerprint
+    from ads_core.models.tiny import model_fingerprint
 
     return {"model": model_fingerprint(ctx.config.score.model)}
 

@@ -51,7 +51,7 @@ def trajectory(plan: Any, horizon: int | None, load_free: bool = False) -> dict[
     cfg = plan.config
     out: dict[str, Any] = {"model": plan.model}
     if not load_free:
-        from ads_core.models.fingerprint import model_fingerprint
+        from ads_core.models.tiny import model_fingerprint
 
         out["model_weights"] = model_fingerprint(plan.model)
         out["artifact"] = storage.content_hash(plan.train_uri)
