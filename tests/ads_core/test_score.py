@@ -223,7 +223,7 @@ def test_difficulty_measures_sum_and_answer_only(tiny_model_dir, formatted, tmp_
     tables = {}
     scorer = None
     for measure in ("nll_mean", "nll_sum", "nll_answer"):
-        cfg = ScoreConfig(model=str(tiny_model_dir), max_length=256, difficulty=measure, cache=False)
+        cfg = ScoreConfig(model=str(tiny_model_dir), max_length=256, difficulty=measure, cache=False, dtype="float32")
         scorer = scorer or scorer_api.make_backend(cfg)
         done = score.score_shard(formatted, shard_uri(tmp_path / measure, 0, 1), 0, cfg, scorer=scorer)
         tables[measure] = storage.read_parquet(done.output_uri("scores"))
