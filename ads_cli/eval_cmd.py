@@ -126,7 +126,7 @@ def eval_cmd(
     except (InputError, ValueError) as exc:
         raise fail(str(exc)) from None
     for line in missing:
-        console.print(f"missing from the paper's table: {escape(line)}", highlight=False)
+        console.print(f"missing from the paper's table: {escape(line)}", highlight=False, soft_wrap=True)
     summaries: dict[str, Any] = {}
     published: dict[str, str] = {}
     if found:
@@ -137,7 +137,7 @@ def eval_cmd(
         template, warning = chosen[policy.name]
         folder = folders[policy.name]
         if warning:
-            console.print(f"[yellow]{escape(warning)}[/yellow]")
+            console.print(f"[yellow]{escape(warning)}[/yellow]", soft_wrap=True)
         console.print(
             f"evaluating {escape(policy.name)} ({escape(policy.path)}) with {backend}: k={cfg.k}, sets "
             f"{', '.join(resolved_sets)}, template {escape(template.describe())} -> {escape(folder)}",
@@ -153,8 +153,9 @@ def eval_cmd(
         summaries[policy.name] = _summary(result)
         published[policy.name] = str(Path(folder).resolve()) if storage_is_local(folder) else folder
     table = markdown_table(summaries)
-    console.print(table.split("### pass@")[0].rstrip(), highlight=False, markup=False)
-    console.print("Prompt template: " + table.rsplit("Prompt template: ", 1)[1].strip(), highlight=False, markup=False)
+    console.print(table.split("### pass@")[0].rstrip(), highlight=False, markup=False, soft_wrap=True)
+    template_line = "Prompt template: " + table.rsplit("Prompt template: ", 1)[1].strip()
+    console.print(template_line, highlight=False, markup=False, soft_wrap=True)
     if several:
         from ads_core import storage
 
