@@ -108,7 +108,7 @@ def rollout_success(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ads_core.train.reward import compute_score
+    from ads_core.grading import grade
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     tokenizer.padding_side = "left"
@@ -132,7 +132,7 @@ def rollout_success(
             done = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
             for i, text in enumerate(done):
                 row = start + i // num_generations
-                success[row] += compute_score(None, text, truths[row])["acc"] / num_generations
+                success[row] += float(grade(text, truths[row]).correct) / num_generations
             if progress:
                 progress(min(batch_size, len(texts) - start))
     return success
