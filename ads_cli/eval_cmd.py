@@ -191,6 +191,7 @@ def _run(
         TimeRemainingColumn(),
     )
     from ads_core.common import progress as progress_lines
+    from ads_core.train.resume.identity import trained_facts
 
     progress_lines.enable_when_logged()  # stdout to a file: problems done and the ETA there, every few seconds
     lines = progress_lines.ChunkLines(f"eval {policy.name}", None, "problems")
@@ -218,6 +219,7 @@ def _run(
             progress=advance,
             on_problems=on_problems,
             template=template,
+            trained=trained_facts(policy.path),  # a run's policy: what trained it, into summary.json
         )
 
 

@@ -43,12 +43,14 @@ def evaluate_model(
     progress: Callable[[int], None] | None = None,
     on_problems: Callable[[int], None] | None = None,
     template: Mapping[str, Any] | None = None,
+    trained: Mapping[str, Any] | None = None,
 ) -> EvalResult:
     """Evaluate the model at MODEL (a folder, or a hub id in the local cache) with ``cfg.backend``.
 
     Everything that does not need the model is checked first: the sets, OUT (a file in the way, another
     evaluation's eval.json, a corrupt completions or part file) and OUT's lock, held until the end. ``template``
-    (``{"name", "source"}``) is what summary.json and table.md state beside ``cfg.template``'s text.
+    (``{"name", "source"}``) is what summary.json and table.md state beside ``cfg.template``'s text; ``trained``
+    (a run's policy: its sampler, trainer, base model, seed and step, as the caller read them) goes into its identity.
     ``on_problems(total)`` is called once the sets are read (before the model loads), for a progress bar."""
     from ads_core.evaluation import backends, outfolder
     from ads_core.evaluation.runner import evaluate, run_record
@@ -58,11 +60,8 @@ def evaluate_model(
     problems = load_problems(sets, cfg.template, cfg.limit)
     cfg = cfg.for_device(device_of(cfg))
     identity = {"model": model, "fingerprint": model_fingerprint(model)}
-    from ads_core.train.resume.identity import trained_facts
-
-    trained = trained_facts(model)  # a run's policy: its sampler, trainer, base model, seed and step
     if trained:
-        identity["trained"] = trained
+        identity["trained"] = dict(trained)
     with outfolder.holding(out) if out else nullcontext():
         if out:
             outfolder.check(out)
