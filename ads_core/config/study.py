@@ -42,7 +42,11 @@ class StudyConfig(Section):
     num_generations: int = tuning(default=8, ge=2, description="G: completions per prompt.")
     max_completion_length: int = tuning(default=12, ge=1, description="Tokens per completion.")
     learning_rate: float = tuning(default=3e-4, gt=0, description="GRPO learning rate.")
-    temperature: float = tuning(default=0.6, gt=0, description="Rollout temperature (the DOTS recipe's 0.6).")
+    temperature: float = tuning(
+        default=1.0,
+        gt=0,
+        description="Rollout temperature (docs/study.md amendment 2: TRL's 1.0; 0.6 failed the gate).",
+    )
     start_samples: int = tuning(default=8, ge=1, description="Samples per training problem for the step-0 shares.")
     jobs: int = Field(2, ge=1, le=256, description="Runs at a time without Dask, each in a one-thread process.")
     dask: str | None = Field(
