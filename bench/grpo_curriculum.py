@@ -126,34 +126,18 @@ def sampler_section(name: str, seed: int) -> dict[str, Any]:
 
 def prepare_predictor(cfg: BenchConfig, artifact: Path, embed_model: Path, log: Any = print) -> Path:
     """DOTS's predictor for the artifact, from source policies other than the trained one (reused when done)."""
-    from ads_core.sampler.dots import artifact as predictor_artifact
-    from ads_core.sampler.dots.make import DotsTrainSettings, train_predictor
-    from ads_core.sampler.dots.predictor import FitSettings
+    from ads_core.demo.predictor import prepare_predictor as prepare
 
-    folder = cfg.out / "dots-predictor"
-    try:
-        predictor_artifact.load(str(folder))
-        return folder
-    except (ValueError, OSError):
-        pass
-    task = make_task(cfg.task)
-    steps = cfg.policy.warmup_steps
-    sources = []
-    for name, share, seed in (("third", 3, 1), ("two-thirds", 1.5, 2), ("half", 2, 3)):
-        spec = cfg.policy.replaced(warmup_steps=max(1, int(steps / share)), seed=seed)
-        sources.append(str(build_policy(cfg.out / "dots-sources" / name, spec, cfg.task, task.warmup)))
-    settings = DotsTrainSettings(
-        num_generations=cfg.num_generations,
-        max_completion_length=cfg.max_completion_length,
-        fit=FitSettings(hidden=128, epochs=20, reference_size=64),
+    return prepare(
+        cfg.out,
+        cfg.task,
+        cfg.policy,
+        str(artifact),
+        str(embed_model),
+        cfg.num_generations,
+        cfg.max_completion_length,
+        log=log,
     )
-    t0 = time.perf_counter()
-    result = train_predictor(str(artifact), sources[:2], sources[2], str(embed_model), str(folder), settings, log)
-    log(
-        f"dots predictor: held-out rho {result.rho:.3f} (raw embeddings {result.rho_raw:.3f}), "
-        f"{time.perf_counter() - t0:.0f} s"
-    )
-    return folder
 
 
 def prepare(cfg: BenchConfig, log: Any = print) -> tuple[Path, Path, Path]:

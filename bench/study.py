@@ -7,8 +7,9 @@ artifact built by the real pipeline (scored in float32), then every (sampler, se
 ``ads_core.train.run.train`` with TRL, validated on the held-out sets as it trains. The runs are tasks of the
 ``ads-study`` Prefect flow: ``--jobs`` at a time in local one-thread processes, or over a Dask cluster with
 ``--dask local`` or ``--dask tcp://HOST:8786`` (as ``ads build --run.dask`` spreads score shards), so that more
-machines run more seeds. Samplers are named as in ``bench/grpo_curriculum.py`` (its ``SAMPLERS``); ``dots`` and
-``dots+rr`` (issue 42) are skipped with a line until the study trains their predictor (a follow-up).
+machines run more seeds. Samplers are named as in ``bench/grpo_curriculum.py`` (its ``SAMPLERS`` and
+``TRL_EXTRA``); for ``dots`` and ``dots+rr`` the flow first trains DOTS's predictor for the study's artifact
+(``ads_core.demo.predictor``: source policies other than the trained one), once, reused by every run.
 
 What it writes to OUT: every run folder (``runs/<sampler>-seed<n>``, which ``ads compare`` reads), ``ads
 compare``'s compare.md, compare.json and compare.png, window_traces.png and .csv for the ADS runs, results.md
@@ -41,30 +42,29 @@ HERE = Path(__file__).resolve().parent
 
 
 def named_samplers() -> dict[str, dict[str, Any]]:
-    """bench/grpo_curriculum.py's name -> TrainConfig.sampler map (one map for both benches)."""
+    """bench/grpo_curriculum.py's name -> TrainConfig.sampler map (one map for both benches), each with its
+    TrainConfig.trl additions under `trl` (DOTS+RR's replay)."""
     module = sys.modules.get("grpo_curriculum")
     if module is None:
         spec = importlib.util.spec_from_file_location("grpo_curriculum", HERE / "grpo_curriculum.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules["grpo_curriculum"] = module
         spec.loader.exec_module(module)
-    return dict(module.SAMPLERS)
+    extra = module.TRL_EXTRA
+    return {
+        name: {**section, **({"trl": extra[name]} if name in extra else {})}
+        for name, section in module.SAMPLERS.items()
+    }
 
 
 def available(names: tuple[str, ...], known: dict[str, Any]) -> tuple[tuple[str, ...], list[str]]:
-    """The names that run now, and a line for each that does not (unknown, or DOTS, whose predictor the study does
-    not train yet)."""
+    """The names that run here, and a line for each that does not."""
     runnable, notes = [], []
     for name in names:
-        if name not in known:
-            notes.append(f"{name}: not a sampler here yet (merged with issue 42); skipped")
-        elif known[name].get("kind") == "dots":
-            notes.append(
-                f"{name}: the study does not train DOTS's predictor yet (bench/grpo_curriculum.py's "
-                "prepare_predictor is the recipe; a follow-up wires it and TRL_EXTRA's replay in); skipped"
-            )
-        else:
+        if name in known:
             runnable.append(name)
+        else:
+            notes.append(f"{name}: not a sampler name of bench/grpo_curriculum.py; skipped")
     return tuple(runnable), notes
 
 

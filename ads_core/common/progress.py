@@ -15,8 +15,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any, Protocol
 
 ENV = "ADS_PROGRESS_LINES"
 CHUNK_SECONDS = 5.0  # a chunk line at most this often (and the last one always)
@@ -159,3 +159,38 @@ def heartbeat(what: str, every: float = HEARTBEAT_SECONDS) -> Iterator[Callable[
     finally:
         stop.set()
         thread.join(timeout=1.0)
+
+
+# The progress hook every long job takes (a stage's shards, a fence's heartbeat, a model's warm-up): a bar,
+# a UI artifact, these lines, or nothing.
+class ProgressFactory(Protocol):
+    """`with progress("score shard 1/2", 500) as advance: advance(8)`: a bar, a UI artifact, or nothing.
+
+    `total` None is a count without an end; `unit` is what is counted (rows, steps)."""
+
+    def __call__(
+        self, description: str, total: int | None, unit: str = "rows"
+    ) -> AbstractContextManager[Callable[[int], None] | None]: ...
+
+
+def no_progress(_: str, __: int | None, unit: str = "rows") -> AbstractContextManager[None]:
+    return nullcontext()
+
+
+def after_each_tick(factory: ProgressFactory, make_hook: Callable[[], Callable[[], None]]) -> ProgressFactory:
+    """FACTORY's progress, with a hook called after every advance: a fresh `make_hook()` for each progress
+    context (a hook may keep state per bar). The one place that passes description, total and unit on."""
+
+    @contextmanager
+    def hooked(description: str, total: int | None, unit: str = "rows") -> Iterator[Callable[[int], None]]:
+        hook = make_hook()
+        with factory(description, total, unit) as advance:
+
+            def tick(n: int) -> None:
+                if advance:
+                    advance(n)
+                hook()
+
+            yield tick
+
+    return hooked

@@ -24,6 +24,7 @@ from ads_core.train.options import TrainConfig
 
 RUN_MARKER = "study_run.json"
 HELDOUT_PREFIX = "heldout-"  # one held-out eval set per family: heldout-max, heldout-min, ...
+TRAINER_EXTRA = "trl"  # a section's TrainConfig.trl additions (DOTS+RR's replay); the rest is TrainConfig.sampler
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,30 @@ def build_config(cfg: StudyConfig, policy: str) -> BuildConfig:
     )
 
 
+def with_predictor(cfg: StudyConfig, sections: dict[str, dict[str, Any]], artifact: str, policy: str) -> dict:
+    """SECTIONS with DOTS's predictor set where a `dots` section has none: trained once for the study's artifact
+    (``ads_core.demo.predictor``: source policies other than the trained one, the study's G and temperature)."""
+    from ads_core.demo.predictor import prepare_predictor
+
+    out = json.loads(json.dumps(sections))
+    needing = [s for s in out.values() if s.get("kind") == "dots" and not s.get("dots", {}).get("predictor")]
+    if needing:
+        with fixed_threads():
+            folder = prepare_predictor(
+                Path(cfg.out),
+                cfg.task,
+                cfg.policy,
+                artifact,
+                policy,
+                cfg.num_generations,
+                cfg.max_completion_length,
+                cfg.temperature,
+            )
+        for section in needing:
+            section.setdefault("dots", {})["predictor"] = str(folder.resolve())
+    return out
+
+
 def with_seed(section: dict[str, Any], seed: int) -> dict[str, Any]:
     """TrainConfig.sampler SECTION with every sampler kind's seed set to SEED (the knobs stay as given)."""
     out = json.loads(json.dumps(section))
@@ -115,7 +140,7 @@ def train_config(
         eval_sets=list(heldout.values()),
         validation={"steps": cfg.eval_every, "limit": 0, "k": cfg.eval_k},
         decontaminate="off",
-        sampler=with_seed(section, seed),
+        sampler=with_seed({k: v for k, v in section.items() if k != TRAINER_EXTRA}, seed),
         trl={
             "num_generations": cfg.num_generations,
             "max_completion_length": cfg.max_completion_length,
@@ -124,6 +149,7 @@ def train_config(
             "seed": seed,
             "save_steps": cfg.steps,
             "keep_checkpoints": 1,
+            **section.get(TRAINER_EXTRA, {}),
         },
     )
 
@@ -131,6 +157,9 @@ def train_config(
 def run_key(cfg: StudyConfig, name: str, section: dict[str, Any], seed: int, artifact: str) -> str:
     """What a run's result depends on: the settings that train it (not where runs go or how many run at once)."""
     settings = cfg.model_dump(mode="json", exclude={"out", "jobs", "dask", "dask_workers", "seeds", "samplers"})
+    section = json.loads(json.dumps(section))
+    if section.get("dots", {}).get("predictor"):  # the predictor by its folder's name, as the artifact: not by path
+        section["dots"]["predictor"] = Path(section["dots"]["predictor"]).name
     blob = json.dumps(
         {"study": settings, "name": name, "sampler": section, "seed": seed, "artifact": Path(artifact).name},
         sort_keys=True,

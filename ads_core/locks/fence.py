@@ -13,9 +13,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ads_core.common.progress import ProgressFactory, after_each_tick
 from ads_core.locks.place import store_at
 from ads_core.locks.store import LEASE_ENV, Generation, LockStore, describe
-from ads_core.stages.base import ProgressFactory, after_each_tick
 from ads_core.storage import fencing
 from ads_core.storage.fencing import LockLost
 

@@ -74,7 +74,7 @@ SMOLLM2 = "smollm2"  # SmolLM2-135M-Instruct from the `smollm2` extra (ads_core.
 BUILTIN_MODELS = (*TINY_PRESETS, SMOLLM2)  # every name `--model` takes besides `default`
 DEFAULT_MODEL = "default"  # the alias `--model default` resolves to the cached tiny model
 TINY_VERSION = "v2"
-# `progress(description, total, unit)` -> a context yielding advance(n) (ads_core.stages.base.ProgressFactory)
+# `progress(description, total, unit)` -> a context yielding advance(n) (ads_core.common.progress.ProgressFactory)
 Progress = Callable[..., AbstractContextManager[Callable[[int], None] | None]]
 
 

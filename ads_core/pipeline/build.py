@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ads_core.common.progress import ProgressFactory
 from ads_core.config.build import BuildConfig
 from ads_core.locks.manager import owning
 from ads_core.pipeline import lifecycle
@@ -25,7 +26,7 @@ from ads_core.pipeline.executor import execute
 from ads_core.pipeline.resolve import resolve
 from ads_core.pipeline.stage_keys import reusable, run_stage, stage_key
 from ads_core.pipeline.stages import context
-from ads_core.stages.base import SHARD_SLOT, ProgressFactory, Stage, StageContext
+from ads_core.stages.base import SHARD_SLOT, Stage, StageContext
 from ads_core.storage import manifest as mf
 
 

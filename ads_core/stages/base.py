@@ -14,49 +14,16 @@ workers, and into a staging folder.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from ads_core import storage
+from ads_core.common.progress import ProgressFactory, no_progress
 from ads_core.config.build import BuildConfig
 from ads_core.storage import manifest as mf
 
 SHARD_SLOT = "{shard}"  # filled in for sharded artifacts: shard-00001-of-00004
-
-
-class ProgressFactory(Protocol):
-    """`with progress("score shard 1/2", 500) as advance: advance(8)`: a bar, a UI artifact, or nothing.
-
-    `total` None is a count without an end; `unit` is what is counted (rows, steps)."""
-
-    def __call__(
-        self, description: str, total: int | None, unit: str = "rows"
-    ) -> AbstractContextManager[Callable[[int], None] | None]: ...
-
-
-def no_progress(_: str, __: int | None, unit: str = "rows") -> AbstractContextManager[None]:
-    return nullcontext()
-
-
-def after_each_tick(factory: ProgressFactory, make_hook: Callable[[], Callable[[], None]]) -> ProgressFactory:
-    """FACTORY's progress, with a hook called after every advance: a fresh `make_hook()` for each progress
-    context (a hook may keep state per bar). The one place that passes description, total and unit on."""
-
-    @contextmanager
-    def hooked(description: str, total: int | None, unit: str = "rows") -> Iterator[Callable[[int], None]]:
-        hook = make_hook()
-        with factory(description, total, unit) as advance:
-
-            def tick(n: int) -> None:
-                if advance:
-                    advance(n)
-                hook()
-
-            yield tick
-
-    return hooked
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 1. `study-prepare`: the task, the warmed-up policy, the held-out sets per family, the step-0 regime.
 2. `ads-build` (subflow): the real pipeline on the task (scored in float32); cached.
+   `study-predictor`: DOTS's predictor for that artifact when a `dots` sampler runs (reused when done).
 3. `train-<sampler>-seed<n>`: each run, `jobs` at a time in local one-thread worker processes, or spread over a
    Dask cluster (`dask`: local, or a scheduler address) as the build spreads its score shards, so that more
    machines run more seeds. Finished runs are reused: a killed study run again resumes where it was.
@@ -37,7 +38,8 @@ def ads_study(study_cfg: StudyConfig, sections: dict[str, dict[str, Any]]) -> di
 
     Args:
         study_cfg: `ads_core.config.study.StudyConfig`.
-        sections: the samplers by name, each as its `TrainConfig.sampler` section (seeds are set per run).
+        sections: the samplers by name, each as its `TrainConfig.sampler` section (seeds are set per run), with
+            an optional `trl` entry of `TrainConfig.trl` additions (DOTS+RR's `replay`).
     """
     prepare_process()
     cfg = study_cfg
@@ -50,6 +52,8 @@ def ads_study(study_cfg: StudyConfig, sections: dict[str, dict[str, Any]]) -> di
     artifact = built["final_uri"]
     pairs = [(name, seed) for seed in cfg.seeds for name in cfg.samplers]
     args = {name: sections[name] for name in cfg.samplers}
+    if any(section.get("kind") == "dots" for section in args.values()):
+        args = ts.with_predictor(cfg, args, artifact, prepared.policy)
 
     def params(name: str, seed: int) -> dict[str, Any]:
         return {

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 
-from ads_core.stages.base import ProgressFactory
+from ads_core.common.progress import ProgressFactory
 
 _progress_factory: ProgressFactory | None = None
 

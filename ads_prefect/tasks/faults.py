@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ads_core.stages.base import ProgressFactory, after_each_tick
+from ads_core.common.progress import ProgressFactory, after_each_tick
 
 FAULT_ENV = "ADS_TEST_FAIL_STAGE"  # test-only: comma-separated stage names that raise InjectedFault
 PAUSE_ENV = "ADS_TEST_PAUSE_STAGE"  # test-only: "stage[@progress]:marker-file[:seconds]": touch the file, then sleep

@@ -30,6 +30,14 @@ def prepare_study(cfg: StudyConfig) -> study.StudyPrepared:
     return prepared
 
 
+@task(name="study-predictor", cache_policy=NO_CACHE, retries=0)
+def with_predictor(
+    cfg: StudyConfig, sections: dict[str, dict[str, Any]], artifact: str, policy: str
+) -> dict[str, dict[str, Any]]:
+    """DOTS's predictor, trained once for the study's artifact (reused when done), set in every `dots` section."""
+    return study.with_predictor(cfg, sections, artifact, policy)
+
+
 @task(name="study-train", task_run_name="train-{name}-seed{seed}", cache_policy=NO_CACHE, retries=0)
 def train_study_run(
     cfg: StudyConfig, name: str, section: dict[str, Any], seed: int, artifact: str, policy: str, heldout: dict[str, str]

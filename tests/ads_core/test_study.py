@@ -107,3 +107,19 @@ def test_window_traces_are_read_from_steps_jsonl_and_drawn(tmp_path):
     lines = (tmp_path / "window_traces.csv").read_text().splitlines()
     assert lines[0] == "sampler,run,cluster,step,window_frac" and lines[1] == "ads,a0,0,1,0.0" and len(lines) == 7
     assert set(paths) == {"csv", "png"}
+
+
+def test_a_section_trl_entry_goes_to_the_trainer_and_the_predictor_is_keyed_by_name(tmp_path):
+    from ads_core.demo.study import run_key, train_config
+
+    cfg = StudyConfig(out=str(tmp_path))
+    section = {"kind": "dots", "dots": {"predictor": "/a/dots-predictor"}, "trl": {"replay": True}}
+    run = train_config(cfg, "dots+rr", section, 1000, "policy", {"heldout-max": "x.parquet"})
+    assert run.sampler.kind == "dots" and run.trl.replay is True and run.trl.temperature == cfg.temperature
+    plain = train_config(cfg, "dots", {"kind": "dots"}, 1000, "policy", {"heldout-max": "x.parquet"})
+    assert plain.trl.replay is False
+    moved = {**section, "dots": {"predictor": "/b/dots-predictor"}}
+    assert run_key(cfg, "dots+rr", section, 1000, "/x/train.parquet") == run_key(
+        cfg, "dots+rr", moved, 1000, "/y/train.parquet"
+    )
+    assert run_key(cfg, "dots+rr", section, 1000, "a") != run_key(cfg, "dots+rr", {"kind": "dots"}, 1000, "a")

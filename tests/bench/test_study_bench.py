@@ -1,6 +1,6 @@
 """`bench/study.py`'s options without running anything: the sizes, the sampler names from
-bench/grpo_curriculum.py's map, and DOTS skipped (with a line) until the study trains its predictor. The smoke run
-itself is tests/flows/test_study.py."""
+bench/grpo_curriculum.py's map (DOTS+RR's replay as its trl addition), unknown names skipped with a line. The
+smoke run itself is tests/flows/test_study.py."""
 
 from __future__ import annotations
 
@@ -33,15 +33,13 @@ def test_sizes_and_sampler_names():
     changed, notes = study.parse_args(["--seeds", "1,2", "--steps", "5", "--dask", "local"])
     assert changed.seeds == (1, 2) and changed.dask == "local"
     assert notes[:2] == ["seeds changed: not the declared study", "steps changed: not the declared study"]
-    assert study.named_samplers() == _load("grpo_curriculum").SAMPLERS  # one map for both benches
+    named, bench = study.named_samplers(), _load("grpo_curriculum")
+    assert named["dots+rr"] == {"kind": "dots", "trl": {"replay": True}}  # the replay rides with the sampler
+    assert {k: {n: v for n, v in s.items() if n != "trl"} for k, s in named.items()} == bench.SAMPLERS  # one map
 
 
-def test_dots_is_skipped_with_a_line_until_the_study_trains_its_predictor():
+def test_unknown_names_are_skipped_with_a_line_and_dots_runs():
     study = _load("study")
-    known = {"uniform": {"kind": "uniform"}, "dots": {"kind": "dots"}, "dots+rr": {"kind": "dots"}}
-    runnable, notes = study.available(("uniform", "dots", "dots+rr", "nope"), known)
-    assert runnable == ("uniform",) and len(notes) == 3
-    assert notes[0].startswith("dots: the study does not train DOTS's predictor yet")
-    assert notes[2].startswith("nope: not a sampler")
-    names, _ = study.available(("uniform", "ads", "dots", "dots+rr"), study.named_samplers())
-    assert names == ("uniform", "ads")  # grpo_curriculum's map has both DOTS names now: neither runs here yet
+    names, notes = study.available(("uniform", "ads", "dots", "dots+rr", "nope"), study.named_samplers())
+    assert names == ("uniform", "ads", "dots", "dots+rr")
+    assert len(notes) == 1 and notes[0].startswith("nope: not a sampler name")
