@@ -101,9 +101,9 @@ def main() -> None:
     else:
         source = args.source or (str(SHARED) if SHARED.is_file() else "math500")
         if source == "math500":
-            from ads_core.evals import sets as ev
+            from ads_core.evaluation.sets.catalog import resolve_sources
 
-            source = ev.resolve_sources(names=["math500"])["math500"]
+            source = resolve_sources(names=["math500"])["math500"]
     t0 = time.perf_counter()
     manifest = format_dataset(source, str(tmp / "out"))
     formatted = manifest.output_uri("train")
