@@ -1,5 +1,5 @@
-"""The eval sets formatted like the training set: the format conversion (`format.convert`, the same detection,
-prompt template and `sample_id` as the training rows) run on each packaged (or given) set.
+"""The eval sets formatted like the training set: the format conversion (`ads_core.ingest.convert`, the same
+detection, prompt template and `sample_id` as the training rows) run on each packaged (or given) set.
 
 It is not the build's format stage (nothing here runs a stage): training planning, `ads eval`, `ads eval-sets`, the
 demo and the report stage's decontamination check all call it. It sits beside the stages, not in
@@ -20,8 +20,8 @@ import pyarrow as pa
 from ads_core import storage
 from ads_core.config.build import FormatConfig
 from ads_core.evaluation.sets.catalog import EvalSet, eval_dir, eval_uri, resolve_sources, training_template
-from ads_core.stages.format.convert import format_dataset
-from ads_core.stages.format.schema import TEMPLATES
+from ads_core.ingest.convert import format_dataset
+from ads_core.ingest.schema import TEMPLATES
 
 
 def write_eval_sets(
