@@ -1,7 +1,7 @@
 """The conversion: any math dataset → verl's GRPO schema, with rejects that account for every row.
 
 The build's format stage (`ads_core.stages.format`), `ads format` and the eval sets
-(`ads_core.stages.eval_sets`: training planning, `ads eval`, the report stage) all convert with
+(`ads_core.evaluation.sets.writer`: training planning, `ads eval`, the report stage) all convert with
 `format_dataset` / `write_formatted`; nothing here knows about a build. The work is split by responsibility:
 `sources` (which files a SOURCE names), `readers` and `arrow` (files → raw rows), `detect` (which columns play
 which role), `rows` (one row → question, solution, answer, or a reject), `schema` (templates, the output and

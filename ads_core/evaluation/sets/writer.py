@@ -1,10 +1,9 @@
 """The eval sets formatted like the training set: the format conversion (`ads_core.ingest.convert`, the same
-detection, prompt template and `sample_id` as the training rows) run on each packaged (or given) set.
+detection, prompt template and `sample_id` as the training rows) run on each packaged (or given) set, written to
+`OUT/eval/<name>.parquet` with `OUT/eval/manifest.json`.
 
-It is not the build's format stage (nothing here runs a stage): training planning, `ads eval`, `ads eval-sets`, the
-demo and the report stage's decontamination check all call it. It sits beside the stages, not in
-`ads_core.evaluation.sets.catalog` (which imports no stage), so the report stage uses it without an import
-that runs back up.
+Training planning, `ads eval`, `ads eval-sets`, the demo and the report stage's decontamination check all call
+it. It imports the conversion, never a stage, so the stages that use it import down.
 """
 
 from __future__ import annotations
