@@ -42,8 +42,8 @@ def format_cmd(
     **options: Any,
 ) -> None:
     """Turn a math dataset into verl's GRPO schema (OUT/formatted/train.parquet + rejects + manifest)."""
+    from ads_core.ingest.convert import format_dataset
     from ads_core.pipeline.resolve import resolve
-    from ads_core.stages.format.convert import format_dataset
 
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
     cfg = resolve_config(BuildConfig, options, config_file, assignments).format

@@ -299,7 +299,7 @@ def eval_sets_cmd(
     from ads_core import storage
     from ads_core.evaluation.sets import catalog as ev
     from ads_core.evaluation.sets import decontam
-    from ads_core.stages.eval_sets import write_eval_sets
+    from ads_core.evaluation.sets.writer import write_eval_sets
 
     sources = {str(k): str(v) for k, v in parse_assignments(source, "--set").items()}
     wanted = [n.strip() for n in names.split(",") if n.strip()] if names else None

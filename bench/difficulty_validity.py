@@ -86,8 +86,8 @@ def main() -> None:
     from ads_core.common import defaults
     from ads_core.config.build import ScoreConfig
     from ads_core.config.eval import EvalConfig
+    from ads_core.ingest.convert import format_dataset
     from ads_core.models.tiny import model_fingerprint
-    from ads_core.stages.format.convert import format_dataset
     from ads_core.stages.report.topics import source_labels
     from ads_core.stages.report.validity import numeric_labels, spearman
     from ads_core.stages.score.pass_rate import pass_rates
@@ -101,9 +101,9 @@ def main() -> None:
     else:
         source = args.source or (str(SHARED) if SHARED.is_file() else "math500")
         if source == "math500":
-            from ads_core.evaluation.sets.catalog import resolve_sources
+            from ads_core.evals import sets as ev
 
-            source = resolve_sources(names=["math500"])["math500"]
+            source = ev.resolve_sources(names=["math500"])["math500"]
     t0 = time.perf_counter()
     manifest = format_dataset(source, str(tmp / "out"))
     formatted = manifest.output_uri("train")

@@ -3,7 +3,7 @@
     .venv/bin/python bench/embed_nll.py [--model DIR] [--rows 64] [--threads 2] [--token-budget N] [--smoke]
 
 Rows: the first `--rows` problems of each of MATH-500 and GSM8K (test) from ../shared/data (without that folder:
-the packaged MATH-500 and the bundled GSM8K sample), formatted with `ads_core.stages.format.convert.format_dataset`
+the packaged MATH-500 and the bundled GSM8K sample), formatted with `ads_core.ingest.convert.format_dataset`
 into a temp dir and tokenised once with `ads_core.stages.score.scorer.tokenize_row`, so both paths see exactly the
 same token ids. Model: the locally built "bench" preset (~47M params, Qwen2 style, cached under the ADS cache dir;
 nothing is downloaded) unless `--model` is given. fp32, CPU. `--smoke` (what the test suite runs): the tiny model,
@@ -85,7 +85,7 @@ def source_file(name: str) -> Path:
 def load_rows(rows_per_set: int, workdir: Path) -> list[dict]:
     from ads_core import storage
     from ads_core.config.build import FormatConfig
-    from ads_core.stages.format.convert import format_dataset
+    from ads_core.ingest.convert import format_dataset
 
     out: list[dict] = []
     for name in DATASETS:

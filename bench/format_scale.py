@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ads_core.config.build import FormatConfig
-from ads_core.stages.format.convert import format_dataset
+from ads_core.ingest.convert import format_dataset
 
 TARGET_BYTES = 2 * 1024**3
 NAMES = ("Natalia", "Weng", "Betty", "Julie", "James", "Albert", "Ken", "Alexis", "Tina", "Randy")

@@ -1,7 +1,7 @@
-"""Text helpers shared by the format stage, the reward and the eval sets (no stage code, no pyarrow).
+"""Text helpers shared by the format conversion, the reward and the eval sets (no stage code, no pyarrow).
 
-Kept apart so `reward.py` or `eval_sets.py` can normalise a question or read a `\\boxed{}` answer without
-importing the whole format stage.
+Kept apart so `reward.py` or the eval sets can normalise a question or read a `\\boxed{}` answer without
+importing the whole format conversion (`ads_core.ingest`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ a stage added here runs in both, and `force_from` offers it, with no other edit.
 from __future__ import annotations
 
 BUILD_STAGES: tuple[tuple[str, str], ...] = (
-    ("format", "ads_core.stages.format.stage:STAGE"),
+    ("format", "ads_core.stages.format:STAGE"),
     ("model", "ads_core.stages.model:STAGE"),
     ("score", "ads_core.stages.score.stage:SCORE"),
     ("merge", "ads_core.stages.score.stage:MERGE"),

@@ -123,8 +123,8 @@ def write_source(problems: list[Problem], path: Path) -> Path:
 def write_heldout(problems: list[Problem], folder: Path, name: str) -> Path:
     """The held-out problems as an eval set NAME under FOLDER (``ads eval-sets``' format stage, the training set's
     plain template); returns its Parquet file."""
-    from ads_core.stages.eval_sets import write_eval_sets
-    from ads_core.stages.format.schema import TEMPLATES
+    from ads_core.evaluation.sets.writer import write_eval_sets
+    from ads_core.ingest.schema import TEMPLATES
 
     source = write_source(problems, folder / "task" / f"{name}.jsonl")
     written = write_eval_sets(str(folder / name), sources={name: str(source)}, names=[], template=TEMPLATES["plain"])

@@ -7,8 +7,8 @@ The entry points live in ``ads_core.evaluation.api``:
 * ``evaluate_model(path, sets, cfg, out=...)``: a model folder (``ads eval``): loads it with the configured
   backend and writes ``completions.parquet``, ``summary.json`` and ``table.md``, resuming a killed run.
 
-``sets`` (``catalog``, ``problems``, ``choice``, ``templates``, ``decontam``) names and reads eval sets,
-``backends`` (``hf``, ``vllm_backend``) generate, ``runner`` grades with ``ads_core.grading`` and keeps the files,
-``metrics`` computes the numbers, ``report`` draws the table, ``policies`` finds the model a run, checkpoint or hub
-id names.
+``sets`` (``catalog``, ``problems``, ``choice``, ``templates``, ``decontam``, ``writer``) names, writes and reads
+eval sets, ``backends`` (``hf``, ``vllm_backend``) generate, ``runner`` grades with ``ads_core.grading`` and keeps
+the files, ``metrics`` computes the numbers, ``report`` draws the table, ``policies`` finds the model a run,
+checkpoint or hub id names.
 """

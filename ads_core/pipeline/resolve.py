@@ -45,7 +45,7 @@ def resolve_out(out: str | None, dataset: str) -> str:
 
 def resolve_name(source: str, dataset: str | None = None, configured: str | None = None) -> str:
     """The dataset name: given, configured (`format.name`) or derived from SOURCE; one plain path segment."""
-    from ads_core.stages.format.sources import dataset_name
+    from ads_core.ingest.sources import dataset_name
 
     return safe_name(dataset or configured or dataset_name(source))
 

@@ -17,8 +17,8 @@ import json
 import logging
 from typing import Any
 
+from ads_core.ingest import sources
 from ads_core.stages.base import SHARD_SLOT, Stage, StageContext
-from ads_core.stages.format import sources
 from ads_core.storage import manifest as mf
 
 log = logging.getLogger("ads.pipeline")

@@ -24,7 +24,7 @@ from ads_core import models, storage
 from ads_core.common.errors import render_options
 from ads_core.evaluation.sets import catalog as ev
 from ads_core.evaluation.sets import decontam
-from ads_core.stages.eval_sets import write_eval_sets
+from ads_core.evaluation.sets.writer import write_eval_sets
 from ads_core.train.artifact import ArtifactError, ArtifactInfo, validate_artifact
 from ads_core.train.artifact import parent as _parent
 from ads_core.train.options import TrainConfig, TrainSamplerConfig

@@ -80,8 +80,8 @@ def check_before_start(source: str | None, out: str | None, cfg: BuildConfig) ->
 
 def _looks_like_path(source: str) -> bool:
     """A URI, an absolute/relative path or a data file name; `owner/name` alone may be a hub id."""
-    from ads_core.stages.format.readers import looks_like_hub_id
-    from ads_core.stages.format.records import SUPPORTED_SUFFIXES
+    from ads_core.ingest.readers import looks_like_hub_id
+    from ads_core.ingest.records import SUPPORTED_SUFFIXES
 
     return not looks_like_hub_id(source) or source.lower().endswith(SUPPORTED_SUFFIXES)
 

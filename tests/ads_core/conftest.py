@@ -33,7 +33,7 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def formatted(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> str:
     """24 real MATH-500 rows and 24 real GSM8K rows, formatted (for the scorer tests)."""
-    from ads_core.stages.format.convert import format_dataset
+    from ads_core.ingest.convert import format_dataset
 
     out = tmp_path_factory.mktemp("fmt")
     src = out / "src"

@@ -21,13 +21,13 @@ import pytest
 from typer.testing import CliRunner
 
 from ads_cli.main import app
+from ads_core.ingest.convert import format_dataset
+from ads_core.ingest.sources import source_digest
 from ads_core.pipeline.build import BuildResult, StageEvent, build
 from ads_core.pipeline.resolve import resolve
 from ads_core.pipeline.stage_keys import stage_key
 from ads_core.pipeline.stages import context
-from ads_core.stages.format import stage as format_stage
-from ads_core.stages.format.convert import format_dataset
-from ads_core.stages.format.sources import source_digest
+from ads_core.stages import format as format_stage
 from ads_core.storage import manifest as mf
 
 

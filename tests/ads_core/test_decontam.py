@@ -13,7 +13,7 @@ import pytest
 from ads_core.common.text import normalize_question
 from ads_core.evaluation.sets import catalog as ev
 from ads_core.evaluation.sets import decontam
-from ads_core.stages.format.schema import TEMPLATES
+from ads_core.ingest.schema import TEMPLATES
 
 SETS = ("math500", "aime24", "amc23")
 

@@ -19,10 +19,10 @@ from ads_core.evaluation.sets import catalog as ev
 from ads_core.evaluation.sets.choice import choice_row, load_choice_problems
 from ads_core.evaluation.sets.problems import expand, load_problems, resolve_sets
 from ads_core.evaluation.sets.templates import choose_template, record_run_template, resolve_template
+from ads_core.evaluation.sets.writer import write_eval_sets
 from ads_core.grading import grade
 from ads_core.grading.choice import parse_truth, truth_text
-from ads_core.stages.eval_sets import write_eval_sets
-from ads_core.stages.format.schema import TEMPLATES
+from ads_core.ingest.schema import TEMPLATES
 
 PAPER_DATA = Path(__file__).parent / "data" / "eval_paper"  # GPQA's CSV and MMLU-Pro's columns, three rows each
 GPQA = PAPER_DATA / "gpqa_diamond" / "gpqa_diamond.csv"

@@ -19,9 +19,9 @@ from ads_core.common.text import normalize_question
 from ads_core.config.build import FormatConfig
 from ads_core.evaluation.sets import catalog as ev
 from ads_core.evaluation.sets import decontam
-from ads_core.stages.eval_sets import write_eval_sets
-from ads_core.stages.format.convert import format_dataset
-from ads_core.stages.format.schema import OUTPUT_SCHEMA, TEMPLATES
+from ads_core.evaluation.sets.writer import write_eval_sets
+from ads_core.ingest.convert import format_dataset
+from ads_core.ingest.schema import OUTPUT_SCHEMA, TEMPLATES
 from ads_core.train.reward import compute_score
 
 

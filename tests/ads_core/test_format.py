@@ -16,9 +16,9 @@ import pytest
 
 from ads_core import storage
 from ads_core.config.build import FormatConfig
-from ads_core.stages.format.convert import format_dataset
-from ads_core.stages.format.records import combine
-from ads_core.stages.format.sources import source_digest
+from ads_core.ingest.convert import format_dataset
+from ads_core.ingest.records import combine
+from ads_core.ingest.sources import source_digest
 
 # The ADS reference's prompt (ads_spec.md, prepare step): instruction line, blank line, question, blank line, <think>.
 REFERENCE_PROMPT = "Please reason step by step, and put your final answer within \\boxed{{}}.\n\n{}\n\n<think>"

@@ -26,8 +26,8 @@ from typer.testing import CliRunner
 from ads_cli.main import app
 from ads_core.common.errors import InputError
 from ads_core.config.build import FormatConfig
-from ads_core.stages.format.convert import format_dataset
-from ads_core.stages.format.sources import source_digest
+from ads_core.ingest.convert import format_dataset
+from ads_core.ingest.sources import source_digest
 
 HEADER = "question,answer"
 

@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 from ads_cli.main import app
 from ads_core.common.errors import InputError
 from ads_core.config.build import FormatConfig
-from ads_core.stages.format.convert import format_dataset
-from ads_core.stages.format.schema import REJECT_REASONS
+from ads_core.ingest.convert import format_dataset
+from ads_core.ingest.schema import REJECT_REASONS
 
 GOOD = {"question": "What is 2+2?", "answer": "4"}
 

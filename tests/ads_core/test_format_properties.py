@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from ads_core.common.errors import InputError
 from ads_core.config.build import FormatConfig
-from ads_core.stages.format.convert import format_dataset
-from ads_core.stages.format.evidence import SYNONYMS
+from ads_core.ingest.convert import format_dataset
+from ads_core.ingest.evidence import SYNONYMS
 
 NAMES = {role: sorted(SYNONYMS[role]) for role in ("question", "solution", "answer", "options")}
 ANSWERS = st.one_of(

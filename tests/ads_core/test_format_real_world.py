@@ -15,9 +15,9 @@ import pytest
 
 from ads_core.common.errors import InputError
 from ads_core.config.build import FormatConfig
-from ads_core.stages.format.convert import format_dataset
-from ads_core.stages.format.readers import loads_limited
-from ads_core.stages.format.sources import dataset_name
+from ads_core.ingest.convert import format_dataset
+from ads_core.ingest.readers import loads_limited
+from ads_core.ingest.sources import dataset_name
 
 Q = ["What is the sum of 17 and 25?", "Compute $3^4$.", "How many primes are below 20?", "Simplify 14/21."]
 A = ["42", "81", "8", "\\frac{2}{3}"]

@@ -190,7 +190,7 @@ def test_missing_values_and_real_answers_told_apart():
 
 def test_sets_and_artifacts_refuse_a_missing_value_when_checked(tmp_path: Path):
     from ads_core.evaluation.sets.problems import _read
-    from ads_core.stages.format.values import Reject, answer_text
+    from ads_core.ingest.values import Reject, answer_text
 
     with pytest.raises(Reject, match="holds a missing value \\('N/A'\\)"):
         answer_text("N/A", "answer", 100)

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from ads_core import storage
-from ads_core.stages.format import convert as format_module
+from ads_core.ingest import convert as format_module
 from ads_core.storage import manifest as mf
 
 

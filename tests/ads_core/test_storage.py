@@ -18,7 +18,7 @@ import pytest
 
 from ads_core import storage
 from ads_core.common.errors import InputError
-from ads_core.stages.format import sources
+from ads_core.ingest import sources
 from ads_core.storage import errors as storage_errors
 from ads_core.storage import manifest as mf
 

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from ads_core import storage
+from ads_core.ingest.sources import source_digest
 from ads_core.locks.manager import held_locks
-from ads_core.stages.format.sources import source_digest
 from ads_core.storage import manifest as mf
 
 EDIT = "Read the problem twice. "  # prefixed to every solution of build B

@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from ads_core.stages.format.convert import format_dataset
+from ads_core.ingest.convert import format_dataset
 from ads_prefect.runtime.progress import set_progress_factory
 
 

@@ -251,7 +251,7 @@ def test_plan_with_eval_sets_decontamination_and_remote_staging(
 ):
     import fsspec
 
-    from ads_core.stages.eval_sets import write_eval_sets
+    from ads_core.evaluation.sets.writer import write_eval_sets
 
     # an eval set that shares two questions with the training set
     train = pq.read_table(final_artifact)

@@ -6,10 +6,11 @@ AIME 2024, AIME 2025, AMC 2023. Kept by the user in an eval data folder (``--dat
 not shipped), GPQA-Diamond and MMLU-Pro (gated or large; their published layouts), each in a folder of its own
 (``EXTERNAL_SETS``). ``paper`` is the ADS paper's table: ``PAPER_SETS`` in its column order.
 
-``write_eval_sets(out)`` (``ads_core.stages.eval_sets``) formats sets with the format stage (same detection,
-prompt template and ``sample_id``) into ``OUT/eval/<name>.parquet``; ``data_source`` is the set's name, so verl
-reports ``val-core/<name>/acc/mean@n``. ``decontaminate(train, evals)`` (``ads_core.evaluation.sets.decontam``)
-finds training rows that match an eval question exactly or by 13-gram overlap.
+``write_eval_sets(out)`` (``ads_core.evaluation.sets.writer``) formats sets with the format conversion
+(``ads_core.ingest``: same detection, prompt template and ``sample_id``) into ``OUT/eval/<name>.parquet``;
+``data_source`` is the set's name, so verl reports ``val-core/<name>/acc/mean@n``. ``decontaminate(train, evals)``
+(``ads_core.evaluation.sets.decontam``) finds training rows that match an eval question exactly or by 13-gram
+overlap.
 """
 
 from __future__ import annotations

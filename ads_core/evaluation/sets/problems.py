@@ -1,7 +1,7 @@
 """Eval sets as problems: a named set (math500, aime24, aime25, amc23, minerva, ...), a file, or ``paper``.
 
-A name, or a raw file (JSONL, CSV, a question/answer Parquet...), is formatted by the format stage (the same
-detection, template and ``sample_id`` as the training data: ``ads_core.evaluation.sets.catalog``); a formatted
+A name, or a raw file (JSONL, CSV, a question/answer Parquet...), is formatted by the format conversion (the same
+detection, template and ``sample_id`` as the training data: ``ads_core.evaluation.sets.writer``); a formatted
 Parquet (``OUT/eval/<name>.parquet``, or a training artifact) is read as it is. With a template given, every
 single-message prompt is written again from its row's question with it, so a raw file and its formatted copy give
 the same prompts; without one (validation during training) a formatted file keeps its prompts and a raw file gets
@@ -26,8 +26,8 @@ from ads_core.evaluation.backends import Problem
 from ads_core.evaluation.sets import catalog as ev
 from ads_core.evaluation.sets import choice
 from ads_core.evaluation.sets.templates import DEFAULT_TEMPLATE
-from ads_core.stages.eval_sets import write_eval_sets
-from ads_core.stages.format.schema import TEMPLATES
+from ads_core.evaluation.sets.writer import write_eval_sets
+from ads_core.ingest.schema import TEMPLATES
 
 FORMATTED_COLUMNS = ("prompt", "reward_model")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ads_core import storage
 from ads_core.common.errors import InputError
-from ads_core.stages.format.schema import TEMPLATES
+from ads_core.ingest.schema import TEMPLATES
 
 DEFAULT_TEMPLATE = "ads_think"
 RUN_TEMPLATE_FILE = "template.json"

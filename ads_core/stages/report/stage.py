@@ -269,7 +269,7 @@ def write_decontamination(final_uri: str, uri: str) -> int:
     import tempfile
 
     from ads_core.evaluation.sets.decontam import decontaminate
-    from ads_core.stages.eval_sets import write_eval_sets
+    from ads_core.evaluation.sets.writer import write_eval_sets
 
     with tempfile.TemporaryDirectory(prefix="ads-decontam-") as tmp:
         sets = write_eval_sets(tmp)

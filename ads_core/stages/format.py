@@ -1,7 +1,7 @@
 """The build's format stage: SOURCE → `formatted` (OUT/formatted/train.parquet) and `rejects`
-(OUT/formatted/rejects.parquet), with the manifest beside them. The conversion itself is `convert` (shared with
-`ads format` and the eval sets); this module is what the build adds: the row minimum, the UI table, the fields
-a reused manifest must record, and the declaration (`STAGE`).
+(OUT/formatted/rejects.parquet), with the manifest beside them. The conversion itself is `ads_core.ingest.convert`
+(shared with `ads format` and the eval sets); this module is what the build adds: the row minimum, the UI table,
+the fields a reused manifest must record, and the declaration (`STAGE`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 from ads_core import storage
 from ads_core.common.errors import InputError
+from ads_core.ingest.convert import OUTPUTS, VERSION, format_config_record, write_formatted
 from ads_core.stages.base import Stage, StageContext, UIItem
-from ads_core.stages.format.convert import OUTPUTS, VERSION, format_config_record, write_formatted
 from ads_core.storage import manifest as mf
 
 MIN_ROWS = 2  # K-Means needs at least two rows

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ads_core.common.errors import InputError
-from ads_core.stages.format.records import RawRow, ReadLedger
+from ads_core.ingest.records import RawRow, ReadLedger
 
 _READ_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, EOFError)
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 from ads_core import storage
 from ads_core.common.errors import InputError
-from ads_core.stages.format.readers import iter_file_batches, iter_hub_batches, looks_like_hub_id
-from ads_core.stages.format.records import (
+from ads_core.ingest.readers import iter_file_batches, iter_hub_batches, looks_like_hub_id
+from ads_core.ingest.records import (
     SUPPORTED_SUFFIXES,
     RawRow,
     ReadLedger,

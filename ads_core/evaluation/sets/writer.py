@@ -1,10 +1,9 @@
-"""The eval sets formatted like the training set: the format conversion (`format.convert`, the same detection,
-prompt template and `sample_id` as the training rows) run on each packaged (or given) set.
+"""The eval sets formatted like the training set: the format conversion (`ads_core.ingest.convert`, the same
+detection, prompt template and `sample_id` as the training rows) run on each packaged (or given) set, written to
+`OUT/eval/<name>.parquet` with `OUT/eval/manifest.json`.
 
-It is not the build's format stage (nothing here runs a stage): training planning, `ads eval`, `ads eval-sets`, the
-demo and the report stage's decontamination check all call it. It sits beside the stages, not in
-`ads_core.evaluation.sets.catalog` (which imports no stage), so the report stage uses it without an import
-that runs back up.
+Training planning, `ads eval`, `ads eval-sets`, the demo and the report stage's decontamination check all call
+it. It imports the conversion, never a stage, so the stages that use it import down.
 """
 
 from __future__ import annotations
@@ -20,8 +19,8 @@ import pyarrow as pa
 from ads_core import storage
 from ads_core.config.build import FormatConfig
 from ads_core.evaluation.sets.catalog import EvalSet, eval_dir, eval_uri, resolve_sources, training_template
-from ads_core.stages.format.convert import format_dataset
-from ads_core.stages.format.schema import TEMPLATES
+from ads_core.ingest.convert import format_dataset
+from ads_core.ingest.schema import TEMPLATES
 
 
 def write_eval_sets(

@@ -15,7 +15,7 @@ from typing import Any
 
 from ads_core.common.answers import encode_alternatives, is_missing_answer, strip_math_delimiters
 from ads_core.common.text import has_surrogates, last_boxed
-from ads_core.stages.format.readers import loads_limited
+from ads_core.ingest.readers import loads_limited
 
 _OPTION_PREFIX = re.compile(r"^\s*\(?([A-Ja-j])\s*[).:]\s*(.*)$", re.DOTALL)
 _INLINE_OPTIONS = re.compile(r"(?:^|\s)\(?([A-J])\s*[).:]\s*")

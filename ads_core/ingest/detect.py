@@ -10,7 +10,7 @@ Layouts (column names in any capitalisation, see `format_evidence.SYNONYMS`):
 - `verl`:      rows already in verl schema (prompt messages + reward_model), passed through
 
 Errors name the option to set by its config field (`set question_col`); see `InputError.render`.
-`FileLayouts` keeps one detected layout per file of a source, for the format stage.
+`FileLayouts` keeps one detected layout per file of a source, for the conversion.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from ads_core import storage
 from ads_core.common.errors import InputError
 from ads_core.common.text import is_messages
 from ads_core.config.build import FormatConfig
-from ads_core.stages.format.evidence import MARGIN, MARKER, ColumnStats, column_stats, letter_option_columns, rank
-from ads_core.stages.format.records import RawRow
-from ads_core.stages.format.sources import folder_of
+from ads_core.ingest.evidence import MARGIN, MARKER, ColumnStats, column_stats, letter_option_columns, rank
+from ads_core.ingest.records import RawRow
+from ads_core.ingest.sources import folder_of
 
 DATA_SOURCE_COLUMN = "data_source"
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from ads_core.common.text import clean_instruction, has_surrogates, is_messages, last_boxed, message_text
 from ads_core.config.build import FormatConfig
-from ads_core.stages.format.detect import Layout
-from ads_core.stages.format.evidence import MARKER, column_stats
-from ads_core.stages.format.values import (
+from ads_core.ingest.detect import Layout
+from ads_core.ingest.evidence import MARKER, column_stats
+from ads_core.ingest.values import (
     Reject,
     answer_text,
     check_text,

@@ -1,4 +1,4 @@
-"""The format stage's fixed shapes: prompt templates, reject reasons, and the output and rejects schemas.
+"""The conversion's fixed shapes: prompt templates, reject reasons, and the output and rejects schemas.
 
 verl's GRPO reader expects exactly OUTPUT_SCHEMA's top-level columns; extra_info carries provenance.
 """

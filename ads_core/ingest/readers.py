@@ -2,7 +2,7 @@
 
 Each reader yields batches of `RawRow`s so a 1M-row file never sits in Python objects at once.
 A row that cannot even be parsed (bad JSON, non-UTF-8 bytes, not an object) is yielded with a
-`reject` reason instead of data, so the format stage can account for it: nothing is lost.
+`reject` reason instead of data, so the conversion can account for it: nothing is lost.
 Unusable *files* (missing, corrupt, empty, unknown type) raise `InputError`.
 
 Every text format accepts `\\n`, `\\r\\n` and a lone `\\r` as line ends, and a leading UTF-8 BOM.
@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 from ads_core.common.errors import InputError
-from ads_core.stages.format.csv_rows import iter_csv
-from ads_core.stages.format.records import RawRow, ReadLedger
+from ads_core.ingest.csv_rows import iter_csv
+from ads_core.ingest.records import RawRow, ReadLedger
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")  # what errors="surrogateescape" makes of an undecodable byte
@@ -50,7 +50,7 @@ def iter_file_batches(
     elif base.endswith(".csv"):
         yield from _guard_gzip(uri, gz, _iter_csv(uri, batch_rows, ledger, gz, max_record_lines))
     elif base.endswith((".parquet", ".arrow")):
-        from ads_core.stages.format import arrow as format_arrow
+        from ads_core.ingest import arrow as format_arrow
 
         yield from format_arrow.iter_columnar_batches(uri, batch_rows, ledger)
     else:  # pragma: no cover - list_source_files filters suffixes

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import IO
 
 from ads_core.common.errors import InputError
-from ads_core.stages.format.records import RawRow
+from ads_core.ingest.records import RawRow
 
 
 class _TooManyLines(Exception):

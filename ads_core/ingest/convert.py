@@ -1,6 +1,7 @@
 """The conversion: any math dataset → verl's GRPO schema, with rejects that account for every row.
 
-The build's format stage (`stage`), `ads format` and the eval sets (`ads_core.stages.eval_sets`) all convert with
+The build's format stage (`ads_core.stages.format`), `ads format` and the eval sets
+(`ads_core.evaluation.sets.writer`: training planning, `ads eval`, the report stage) all convert with
 `format_dataset` / `write_formatted`; nothing here knows about a build. The work is split by responsibility:
 `sources` (which files a SOURCE names), `readers` and `arrow` (files → raw rows), `detect` (which columns play
 which role), `rows` (one row → question, solution, answer, or a reject), `schema` (templates, the output and
@@ -26,14 +27,14 @@ from ads_core.common import text
 from ads_core.common.errors import InputError
 from ads_core.common.text import sample_id_of
 from ads_core.config.build import FormatConfig
-from ads_core.stages.format import readers, records
-from ads_core.stages.format import sources as format_sources
-from ads_core.stages.format.detect import FileLayouts, Layout
-from ads_core.stages.format.records import RawRow, SourceChanged
-from ads_core.stages.format.rows import Converted, convert_row
-from ads_core.stages.format.schema import OUTPUT_SCHEMA, REJECTS_SCHEMA, template_string
-from ads_core.stages.format.sources import dataset_name
-from ads_core.stages.format.values import Reject
+from ads_core.ingest import readers, records
+from ads_core.ingest import sources as format_sources
+from ads_core.ingest.detect import FileLayouts, Layout
+from ads_core.ingest.records import RawRow, SourceChanged
+from ads_core.ingest.rows import Converted, convert_row
+from ads_core.ingest.schema import OUTPUT_SCHEMA, REJECTS_SCHEMA, template_string
+from ads_core.ingest.sources import dataset_name
+from ads_core.ingest.values import Reject
 from ads_core.storage import manifest as mf
 
 log = logging.getLogger("ads.format")
