@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ads_core.config.study import StudyConfig
+from ads_core.config.study import REPORTED_SEEDS, StudyConfig
 
 HERE = Path(__file__).resolve().parent
 
@@ -68,6 +68,20 @@ def available(names: tuple[str, ...], known: dict[str, Any]) -> tuple[tuple[str,
     return tuple(runnable), notes
 
 
+def seeds_of(text: str) -> tuple[int, ...]:
+    """'1000,1001' or '1000-1026' -> the seeds."""
+    if "-" in text.strip("-") and "," not in text:
+        first, last = (int(x) for x in text.split("-"))
+        return tuple(range(first, last + 1))
+    return tuple(int(s) for s in text.split(","))
+
+
+def power_rule_seeds(seeds: tuple[int, ...]) -> bool:
+    """The declared seeds at another N: 1000, 1001, ... with N >= 16 (docs/study.md's Power rule)."""
+    first = REPORTED_SEEDS[0]
+    return len(seeds) >= len(REPORTED_SEEDS) and seeds == tuple(range(first, first + len(seeds)))
+
+
 def parse_args(argv: list[str] | None = None) -> tuple[StudyConfig, list[str]]:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
@@ -82,7 +96,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[StudyConfig, list[str]]:
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time without Dask (default 2)")
     parser.add_argument("--dask", default=None, help="local, or a Dask scheduler address: spread the runs over it")
     parser.add_argument("--dask-workers", type=int, default=None, help="workers of a local Dask cluster")
-    parser.add_argument("--seeds", default=None, help="comma-separated seeds (not the declared study)")
+    parser.add_argument(
+        "--seeds",
+        default=None,
+        help="comma-separated seeds, or FIRST-LAST; 1000-(1000+N-1) with N >= 16 is the declared study at the "
+        "pilot's power rule's N (docs/study.md), any other set is not",
+    )
     parser.add_argument("--samplers", default=None, help="comma-separated sampler names (uniform is added)")
     parser.add_argument("--steps", type=int, default=None, help="steps per run (not the declared study)")
     args = parser.parse_args(argv)
@@ -95,8 +114,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[StudyConfig, list[str]]:
     changes: dict[str, Any] = {"jobs": max(1, args.jobs), "dask": args.dask, "dask_workers": args.dask_workers}
     notes = []
     if args.seeds:
-        changes["seeds"] = tuple(int(s) for s in args.seeds.split(","))
-        notes.append("seeds changed: not the declared study")
+        changes["seeds"] = seeds_of(args.seeds)
+        if not power_rule_seeds(changes["seeds"]):
+            notes.append("seeds changed: not the declared study")
     if args.steps:
         changes["steps"] = args.steps
         notes.append("steps changed: not the declared study")

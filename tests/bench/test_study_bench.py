@@ -33,6 +33,9 @@ def test_sizes_and_sampler_names():
     changed, notes = study.parse_args(["--seeds", "1,2", "--steps", "5", "--dask", "local"])
     assert changed.seeds == (1, 2) and changed.dask == "local"
     assert notes[:2] == ["seeds changed: not the declared study", "steps changed: not the declared study"]
+    powered, notes = study.parse_args(["--seeds", "1000-1026"])  # N from the pilot's power rule: still declared
+    assert powered.seeds == tuple(range(1000, 1027)) and notes == []
+    assert study.parse_args(["--seeds", "1000-1010"])[1] == ["seeds changed: not the declared study"]  # N < 16
     named, bench = study.named_samplers(), _load("grpo_curriculum")
     assert named["dots+rr"] == {"kind": "dots", "trl": {"replay": True}}  # the replay rides with the sampler
     assert {k: {n: v for n, v in s.items() if n != "trl"} for k, s in named.items()} == bench.SAMPLERS  # one map
