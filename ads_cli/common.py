@@ -77,6 +77,19 @@ class OneLineErrors(typer.core.TyperGroup):
             raise fail(line) from None
 
 
+def bar_columns(*extra: TextColumn) -> tuple[Any, ...]:
+    """A bar's columns: description, bar, done/total, elapsed, ETA (then EXTRA): every bar of the CLI looks alike."""
+    return (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        *extra,
+    )
+
+
 @contextmanager
 def progress_bar(description: str, total: int | None = None, unit: str = "rows") -> Iterator[Callable[[int], None]]:
     """A bar with done/total and an ETA when the total is known; otherwise a spinner with a running count.
@@ -84,14 +97,7 @@ def progress_bar(description: str, total: int | None = None, unit: str = "rows")
     Rich's ETA is measured from the first update on (the time before it, loading a model, is not in the rate)
     and shows only once two updates give a rate."""
     if total is not None:
-        columns = (
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("eta"),
-            TimeRemainingColumn(),
-        )
+        columns = bar_columns()
     else:
         columns = (
             SpinnerColumn(finished_text="[green]✓[/]"),

@@ -8,10 +8,10 @@ from typing import Any
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import Progress, TextColumn
 from rich.table import Table
 
-from ads_cli.common import console, fail
+from ads_cli.common import bar_columns, console, fail
 from ads_core.common import progress as progress_lines
 from ads_core.common.errors import InputError, render_options
 
@@ -55,15 +55,7 @@ def train_with_progress(plan: Any, trun: Any, spell_flag: Callable[[str], str]) 
         f"training with {escape(plan.trainer)} ({escape(plan.trainer_reason)}): {escape(plan.part.launch_line())}",
         highlight=False,
     )
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        TextColumn("{task.fields[last]}"),
-    )
+    columns = bar_columns(TextColumn("{task.fields[last]}"))
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("GRPO steps", total=plan.config.steps, last="")
 
