@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from ads_core.common.errors import InputError
 from ads_core.sampler.dots import predictor as dp
 from ads_core.sampler.dots.options import DotsSamplerConfig
 from ads_core.sampler.dots.sampler import DotsSampler
@@ -80,8 +81,10 @@ def test_the_sampler_runs_a_round_every_mu_steps_on_reference_rollouts_and_resto
     assert set(m) >= {"dots/effective_share", "dots/reference_seconds", "dots/new_round"}
     b_rows = [b.next_batch().tolist() for _ in range(2)]  # b continues from step 3 exactly as a did
     assert b_rows == seen[3:5]
-    with pytest.raises(ValueError, match="dots-train"):
+    # regression: a missing predictor is an option to set, not "the sampler rejects the cluster columns"
+    with pytest.raises(InputError, match="dots-train") as missing:
         DotsSampler(np.zeros(n, dtype=np.int64), np.arange(n), DotsSamplerConfig())
+    assert missing.value.options == ("sampler.dots.predictor",) and not isinstance(missing.value, ValueError)
 
 
 def _group(row: int, rewards: list[float], width: int = 3) -> Group:

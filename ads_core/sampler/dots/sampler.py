@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ads_core.common.errors import InputError
 from ads_core.sampler.base import BaseSampler, as_sampler_columns, check
 from ads_core.sampler.dots.options import DotsSamplerConfig
 from ads_core.sampler.dots.selection import select_round
@@ -54,7 +55,11 @@ class DotsSampler(BaseSampler):
 
             loaded = load(cfg.predictor)
             predictor, embeddings = loaded.model, loaded.embeddings
-        check(predictor is not None, "kind dots needs sampler.dots.predictor: train one with `ads dots-train ART`")
+        if predictor is None:  # an option to set, not something wrong with the artifact's columns
+            raise InputError(
+                "the dots sampler needs sampler.dots.predictor: train one with `ads dots-train ART`",
+                options=("sampler.dots.predictor",),
+            )
         emb = np.asarray(embeddings, dtype=np.float32)
         check(
             emb.ndim == 2 and len(emb) == self.n_rows,
