@@ -123,24 +123,33 @@ def sampler_section(cfg: DemoConfig, sampler: str, seed: int) -> dict[str, Any]:
 
 def train_config(cfg: DemoConfig, sampler: str, seed: int, policy: str, heldout: str) -> TrainConfig:
     """One run, as ``ads train --trainer trl --eval-set HELDOUT --eval-steps N --eval-limit 0 --eval-k K``."""
-    steps = cfg.steps
+    run_dir = DemoPaths.of(cfg).run(sampler, seed)
+    return validated_run(cfg, str(run_dir), [heldout], sampler_section(cfg, sampler, seed), seed, policy)
+
+
+def validated_run(
+    cfg: Any, run_dir: str, eval_sets: list[str], sampler: dict[str, Any], seed: int, policy: str, **trl: Any
+) -> TrainConfig:
+    """A GRPO run of the demo or the study (CFG: a `DemoConfig` or a `StudyConfig`, which share these settings):
+    TRL from POLICY, validated on EVAL_SETS every `eval_every` steps, one checkpoint at the end; TRL adds TRL."""
     return TrainConfig(
         trainer="trl",
         model=policy,
-        steps=steps,
-        run_dir=str(DemoPaths.of(cfg).run(sampler, seed)),
-        eval_sets=[heldout],
+        steps=cfg.steps,
+        run_dir=run_dir,
+        eval_sets=eval_sets,
         validation={"steps": cfg.eval_every, "limit": 0, "k": cfg.eval_k},
         decontaminate="off",
-        sampler=sampler_section(cfg, sampler, seed),
+        sampler=sampler,
         trl={
             "num_generations": cfg.num_generations,
             "max_completion_length": cfg.max_completion_length,
             "learning_rate": cfg.learning_rate,
             "temperature": cfg.temperature,
             "seed": seed,
-            "save_steps": steps,
+            "save_steps": cfg.steps,
             "keep_checkpoints": 1,
+            **trl,
         },
     )
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from ads_core.config.build import BuildConfig
 from ads_core.config.study import StudyConfig
-from ads_core.demo.runs import DATASET, fixed_threads
+from ads_core.demo.runs import DATASET, fixed_threads, validated_run
 from ads_core.train.options import TrainConfig
 
 RUN_MARKER = "study_run.json"
@@ -132,26 +132,9 @@ def train_config(
     cfg: StudyConfig, name: str, section: dict[str, Any], seed: int, policy: str, heldout: dict[str, str]
 ) -> TrainConfig:
     """One run, as ``ads train --trainer trl --eval-set ... --eval-steps N --eval-limit 0 --eval-k K``."""
-    return TrainConfig(
-        trainer="trl",
-        model=policy,
-        steps=cfg.steps,
-        run_dir=str(run_dir(cfg, name, seed)),
-        eval_sets=list(heldout.values()),
-        validation={"steps": cfg.eval_every, "limit": 0, "k": cfg.eval_k},
-        decontaminate="off",
-        sampler=with_seed({k: v for k, v in section.items() if k != TRAINER_EXTRA}, seed),
-        trl={
-            "num_generations": cfg.num_generations,
-            "max_completion_length": cfg.max_completion_length,
-            "learning_rate": cfg.learning_rate,
-            "temperature": cfg.temperature,
-            "seed": seed,
-            "save_steps": cfg.steps,
-            "keep_checkpoints": 1,
-            **section.get(TRAINER_EXTRA, {}),
-        },
-    )
+    sampler = with_seed({k: v for k, v in section.items() if k != TRAINER_EXTRA}, seed)
+    folder = str(run_dir(cfg, name, seed))
+    return validated_run(cfg, folder, list(heldout.values()), sampler, seed, policy, **section.get(TRAINER_EXTRA, {}))
 
 
 def run_key(cfg: StudyConfig, name: str, section: dict[str, Any], seed: int, artifact: str) -> str:
