@@ -1,11 +1,11 @@
 """`ads demo`'s settings: the synthetic task, the warmed-up policy, and the two GRPO runs per seed (ADS, uniform).
 
 The defaults are sized for about 6 minutes on 2 CPU cores (docs/benchmarks.md); `smoke` shrinks everything so that
-the whole chain runs in seconds (tests). The study (docs/study.md) runs the same generator with two more families
-(range, product), a warm-up boxed 70% of the time and rollouts at temperature 0.6; the demo becomes the study in
-small once the study's pilot shows that GRPO learns at those settings: at the demo's size they made held-out
-accuracy fall for both samplers (docs/study.md, amendment 1). `bench/grpo_curriculum.py` uses the same task and
-policy sections at larger sizes.
+the whole chain runs in seconds (tests). The task is the study's (docs/study.md) in small: the same five families
+(range and product added; product is beyond the tiny policy), a warm-up boxed 30% of the time and rollouts at
+temperature 1.0, the settings the study's pilot 3 found GRPO learning at (amendments 2 and 3), with 12 training
+and 15 held-out problems per (family, level). `bench/grpo_curriculum.py` uses the same task and policy sections at
+larger sizes (three families).
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ class DemoConfig(Section):
     smoke: bool = Field(
         False, description="Tiny sizes, 1 seed, 4 steps: checks that everything runs, measures nothing."
     )
-    temperature: float = tuning(default=1.0, gt=0, description="Rollout temperature (the study's is 0.6).")
-    task: DemoTaskConfig = DemoTaskConfig()
+    temperature: float = tuning(default=1.0, gt=0, description="Rollout temperature (the study's, amendment 2).")
+    task: DemoTaskConfig = DemoTaskConfig(families=STUDY_FAMILIES, train_per_cell=12, test_per_cell=15)
     policy: DemoPolicyConfig = DemoPolicyConfig()
 
     def effective(self) -> DemoConfig:
