@@ -85,11 +85,12 @@ class ScoreConfig(Section):
         "locally), `bench`, `smollm2` (SmolLM2-135M-Instruct; the `smollm2` extra).",
     )
     difficulty: Literal["nll_mean", "nll_sum", "nll_answer"] = Field(
-        "nll_mean",
-        description="The difficulty measure: nll_mean, the token-mean NLL of the reference solution (the seed's); "
-        "nll_sum, its sum over the solution's tokens; nll_answer, the token-mean NLL of the final answer given the "
-        "question alone (a second, short pass). The report compares it with the source's own labels "
-        "(docs/benchmarks.md, difficulty validity).",
+        "nll_sum",
+        description="The difficulty measure: nll_sum (default), the NLL of the reference solution summed over its "
+        "tokens; nll_mean, its token mean (the ADS seed's measure, which ran against MATH's level with SmolLM2: "
+        "Spearman -0.135, nll_sum +0.520); nll_answer, the token-mean NLL of the final answer given the question "
+        "alone (a second, short pass). The report compares it with the source's own labels (docs/benchmarks.md, "
+        "difficulty validity).",
     )
     text_mode: Literal["question_plus_solution", "question_only"] = Field(
         "question_plus_solution", description="Embed question+solution, or the question only."

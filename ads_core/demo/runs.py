@@ -104,11 +104,11 @@ def fixed_threads() -> Iterator[None]:
 
 
 def build_config(cfg: DemoConfig, policy: str) -> BuildConfig:
-    """The build of the task: scored by the warmed-up policy (difficulty = its NLL of the reference answer) in
-    float32, never a dtype chosen by timing this machine."""
+    """The build of the task: scored by the warmed-up policy in float32 (never a dtype chosen by timing this
+    machine), difficulty the seed's token-mean NLL of the reference answer (ADS as published, as the study ran it)."""
     return BuildConfig(
         format={"name": DATASET, "template": "plain"},
-        score={"model": policy, "dtype": "float32"},
+        score={"model": policy, "dtype": "float32", "difficulty": "nll_mean"},
         cluster={"num_clusters": cfg.clusters},
         report={"decontaminate": False, "map_iterations": 250},
     )

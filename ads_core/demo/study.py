@@ -90,7 +90,7 @@ def build_config(cfg: StudyConfig, policy: str) -> BuildConfig:
     """The build of the task, scored by the warmed-up policy in float32 (difficulty = its NLL of the answer)."""
     return BuildConfig(
         format={"name": DATASET, "template": "plain"},
-        score={"model": policy, "dtype": "float32"},
+        score={"model": policy, "dtype": "float32", "difficulty": "nll_mean"},  # ADS as published
         cluster={"num_clusters": cfg.clusters},
         report={"decontaminate": False, "map_iterations": 250},
     )

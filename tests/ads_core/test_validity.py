@@ -51,3 +51,17 @@ def test_section_rows_and_markdown():
     text = validity.markdown(section, "nll_mean")
     assert "| nll_mean | level | +1.000 |" in text and "| nll_sum | level | -1.000 |" in text
     assert validity.validity({"nll_mean": measures["nll_mean"]}, {}, None) is None  # nothing to compare with
+
+
+def test_either_nll_gives_the_other_so_the_report_compares_both():
+    from ads_core.config.build import ScoreConfig
+
+    assert ScoreConfig().difficulty == "nll_sum"  # the default follows docs/benchmarks.md's validity table
+    summed = pl.DataFrame({"difficulty": [6.0, 2.0, 0.0], "n_target_tokens": [3, 4, 0]})
+    got = validity.measure_columns(summed, "nll_sum")
+    assert list(got) == ["nll_mean", "nll_sum"]
+    np.testing.assert_array_equal(got["nll_mean"][:2], [2.0, 0.5])
+    assert math.isnan(got["nll_mean"][2])  # no target tokens: no mean, never a division warning
+    mean = pl.DataFrame({"difficulty": [2.0, 0.5], "n_target_tokens": [3, 4]})
+    assert validity.measure_columns(mean, "nll_mean")["nll_sum"].tolist() == [6.0, 2.0]
+    assert list(validity.measure_columns(mean, "nll_answer")) == ["nll_answer"]

@@ -9,8 +9,8 @@ are compared with a categorical label (`subject`) by NMI (topics.py). Numbers ar
 Measures (`MEASURES`): `nll_mean`, the seed's token-mean NLL of the reference solution; `nll_sum`, its sum over
 the solution's tokens (longer solutions weigh more); `nll_answer`, the token-mean NLL of the final answer given
 the question alone; `pass_rate`, the policy's share of correct rollouts (higher is easier). The build scores one
-of them (score.difficulty) and reports that one, plus `nll_sum` when it scored `nll_mean` (the sum is the mean
-times the token count the scores keep).
+of them (score.difficulty) and reports that one, plus the other of `nll_sum` and `nll_mean` when it scored one
+of them (the sum is the mean times the token count the scores keep).
 """
 
 from __future__ import annotations
@@ -70,11 +70,17 @@ def spearman(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -
 
 
 def measure_columns(final: pl.DataFrame, scored: str) -> dict[str, np.ndarray]:
-    """The measures a build has: the one it scored (the `difficulty` column) and, from the token-mean NLL, the sum."""
+    """The measures a build has: the one it scored (the `difficulty` column) and the other of the token-mean and
+    summed NLL, derived from it."""
     out = {scored: final["difficulty"].to_numpy().astype(np.float64)}
-    if scored == "nll_mean" and "n_target_tokens" in final.columns:
-        out["nll_sum"] = out["nll_mean"] * final["n_target_tokens"].to_numpy().astype(np.float64)
-    return out
+    if scored in ("nll_mean", "nll_sum") and "n_target_tokens" in final.columns:
+        tokens = final["n_target_tokens"].to_numpy().astype(np.float64)
+        if scored == "nll_mean":
+            out["nll_sum"] = out["nll_mean"] * tokens
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out["nll_mean"] = np.where(tokens > 0, out["nll_sum"] / tokens, np.nan)
+    return {name: out[name] for name in MEASURES if name in out}  # the seed's measure first, as MEASURES lists
 
 
 def validity(
