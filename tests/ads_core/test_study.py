@@ -123,3 +123,31 @@ def test_a_section_trl_entry_goes_to_the_trainer_and_the_predictor_is_keyed_by_n
         cfg, "dots+rr", moved, 1000, "/y/train.parquet"
     )
     assert run_key(cfg, "dots+rr", section, 1000, "a") != run_key(cfg, "dots+rr", {"kind": "dots"}, 1000, "a")
+
+
+def test_with_predictor_trains_once_and_sets_it_only_where_a_dots_section_has_none(tmp_path, monkeypatch):
+    import ads_core.demo.predictor as predictor
+    from ads_core.demo.study import with_predictor
+
+    calls = []
+
+    def fake_prepare(out, task, policy, artifact, embed, g, tokens, temperature, log=print):
+        calls.append((artifact, embed, g, tokens, temperature))
+        return out / predictor.PREDICTOR_DIR
+
+    monkeypatch.setattr(predictor, "prepare_predictor", fake_prepare)
+    cfg = StudyConfig(out=str(tmp_path))
+    sections = {
+        "uniform": {"kind": "uniform"},
+        "dots": {"kind": "dots"},
+        "dots+rr": {"kind": "dots", "trl": {"replay": True}},
+        "given": {"kind": "dots", "dots": {"predictor": "/mine"}},
+    }
+    out = with_predictor(cfg, sections, "art.parquet", "policy")
+    folder = str((tmp_path / "dots-predictor").resolve())
+    assert calls == [("art.parquet", "policy", 8, 12, cfg.temperature)]  # once, with the study's G and temperature
+    assert out["dots"]["dots"]["predictor"] == folder and out["dots+rr"]["dots"]["predictor"] == folder
+    assert out["dots+rr"]["trl"] == {"replay": True} and out["given"]["dots"]["predictor"] == "/mine"
+    assert out["uniform"] == {"kind": "uniform"} and sections["dots"] == {"kind": "dots"}  # the input is not changed
+    assert with_predictor(cfg, {"uniform": {"kind": "uniform"}}, "a", "p") == {"uniform": {"kind": "uniform"}}
+    assert len(calls) == 1  # no dots section: no predictor trained
