@@ -106,15 +106,15 @@ def rollout_success(
 ) -> np.ndarray:
     """Mean correctness of NUM_GENERATIONS sampled completions of each prompt (chat messages) by MODEL_PATH."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from ads_core.grading import grade
+    from ads_core.models.loading import load_causal_lm
 
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    loaded = load_causal_lm(model_path, device="cpu", dtype="float32")  # the one policy loader; no timed dtype
+    model, tokenizer = loaded.model, loaded.tokenizer
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_path).eval()
     texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
     success = np.zeros(len(texts))
     torch.manual_seed(seed)
