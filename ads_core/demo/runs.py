@@ -131,7 +131,8 @@ def validated_run(
     cfg: Any, run_dir: str, eval_sets: list[str], sampler: dict[str, Any], seed: int, policy: str, **trl: Any
 ) -> TrainConfig:
     """A GRPO run of the demo or the study (CFG: a `DemoConfig` or a `StudyConfig`, which share these settings):
-    TRL from POLICY, validated on EVAL_SETS every `eval_every` steps, one checkpoint at the end; TRL adds TRL."""
+    TRL from POLICY, validated on EVAL_SETS every `eval_every` steps, one checkpoint at the end; the keyword
+    arguments are added to `TrainConfig.trl` (DOTS+RR's `replay`)."""
     return TrainConfig(
         trainer="trl",
         model=policy,
