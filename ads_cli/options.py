@@ -68,13 +68,24 @@ def dotted(section: str, name: str) -> str:
     return f"{section}.{name}" if section else name
 
 
-def _help(field: Any) -> str:
+def _help(field: Any, default: Any) -> str:
     text = field.description or ""
     literal = [a for a in typing.get_args(field.annotation) if isinstance(a, str)]
     if typing.get_origin(field.annotation) is typing.Literal and literal:
         text += f" One of: {', '.join(literal)}."
-    default = field.get_default(call_default_factory=True)
     return f"{text} (default: {default})" if default is not None else text
+
+
+def effective_default(root: type[BaseModel], section: str, name: str, field: Any) -> Any:
+    """What the field is when the user sets nothing: the root's own default for its section where it has one
+    (`DemoConfig.task` sets the study's sizes), else the field's default."""
+    try:
+        value: Any = root()
+    except Exception:  # a root with required fields: its sections' own defaults are all there is
+        return field.get_default(call_default_factory=True)
+    for part in [*section.split("."), name] if section else [name]:
+        value = getattr(value, part, None)
+    return value
 
 
 def config_parameters(
@@ -94,7 +105,12 @@ def config_parameters(
             decls.append(SHORT_FLAGS[dotted(section, name)])
         kind = _option_type(field.annotation)
         panel = f"{section} options" if section else "options"
-        option = typer.Option(*decls, help=_help(field), show_default=False, rich_help_panel=panel)
+        option = typer.Option(
+            *decls,
+            help=_help(field, effective_default(root, section, name, field)),
+            show_default=False,
+            rich_help_panel=panel,
+        )
         params.append(
             inspect.Parameter(
                 dotted(section, name).replace(".", "__"),

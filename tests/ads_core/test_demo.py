@@ -72,3 +72,16 @@ def test_ads_and_uniform_runs_differ_only_in_the_sampler(tmp_path):
         a.pop(key), u.pop(key)
     assert a == u and a["trl"]["seed"] == 1 and a["steps"] == cfg.steps
     assert a["validation"] == {"steps": cfg.eval_every, "limit": 0, "k": cfg.eval_k, "before_train": True}
+
+
+def test_demo_help_shows_the_defaults_that_run_not_the_nested_sections_own():
+    """Regression: `ads demo --help` said --train-per-cell defaulted to 60 (DemoTaskConfig's) while the demo ran 12
+    (DemoConfig.task's)."""
+    from typer.testing import CliRunner
+
+    from ads_cli.main import app
+
+    result = CliRunner().invoke(app, ["demo", "--help"], env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"})
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if "--train-per-cell" in x)
+    assert f"(default: {DemoConfig().task.train_per_cell})" in line and "(default: 60)" not in line
