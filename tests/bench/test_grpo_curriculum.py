@@ -5,32 +5,18 @@ Its task generator and warm-up, shared with `ads demo`, are tested in tests/ads_
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _load(name: str):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.mark.slow  # the real build, the DOTS predictor (3 tiny warm-ups), 4 x 4 TRL steps: 194 s on 2 cores at load ~20
-def test_a_quick_run_builds_trains_every_sampler_and_reports(tmp_path: Path, monkeypatch, capsys):
+def test_a_quick_run_builds_trains_every_sampler_and_reports(tmp_path: Path, monkeypatch, capsys, bench_module):
     pytest.importorskip("trl")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("ADS_CACHE_DIR", str(tmp_path / "cache"))
-    bench = _load("grpo_curriculum")
+    bench = bench_module("grpo_curriculum")
     out = tmp_path / "out"
     samplers = ["--samplers", "ads-frontier,dynamic,dots+rr"]
     results = bench.main(["--smoke", "--out", str(out), *samplers, "--jobs", "1"])

@@ -4,25 +4,9 @@ smoke run itself is tests/flows/test_study.py."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _load(name: str):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_sizes_and_sampler_names():
-    study = _load("study")
+def test_sizes_and_sampler_names(bench_module):
+    study = bench_module("study")
     cfg, notes = study.parse_args(["--smoke", "--samplers", "ads-frontier,dynamic", "--jobs", "3"])
     assert cfg.samplers == ("uniform", "ads-frontier", "dynamic") and cfg.jobs == 3
     assert (cfg.out, cfg.steps, cfg.seeds) == ("bench-out/study-smoke", 2, (1000, 1001)) and notes == []
@@ -36,13 +20,13 @@ def test_sizes_and_sampler_names():
     powered, notes = study.parse_args(["--seeds", "1000-1026"])  # N from the pilot's power rule: still declared
     assert powered.seeds == tuple(range(1000, 1027)) and notes == []
     assert study.parse_args(["--seeds", "1000-1010"])[1] == ["seeds changed: not the declared study"]  # N < 16
-    named, bench = study.named_samplers(), _load("grpo_curriculum")
+    named, bench = study.named_samplers(), bench_module("grpo_curriculum")
     assert named["dots+rr"] == {"kind": "dots", "trl": {"replay": True}}  # the replay rides with the sampler
     assert {k: {n: v for n, v in s.items() if n != "trl"} for k, s in named.items()} == bench.SAMPLERS  # one map
 
 
-def test_unknown_names_are_skipped_with_a_line_and_dots_runs():
-    study = _load("study")
+def test_unknown_names_are_skipped_with_a_line_and_dots_runs(bench_module):
+    study = bench_module("study")
     names, notes = study.available(("uniform", "ads", "dots", "dots+rr", "nope"), study.named_samplers())
     assert names == ("uniform", "ads", "dots", "dots+rr")
     assert len(notes) == 1 and notes[0].startswith("nope: not a sampler name")
