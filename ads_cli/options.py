@@ -76,15 +76,25 @@ def _help(field: Any, default: Any) -> str:
     return f"{text} (default: {default})" if default is not None else text
 
 
-def effective_default(root: type[BaseModel], section: str, name: str, field: Any) -> Any:
+_UNSET = object()
+
+
+def root_defaults(root: type[BaseModel]) -> BaseModel | None:
+    """ROOT as it is when the user sets nothing (None for a root with required fields)."""
+    try:
+        return root()
+    except Exception:  # a root with required fields: its sections' own defaults are all there is
+        return None
+
+
+def effective_default(defaults: BaseModel | None, section: str, name: str, field: Any) -> Any:
     """What the field is when the user sets nothing: the root's own default for its section where it has one
     (`DemoConfig.task` sets the study's sizes), else the field's default."""
-    try:
-        value: Any = root()
-    except Exception:  # a root with required fields: its sections' own defaults are all there is
-        return field.get_default(call_default_factory=True)
+    value: Any = defaults
     for part in [*section.split("."), name] if section else [name]:
-        value = getattr(value, part, None)
+        value = getattr(value, part, _UNSET)
+        if value is _UNSET:
+            return field.get_default(call_default_factory=True)
     return value
 
 
@@ -96,6 +106,7 @@ def config_parameters(
     out; its field stays settable with `--set section.field=value`."""
     params = []
     used = set(taken)
+    defaults = root_defaults(root)  # once per command, not once per flag
     for section, name, field in cli_fields(root, sections, exclude):
         if flag_of(name, field) in used:
             continue
@@ -107,7 +118,7 @@ def config_parameters(
         panel = f"{section} options" if section else "options"
         option = typer.Option(
             *decls,
-            help=_help(field, effective_default(root, section, name, field)),
+            help=_help(field, effective_default(defaults, section, name, field)),
             show_default=False,
             rich_help_panel=panel,
         )
