@@ -16,7 +16,7 @@ from pydantic import Field
 
 from ads_core.config.base import FrozenSection, Section, tuning
 
-Family = Literal["max", "min", "sum", "range", "product"]
+Family = Literal["max", "min", "sum", "range", "product", "sub", "digitsum", "lastdigit", "bigproduct"]
 STUDY_FAMILIES: tuple[Family, ...] = ("max", "min", "sum", "range", "product")
 
 
@@ -35,6 +35,11 @@ class DemoTaskConfig(FrozenSection):
     test_per_cell: int = Field(25, ge=1, le=50, description="Held-out problems per (family, level): the eval set.")
     warmup_per_cell: int = Field(
         300, ge=1, description="Warm-up problems drawn per (family, level) (those in another set are dropped)."
+    )
+    solutions: Literal["answer", "worked"] = tuning(
+        default="answer",
+        description="Reference solutions: the bare \\boxed{N} (answer) or one worked step per operand, then the box "
+        "(worked: Experiment 2, so that the difficulty is an NLL over reasoning).",
     )
 
 

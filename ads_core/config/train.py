@@ -20,6 +20,7 @@ from pydantic import Field
 from ads_core.config.base import Section, tuning
 
 DecontaminateMode = Literal["off", "report", "drop"]
+DropAllWrong = Literal["auto", "on", "off"]
 
 
 class SamplerSection(Section):
@@ -99,6 +100,14 @@ class NeutralTrainConfig(Section):
     )
     decontaminate: DecontaminateMode = Field(
         "report", description="off, report, or drop training rows whose question is in an eval set."
+    )
+    drop_all_wrong: DropAllWrong = Field(
+        "auto",
+        description="Drop every group whose completions are all wrong from the gradient batch (the ADS reference "
+        "trainer's filter; nothing is dropped when every group of the step is all wrong; the sampler still gets "
+        "every group's success). auto: on for the sampler kinds published with it (ads), off for the others; on / "
+        "off for any kind. TRL only: verl refuses on and trains auto without it, saying so.",
+        json_schema_extra={"flag": "--drop-all-wrong"},
     )
     sampler: SamplerSection = Field(default_factory=SamplerSection)
     validation: ValidationConfig = Field(

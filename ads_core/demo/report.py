@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ads_core.demo.study_analysis import paired_verdict
 from ads_core.evaluation.compare import ratio_text
+from ads_core.evaluation.paired import paired_verdict
 
 
 def _spread(values: list[float]) -> str:

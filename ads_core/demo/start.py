@@ -23,9 +23,10 @@ def solve_counts(
     max_tokens: int,
     temperature: float = 1.0,
     seed: int = 0,
-) -> list[int]:
-    """Correct completions out of SAMPLES per problem, in PROBLEMS' order, sampled at TEMPERATURE with top-p 1
-    as training samples (fp32, the caller's thread count)."""
+) -> tuple[list[int], list[int]]:
+    """Correct completions, and completions with a ``\\boxed{}`` answer (the rewarded form), out of SAMPLES per
+    problem, in PROBLEMS' order, sampled at TEMPERATURE with top-p 1 as training samples (fp32, the caller's thread
+    count)."""
     import tempfile
 
     import torch
@@ -47,36 +48,45 @@ def solve_counts(
     index = {p.problem_id: i for i, p in enumerate(loaded["start"])}  # the eval set keeps the rows' order
     if len(index) != len(problems):
         raise ValueError(f"{len(problems)} problems written, {len(index)} read back")
-    counts = [0] * len(problems)
+    counts, boxed = [0] * len(problems), [0] * len(problems)
     table = result.completions
-    for pid, correct in zip(table.column("problem_id").to_pylist(), table.column("correct").to_pylist(), strict=True):
+    columns = (table.column(c).to_pylist() for c in ("problem_id", "correct", "extracted"))
+    for pid, correct, extracted in zip(*columns, strict=True):
         counts[index[pid]] += int(bool(correct))
-    return counts
+        boxed[index[pid]] += int(extracted is not None)
+    return counts, boxed
 
 
-def start_shares(problems: Sequence[Problem], counts: Sequence[int], samples: int) -> dict[str, Any]:
+def start_shares(
+    problems: Sequence[Problem], counts: Sequence[int], samples: int, boxed: Sequence[int] | None = None
+) -> dict[str, Any]:
     """Shares never solved (0 of G), always solved (G of G) and informative (in between): overall, per family and
     per (family, level)."""
 
-    def shares(cs: list[int]) -> dict[str, float]:
+    def shares(pairs: list[tuple[int, int | None]]) -> dict[str, float]:
+        cs = [c for c, _ in pairs]
         n = max(1, len(cs))
         never, always = sum(c == 0 for c in cs) / n, sum(c == samples for c in cs) / n
-        return {
+        out = {
             "n": len(cs),
             "never": never,
             "always": always,
             "informative": 1.0 - never - always,
             "mean": sum(cs) / (n * samples),
         }
+        if boxed is not None:  # the share of completions in the rewarded form
+            out["boxed"] = sum(b or 0 for _, b in pairs) / (n * samples)
+        return out
 
-    by_family: dict[str, list[int]] = defaultdict(list)
-    by_cell: dict[str, list[int]] = defaultdict(list)
-    for p, c in zip(problems, counts, strict=True):
-        by_family[p.family].append(c)
-        by_cell[f"{p.family}-L{p.level}"].append(c)
+    marks: list[int | None] = list(boxed) if boxed is not None else [None] * len(counts)
+    by_family: dict[str, list[tuple[int, int | None]]] = defaultdict(list)
+    by_cell: dict[str, list[tuple[int, int | None]]] = defaultdict(list)
+    for p, c, b in zip(problems, counts, marks, strict=True):
+        by_family[p.family].append((c, b))
+        by_cell[f"{p.family}-L{p.level}"].append((c, b))
     return {
         "samples": samples,
-        "all": shares(list(counts)),
+        "all": shares(list(zip(counts, marks, strict=True))),
         "family": {k: shares(v) for k, v in sorted(by_family.items())},
         "cell": {k: shares(v) for k, v in sorted(by_cell.items())},
     }

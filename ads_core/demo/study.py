@@ -75,10 +75,10 @@ def prepare_study(cfg: StudyConfig) -> StudyPrepared:
         start = None
     if start is None:
         with fixed_threads():
-            counts = solve_counts(
+            counts, boxed = solve_counts(
                 policy, task.train, cfg.start_samples, cfg.max_completion_length, temperature=cfg.temperature
             )
-        start = start_shares(task.train, counts, cfg.start_samples)
+        start = start_shares(task.train, counts, cfg.start_samples, boxed)
         tmp = cache.with_name(cache.name + ".tmp")
         tmp.write_text(json.dumps({"key": key, "shares": start}, indent=1))
         tmp.replace(cache)

@@ -1,6 +1,7 @@
 """The study's analysis (docs/study.md), decided before the runs: paired by seed against uniform, bootstrap
 intervals over seeds, the secondary metrics, the seeds the target half-width needs, the decision rule, and the
-window traces of the ADS runs. `paired_verdict` is also `ads demo`'s verdict.
+window traces of the ADS runs. Verdicts come from ``ads_core.evaluation.paired`` (t-intervals decide, since
+Experiment 2; the bootstrap is printed beside them), as `ads demo`'s and `ads compare`'s do.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ads_core.evaluation.compare import RunData, bootstrap_interval, common_sets, first_reach, summarize
+from ads_core.evaluation.paired import paired_verdict
 
 BASELINE = "uniform"
 PRIMARY = ("ads", "ads-frontier")  # the two pre-declared primary comparisons (97.5% intervals)
@@ -22,27 +24,6 @@ Z = {0.95: 1.959964, 0.975: 2.241403}
 
 def finals(runs: Sequence[RunData], key: str, sets: Sequence[str]) -> list[float]:
     return [r.curve(key, sets)[-1].accuracy for r in runs]
-
-
-def paired_verdict(cand: str, base: str, diffs: Sequence[float], level: float = SECONDARY_LEVEL) -> dict[str, Any]:
-    """The paired difference CAND - BASE over seeds, its LEVEL bootstrap interval, and the verdict: a winner only
-    when the interval excludes 0."""
-    mean = sum(diffs) / len(diffs)
-    span = bootstrap_interval(list(diffs), resamples=RESAMPLES, level=level)
-    pct = f"{100 * level:g}%"
-    if span is None:
-        text = f"no verdict: one seed gives no interval (difference {mean:+.3f})"
-        winner = None
-    else:
-        shown = f"{cand} - {base} = {mean:+.3f}, {pct} interval [{span[0]:+.3f}, {span[1]:+.3f}]"
-        shown += f" over {len(diffs)} seeds"
-        if span[0] > 0:
-            winner, text = cand, f"{cand} ended higher: {shown}"
-        elif span[1] < 0:
-            winner, text = base, f"{base} ended higher: {shown}"
-        else:
-            winner, text = None, f"no resolved difference at this size: {shown}"
-    return {"mean": mean, "interval": span, "level": level, "winner": winner, "text": text}
 
 
 def _start(run: RunData, key: str, sets: Sequence[str]) -> float:

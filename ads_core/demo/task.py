@@ -11,12 +11,19 @@ one-digit operands, L = 1..4):
 | sum | What is 3 + 8 + 1? |
 | range | What is the largest minus the smallest of 3, 8, 1? |
 | product | What is 3 * 8 * 2? (operands 2..9) |
+| sub | What is 47 - 3 - 8 - 1? (a two-digit start, one-digit steps; never below 0) |
+| digitsum | What is the sum of the digits of 3817? |
+| lastdigit | What is the last digit of 3 + 8 + 1? (the sum modulo 10, step by step) |
+| bigproduct | What is 37 * 48 * 12? (two-digit operands: out of the tiny policy's reach) |
 
 The demo's default task is the first three; the study (docs/study.md) adds ``range`` (learnable, harder than max
 and min) and ``product`` (products of up to five numbers: beyond the tiny policy's reach within a run, the share
 of a real RL set that the policy never solves).
 
-Answers are whole numbers, rewarded only as ``\\boxed{N}`` (the project's math reward). Everything comes from
+Answers are whole numbers, rewarded only as ``\\boxed{N}`` (the project's math reward). The reference solution is
+the bare ``\\boxed{N}`` (``solutions="answer"``, the demo and the first study) or a worked solution, one step per
+operand and then the box (``solutions="worked"``, Experiment 2: ``3+8=11 11+1=12 \\boxed{12}``), so that the
+NLL of the reference solution is an NLL over reasoning, as on a real math set. Everything comes from
 seeds: the train set (what the artifact is built from and GRPO trains on), a held-out test set and the warm-up
 set are drawn from the same families and levels, with no question in two of them.
 """
@@ -32,7 +39,7 @@ from pathlib import Path
 
 from ads_core.config.demo import DemoTaskConfig
 
-FAMILIES = ("max", "min", "sum", "range", "product")
+FAMILIES = ("max", "min", "sum", "range", "product", "sub", "digitsum", "lastdigit", "bigproduct")
 PRODUCT_LOW = 2  # product operands are 2..9: a 0 or 1 would make the answer a pattern, not arithmetic
 LEVELS = (1, 2, 3, 4)
 
@@ -43,38 +50,81 @@ class Problem:
     level: int
     question: str
     answer: int
+    steps: str = ""  # the worked steps before the box ("" for the bare-answer task)
 
     @property
     def solution(self) -> str:
-        return f"\\boxed{{{self.answer}}}"
+        boxed = f"\\boxed{{{self.answer}}}"
+        return f"{self.steps} {boxed}" if self.steps else boxed
 
 
-def make_problem(rng: random.Random, family: str, level: int) -> Problem:
-    """One problem of FAMILY at LEVEL (see the module's table)."""
-    low = PRODUCT_LOW if family == "product" else 0
-    xs = [rng.randint(low, 9) for _ in range(level + 1)]
+def make_problem(rng: random.Random, family: str, level: int, worked: bool = False) -> Problem:
+    """One problem of FAMILY at LEVEL (see the module's table); WORKED adds its worked steps."""
+    if family == "sub":
+        xs = [rng.randint(9 * level + 1, 9 * level + 40)] + [rng.randint(0, 9) for _ in range(level)]
+    elif family == "bigproduct":
+        xs = [rng.randint(11, 99) for _ in range(level + 1)]
+    elif family == "digitsum":
+        xs = [rng.randint(1, 9)] + [rng.randint(0, 9) for _ in range(level)]
+    else:
+        low = PRODUCT_LOW if family == "product" else 0
+        xs = [rng.randint(low, 9) for _ in range(level + 1)]
     listed = ", ".join(map(str, xs))
     if family == "max":
-        return Problem(family, level, f"What is the largest of {listed}?", max(xs))
-    if family == "min":
-        return Problem(family, level, f"What is the smallest of {listed}?", min(xs))
-    if family == "sum":
-        return Problem(family, level, "What is " + " + ".join(map(str, xs)) + "?", sum(xs))
+        question, answer = f"What is the largest of {listed}?", max(xs)
+    elif family == "min":
+        question, answer = f"What is the smallest of {listed}?", min(xs)
+    elif family == "sum":
+        question, answer = "What is " + " + ".join(map(str, xs)) + "?", sum(xs)
+    elif family == "range":
+        question, answer = f"What is the largest minus the smallest of {listed}?", max(xs) - min(xs)
+    elif family in ("product", "bigproduct"):
+        question, answer = "What is " + " * ".join(map(str, xs)) + "?", math.prod(xs)
+    elif family == "sub":
+        question, answer = "What is " + " - ".join(map(str, xs)) + "?", xs[0] - sum(xs[1:])
+    elif family == "lastdigit":
+        question, answer = "What is the last digit of " + " + ".join(map(str, xs)) + "?", sum(xs) % 10
+    elif family == "digitsum":
+        question, answer = f"What is the sum of the digits of {''.join(map(str, xs))}?", sum(xs)
+    else:
+        raise ValueError(f"unknown family {family!r}; expected one of {FAMILIES}")
+    return Problem(family, level, question, answer, worked_steps(family, xs) if worked else "")
+
+
+def worked_steps(family: str, xs: list[int]) -> str:
+    """One step per operand after the first, each on the running value: ``3+8=11 11+1=12`` (sum), ``max(3,8)=8
+    max(8,1)=8`` (max), ``max(3,8,1)=8 min(3,8,1)=1 8-1=7`` (range)."""
     if family == "range":
-        return Problem(family, level, f"What is the largest minus the smallest of {listed}?", max(xs) - min(xs))
-    if family == "product":
-        return Problem(family, level, "What is " + " * ".join(map(str, xs)) + "?", math.prod(xs))
-    raise ValueError(f"unknown family {family!r}; expected one of {FAMILIES}")
+        listed = ",".join(map(str, xs))
+        hi, lo = max(xs), min(xs)
+        return f"max({listed})={hi} min({listed})={lo} {hi}-{lo}={hi - lo}"
+    step = {
+        "sum": lambda a, b: (f"{a}+{b}", a + b),
+        "digitsum": lambda a, b: (f"{a}+{b}", a + b),
+        "lastdigit": lambda a, b: (f"{a}+{b}->", (a + b) % 10),
+        "sub": lambda a, b: (f"{a}-{b}", a - b),
+        "product": lambda a, b: (f"{a}*{b}", a * b),
+        "bigproduct": lambda a, b: (f"{a}*{b}", a * b),
+        "max": lambda a, b: (f"max({a},{b})", max(a, b)),
+        "min": lambda a, b: (f"min({a},{b})", min(a, b)),
+    }[family]
+    value, out = xs[0], []
+    for x in xs[1:]:
+        text, value = step(value, x)
+        out.append(f"{text}{value}" if text.endswith("->") else f"{text}={value}")
+    return " ".join(out)
 
 
-def draw_problems(rng: random.Random, families: tuple[str, ...], per_cell: int, taken: set[str]) -> list[Problem]:
+def draw_problems(
+    rng: random.Random, families: tuple[str, ...], per_cell: int, taken: set[str], worked: bool = False
+) -> list[Problem]:
     """PER_CELL problems for every (family, level), none whose question is in TAKEN (which grows)."""
     out = []
     for family in families:
         for level in LEVELS:
             cell, tries = 0, 0
             while cell < per_cell:
-                p = make_problem(rng, family, level)
+                p = make_problem(rng, family, level, worked)
                 tries += 1
                 if p.question in taken:
                     if tries > 100 * per_cell:
@@ -99,11 +149,11 @@ def make_task(spec: DemoTaskConfig) -> Task:
     on the others' sizes. The warm-up draws with repetition from what is left."""
     rng = random.Random(spec.seed)
     taken: set[str] = set()
-    families = tuple(spec.families)
-    test = draw_problems(rng, families, spec.test_per_cell, taken)
-    train = draw_problems(rng, families, spec.train_per_cell, taken)
+    families, worked = tuple(spec.families), spec.solutions == "worked"
+    test = draw_problems(rng, families, spec.test_per_cell, taken, worked)
+    train = draw_problems(rng, families, spec.train_per_cell, taken, worked)
     cells = spec.warmup_per_cell * len(families) * len(LEVELS)
-    warmup = [make_problem(rng, rng.choice(families), rng.choice(LEVELS)) for _ in range(cells)]
+    warmup = [make_problem(rng, rng.choice(families), rng.choice(LEVELS), worked) for _ in range(cells)]
     warmup = [p for p in warmup if p.question not in taken]
     return Task(train=train, test=test, warmup=warmup)
 

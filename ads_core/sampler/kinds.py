@@ -60,6 +60,7 @@ class KindSpec:
     options: type | None  # its knobs (a pydantic model), the section `sampler.<section>`; None: no knobs
     section: str
     needs: frozenset[str]  # what a trainer must support to train with it (see `sampler_kind`)
+    drops_all_wrong: bool = False  # published with the trainer's all-wrong drop (TrainConfig.drop_all_wrong auto)
 
     @property
     def extra_rollouts(self) -> bool:
@@ -71,16 +72,19 @@ def sampler_kind(
     extra_rollouts: bool = False,
     section: str | None = None,
     needs: tuple[str, ...] = (),
+    drops_all_wrong: bool = False,
 ) -> Callable[[SamplerFactory], SamplerFactory]:
     """Describe a factory: its knobs (OPTIONS, a pydantic model whose fields are `sampler.<section>.*`; SECTION
     defaults to the function's name) and the trainer features it NEEDS beyond the protocol, each a name a trainer
     lists in its ``supports`` (a trainer without one refuses the kind in one line, `auto` passes it over).
     EXTRA_ROLLOUTS: its steps roll out more than one generation batch (DAPO-style dynamic sampling, which a
     trainer must run in its own loop, `fill_step`). A kind that needs a trainer extension (rollout replay, say)
-    names it here and reads its knobs from its own section. A kind named by class path needs only this;
-    `register_kind` also gives it a name."""
+    names it here and reads its knobs from its own section. DROPS_ALL_WRONG: the kind was published with a trainer
+    that drops all-wrong groups from the gradient batch, so the training option `drop_all_wrong` at `auto` turns
+    that drop on for it (ADS). A kind named by class path needs only this; `register_kind` also gives it a name."""
 
     def deco(factory: SamplerFactory) -> SamplerFactory:
+        factory.ads_kind_drops_all_wrong = drops_all_wrong  # type: ignore[attr-defined]
         factory.ads_kind_options = options  # type: ignore[attr-defined]
         factory.ads_kind_section = section or factory.__name__.replace("-", "_")  # type: ignore[attr-defined]
         factory.ads_kind_needs = frozenset(needs) | ({EXTRA_ROLLOUTS} if extra_rollouts else set())  # type: ignore[attr-defined]
@@ -95,10 +99,11 @@ def register_kind(
     extra_rollouts: bool = False,
     section: str | None = None,
     needs: tuple[str, ...] = (),
+    drops_all_wrong: bool = False,
 ) -> Callable[[SamplerFactory], SamplerFactory]:
     """Register a factory under NAME (taken once: the registry raises DuplicateBackendError) with its knobs
     and needs (see `sampler_kind`; the section defaults to NAME, with `-` as `_`)."""
-    describe = sampler_kind(options, extra_rollouts, section or name.replace("-", "_"), needs)
+    describe = sampler_kind(options, extra_rollouts, section or name.replace("-", "_"), needs, drops_all_wrong)
 
     def deco(factory: SamplerFactory) -> SamplerFactory:
         return KINDS.register(name)(describe(factory))
@@ -145,6 +150,7 @@ def kind_spec(kind: str) -> KindSpec:
         options=getattr(factory, "ads_kind_options", None),
         section=getattr(factory, "ads_kind_section", None) or getattr(factory, "__name__", kind),
         needs=frozenset(getattr(factory, "ads_kind_needs", ())),
+        drops_all_wrong=bool(getattr(factory, "ads_kind_drops_all_wrong", False)),
     )
 
 
@@ -164,7 +170,7 @@ def build_sampler(kind: str, cluster_ids: Any, rank_in_cluster: Any, cfg: Any, b
     return sampler
 
 
-@register_kind("ads", options=ADSSamplerConfig)
+@register_kind("ads", options=ADSSamplerConfig, drops_all_wrong=True)  # as published (docs/sampler.md)
 def _ads(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
     from ads_core.sampler.ads import ADSSampler
 

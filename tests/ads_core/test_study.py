@@ -52,14 +52,16 @@ def test_start_shares_count_never_always_and_informative():
     assert found["cell"]["sum-L1"]["n"] == 2
 
 
-def test_the_verdict_names_a_winner_only_when_the_interval_excludes_zero():
-    higher = paired_verdict("ads", "uniform", [0.02, 0.03, 0.04, 0.05])
-    assert higher["winner"] == "ads" and higher["text"].startswith("ads ended higher: ads - uniform = +0.035")
-    mixed = paired_verdict("ads", "uniform", [0.05, -0.04, 0.03, -0.02])
+def test_the_verdict_names_a_winner_only_when_the_t_interval_excludes_zero_over_five_seeds():
+    higher = paired_verdict("ads", "uniform", [0.02, 0.03, 0.04, 0.05, 0.06])
+    assert higher["winner"] == "ads" and higher["text"].startswith("ads ended higher: ads - uniform = +0.040, 95% t")
+    mixed = paired_verdict("ads", "uniform", [0.05, -0.04, 0.03, -0.02, 0.01])
     assert mixed["winner"] is None and mixed["text"].startswith("no resolved difference at this size: ")
     assert mixed["interval"][0] < 0 < mixed["interval"][1]
-    lower = paired_verdict("ads", "uniform", [-0.02, -0.03, -0.01, -0.04])
+    lower = paired_verdict("ads", "uniform", [-0.02, -0.03, -0.01, -0.04, -0.03])
     assert lower["winner"] == "uniform"
+    four = paired_verdict("ads", "uniform", [0.02, 0.03, 0.04, 0.05])  # regression: 2 seeds named a winner
+    assert four["winner"] is None and "needs at least 5 paired seeds" in four["text"]
     assert paired_verdict("ads", "uniform", [0.1])["winner"] is None  # one seed: no interval, no winner
 
 
@@ -83,9 +85,9 @@ def _run(name: str, accuracies: list[float], window: list[float] | None = None) 
 
 
 def test_analysis_pairs_by_seed_and_applies_the_decision_rule(tmp_path):
-    uniform = [_run(f"u{s}", [0.2, 0.3, 0.4]) for s in range(4)]
-    ads = [_run(f"a{s}", [0.2, 0.35, 0.4 + d]) for s, d in enumerate([0.02, 0.03, 0.04, 0.05])]
-    frontier = [_run(f"f{s}", [0.2, 0.3, 0.4 + d]) for s, d in enumerate([0.01, -0.01, 0.02, -0.02])]
+    uniform = [_run(f"u{s}", [0.2, 0.3, 0.4]) for s in range(5)]
+    ads = [_run(f"a{s}", [0.2, 0.35, 0.4 + d]) for s, d in enumerate([0.02, 0.03, 0.04, 0.05, 0.035])]
+    frontier = [_run(f"f{s}", [0.2, 0.3, 0.4 + d]) for s, d in enumerate([0.01, -0.01, 0.02, -0.02, 0.0])]
     result = analyse({"uniform": uniform, "ads": ads, "ads-frontier": frontier}, "average")
     rows = {r["name"]: r for r in result["rows"]}
     assert math.isclose(rows["ads"]["paired"]["mean"], 0.035) and rows["ads"]["paired"]["level"] == 0.975
@@ -95,7 +97,7 @@ def test_analysis_pairs_by_seed_and_applies_the_decision_rule(tmp_path):
     assert decide([r for r in result["rows"] if r["name"] != "ads"]).startswith("no advantage of ADS")
     assert math.isclose(rows["uniform"]["auc_mean"], (0.25 * 80 + 0.35 * 80) / 160)
     assert result["uniform_learns"] and result["uniform_gain"].startswith("final ended higher: final - step 0 = +0.200")
-    flat = [_run(f"u{s}", [0.3, 0.3, 0.3 + d]) for s, d in enumerate([0.01, -0.02, 0.0, -0.01])]
+    flat = [_run(f"u{s}", [0.3, 0.3, 0.3 + d]) for s, d in enumerate([0.01, -0.02, 0.0, -0.01, 0.02])]
     assert not analyse({"uniform": flat, "ads": ads}, "average")["uniform_learns"]  # the pilot's gate fails
 
 

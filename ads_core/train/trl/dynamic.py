@@ -98,6 +98,7 @@ def step_feedback(feedbacks: list[Feedback], picks: list[tuple[int, int]], num_g
         group_success=np.concatenate([fb.group_success for fb in feedbacks]),
         rollout_batches=len(feedbacks),
         rollout_prompts=sum(fb.rollout_prompts for fb in feedbacks),
+        trained=np.array([float(feedbacks[d].group_success[g]) for d, g in picks]),
     )
 
 

@@ -74,6 +74,13 @@ class Feedback(SamplerFeedback):
     group_success: np.ndarray = field(default_factory=lambda: np.zeros(0))  # mean correctness of each group
     rollout_batches: int = 1  # generation batches rolled out for this step
     rollout_prompts: int = 0  # prompts (groups) rolled out for this step
+    trained: np.ndarray | None = None  # mean correctness of each group of the gradient batch; None: group_success
+
+    @property
+    def trained_group_success(self) -> np.ndarray:
+        """Each group's mean correctness in the gradient batch's order (dynamic sampling picks from several
+        generation batches; otherwise the one rolled-out batch)."""
+        return self.group_success if self.trained is None else self.trained
 
     @property
     def informative_groups(self) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from ads_core.train.errors import TrainOptionError
+from ads_core.train.groups import drops_all_wrong
 from ads_core.train.plan import TrainPlan
 
 CHECKPOINTS = "checkpoints"
@@ -37,6 +38,7 @@ class TRLPlan:
     replay_groups: int = 0  # groups replayed per step at most (trl.replay), on top of the fresh ones
     config_yaml: str = ""  # the resolved TrainConfig (the ADS knobs this trainer uses), what a dry run prints
     settings: str = ""  # schedule, loss, generation (vLLM), LoRA, trackers (ads_core.train.trl.settings)
+    drop_all_wrong: bool = False  # all-wrong groups leave the gradient batch (ads_core.train.groups)
 
     def dry_run_text(self) -> str:
         return self.config_yaml + "# " + self.describe()
@@ -60,7 +62,8 @@ class TRLPlan:
         return (
             f"TRL GRPO on {self.device}: {self.prompts_per_step} prompts x {self.num_generations} completions = "
             f"{self.completions_per_step} per optimizer step (one sampler batch, one generation batch"
-            f"{f'; up to {self.replay_groups} replayed groups more' if self.replay_groups else ''}), in "
+            f"{f'; up to {self.replay_groups} replayed groups more' if self.replay_groups else ''}"
+            f"{'; all-wrong groups dropped from the gradient batch' if self.drop_all_wrong else ''}), in "
             f"{self.gradient_accumulation_steps} micro-batch(es) of {self.per_device_batch} on {self.processes} "
             f"process(es). {self.settings + ' ' if self.settings else ''}Checkpoints: `{self.checkpoints_dir}`; "
             f"per-step log: `{self.steps_file}`.\n"
@@ -108,6 +111,8 @@ def plan_trl(plan: TrainPlan) -> TRLPlan:
             "come from several generation batches; run one process, or set another kind with sampler",
             options=("sampler",),
         )
+    if drops_all_wrong(plan.config):
+        _check_drop(plan, processes)
     run_dir = Path(plan.run_dir)
     plan.warnings += settings.schedule_warnings(plan.config, settings.schedule_horizon(plan.config, run_dir))
     resolved = plan.config.model_copy(update={"sampler": plan.sampler}).model_dump(mode="json")
@@ -125,4 +130,26 @@ def plan_trl(plan: TrainPlan) -> TRLPlan:
         steps_file=str(run_dir / STEPS_FILE),
         config_yaml=yaml.safe_dump(resolved, sort_keys=False),
         settings=settings.describe(plan.config, run_dir),
+        drop_all_wrong=drops_all_wrong(plan.config),
     )
+
+
+def _check_drop(plan: TrainPlan, processes: int) -> None:
+    """The all-wrong drop makes a step's gradient batch shorter than its generation batch: TRL must not split it
+    (into processes or micro-batches), and replay's fixed-size step is not that."""
+    trl, why = plan.config.trl, None
+    if processes > 1:
+        why = f"runs in one process (processes {processes}): the groups it keeps differ between processes"
+    elif trl.gradient_accumulation_steps > 1:
+        why = (
+            f"needs gradient_accumulation_steps 1 (got {trl.gradient_accumulation_steps}): TRL cuts a generation "
+            "batch into equal micro-batches and would lose the rows a shorter batch does not fill"
+        )
+    elif trl.replay:
+        why = "does not combine with replay, whose steps are filled to a fixed number of groups"
+    if why:
+        raise TrainOptionError(
+            f"drop_all_wrong (on for the {plan.config.sampler.kind} sampler: {plan.config.drop_all_wrong}) {why}; "
+            "set drop_all_wrong off, or change that",
+            options=("drop_all_wrong",),
+        )

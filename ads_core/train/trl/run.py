@@ -24,6 +24,7 @@ from ads_core.models.loading import load_for_training
 from ads_core.sampler.checkpoint import SamplerCheckpoint, has_checkpoint, read_checkpoint
 from ads_core.sampler.kinds import build_sampler
 from ads_core.storage.manifest import has_checkpoint_manifest
+from ads_core.train.groups import drops_all_wrong
 from ads_core.train.plan import TrainPlan
 from ads_core.train.resume.point import find_resume
 from ads_core.train.reward import compute_score
@@ -221,6 +222,7 @@ def run_trl(
         writer=StepWriter(part.steps_file),
         on_step=hooks.with_notices(on_step, hooks.StepNotices(plan.config, part.prompts_per_step), log),
         peft_config=settings.peft_config(plan.config.trl),
+        drop_all_wrong=drops_all_wrong(plan.config),
         **extension,
     )
     attach_reference_rollouts(trainer)  # kind dots: its reference sets are rolled out by this policy

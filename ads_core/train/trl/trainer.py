@@ -10,7 +10,9 @@
 * ``get_batch_samples``: on resume, re-applies the checkpoint's RNG state after the first fetch (below);
 * ``_generate_and_score_completions``: times the fresh rollouts; with a ``GroupFilter`` sampler (kind
   ``dynamic``), drops the groups whose rewards all agree and rolls out more generation batches in the same step
-  (``ads_core.train.trl.dynamic``); every other kind goes straight to TRL's;
+  (``ads_core.train.trl.dynamic``); every other kind goes straight to TRL's; with ``drop_all_wrong`` (the ADS
+  reference trainer's filter, ``ads_core.train.groups``), the step's all-wrong groups then leave the gradient
+  batch (its ``dropped_groups`` in ``steps.jsonl``);
 * ``create_scheduler``: builds the learning-rate schedule over the run's horizon (``schedule_steps``, recorded by
   the run's first command; ``ads_core.train.trl.settings``) rather than this command's ``max_steps``;
 * ``_save_checkpoint``: refuses non-finite weights (naming the step), writes ``ads_sampler.json`` (the feed's whole
@@ -39,8 +41,9 @@ from ads_core.sampler.checkpoint import write_checkpoint
 from ads_core.storage import fencing
 from ads_core.storage import manifest as mf
 from ads_core.train.errors import RunStateError
+from ads_core.train.groups import groups_to_keep
 from ads_core.train.resume import checkpoints, saving
-from ads_core.train.trl.dynamic import fill_generation_batch
+from ads_core.train.trl.dynamic import fill_generation_batch, merge_groups
 from ads_core.train.trl.feed import Draw, Feedback, FeedbackSampler, TrainRows
 from ads_core.train.trl.steps import StepWriter, window_position
 
@@ -65,9 +68,11 @@ class ADSGRPOTrainer(GRPOTrainer):
         rows: TrainRows,
         writer: StepWriter,
         on_step: OnStep | None = None,
+        drop_all_wrong: bool = False,
         **kwargs: Any,
     ) -> None:
         self.feed = feed
+        self.drop_all_wrong = drop_all_wrong  # the reference trainer's all-wrong drop (ads_core.train.groups)
         self.rows = rows
         self.writer = writer
         self.on_step = on_step
@@ -118,10 +123,26 @@ class ADSGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs: Any) -> Any:
         started = time.perf_counter()
         try:
-            return self._generate_fresh(inputs)
+            out = self._generate_fresh(inputs)
         finally:
             if self.model.training:
                 self.step_extras["fresh_rollout_seconds"] = round(time.perf_counter() - started, 4)
+        if self.model.training:
+            self.step_extras["dropped_groups"] = 0
+            if self.drop_all_wrong:
+                out = self._without_all_wrong(out)
+        return out
+
+    def _without_all_wrong(self, out: dict[str, Any]) -> dict[str, Any]:
+        """The generation batch without its all-wrong groups (none dropped when every group is all wrong); the
+        sampler already had every group's success. One process (the plan refuses more)."""
+        assert self.last_feedback is not None  # set by _calculate_rewards
+        keep = groups_to_keep(self.last_feedback.trained_group_success)
+        self.step_extras["dropped_groups"] = int((~keep).sum())
+        if keep.all():
+            return out
+        picks = [(0, int(g)) for g in np.flatnonzero(keep)]
+        return merge_groups([out], picks, self.num_generations, self._tokenizer.pad_token_id)
 
     def _generate_fresh(self, inputs: Any) -> Any:
         if not self.model.training or not self.feed.filters_groups:

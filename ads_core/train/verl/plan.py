@@ -22,6 +22,7 @@ from ads_core import storage
 from ads_core.config.sampler import ADSSamplerConfig
 from ads_core.sampler.kinds import has_extra_rollouts, kind_spec
 from ads_core.train.errors import TrainOptionError
+from ads_core.train.groups import drops_all_wrong
 from ads_core.train.options import TrainSamplerConfig
 from ads_core.train.plan import TrainPlan
 from ads_core.train.verl.config import ENTRY_MODULE, INTEGRATION_KEYS
@@ -122,6 +123,12 @@ def _stage(uri: str, dest: Path) -> str:
     return str(dest)
 
 
+VERL_NO_DROP = (
+    "under verl the ADS integration drives verl's v0 loop, whose actor update shards a batch evenly over its "
+    "workers, so a batch that shrinks by whole groups is not supported there"
+)
+
+
 def plan_verl(plan: TrainPlan, materialize: bool = True, resolve_config: bool = True) -> VerlPlan:
     """Stage inputs verl can read, build the overrides and the launch command (no GPU needed)."""
     cfg, verl = plan.config, plan.config.verl
@@ -135,6 +142,16 @@ def plan_verl(plan: TrainPlan, materialize: bool = True, resolve_config: bool = 
     mode = launch_mode(verl.ray_address)
     run_dir = Path(plan.run_dir)
     warnings: list[str] = []
+    if drops_all_wrong(cfg):
+        if cfg.drop_all_wrong == "on":
+            raise TrainOptionError(
+                f"drop_all_wrong on: {VERL_NO_DROP}; train with trainer trl, or set drop_all_wrong off",
+                options=("drop_all_wrong", "trainer"),
+            )
+        warnings.append(
+            f"the {plan.sampler.kind} sampler as published drops all-wrong groups from the gradient batch, but "
+            f"{VERL_NO_DROP}: this run trains without that drop (trainer trl has it)"
+        )
 
     # inputs verl can read: local files as they are, remote ones staged (unless a Ray job reads them itself)
     def local(uri: str, name: str) -> str:
