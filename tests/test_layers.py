@@ -3,7 +3,8 @@
 - layers point one way: ads_cli -> ads_prefect.flows -> ads_prefect.tasks -> ads_prefect.runtime -> ads_core
   (the lock machinery is ads_core.locks);
 - no import circle between the modules of the project;
-- no module over 400 lines, no folder with more than 12 modules.
+- no module over 600 lines (a size past which a module holds more than one idea; folders are named for what they
+  hold, not split to meet a count).
 """
 
 from __future__ import annotations
@@ -23,8 +24,7 @@ FORBIDDEN = {
     "ads_prefect.tasks": ("ads_prefect.flows", "ads_cli"),
     "ads_prefect.flows": ("ads_cli",),
 }
-MAX_LINES = 400
-MAX_MODULES_PER_FOLDER = 12
+MAX_LINES = 600
 
 
 def module_name(path: Path) -> str:
@@ -143,15 +143,6 @@ def test_no_module_is_over_the_size_limit():
         if (n := len(p.read_text().splitlines())) > MAX_LINES
     ]
     assert not big, "\n".join(big)
-
-
-def test_no_folder_is_a_heap():
-    per_folder: dict[Path, int] = defaultdict(int)
-    for p in project_files():
-        if p.name != "__init__.py":
-            per_folder[p.parent] += 1
-    heaps = [f"{d.relative_to(REPO)}: {n} modules" for d, n in per_folder.items() if n > MAX_MODULES_PER_FOLDER]
-    assert not heaps, "\n".join(heaps)
 
 
 def test_the_wheel_installs_no_generic_top_level_package():

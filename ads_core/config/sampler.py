@@ -138,6 +138,16 @@ class UniformSamplerConfig(FrozenSection):
     seed: int = Field(42, ge=0, strict=True, description="Seed of every epoch's permutation.")
 
 
+class EasiestShareConfig(FrozenSection):
+    """Uniform sampling over the easiest share of each cluster (by rank): a static data selection, no feedback."""
+
+    batch_size: int = Field(128, ge=1, strict=True, description="Prompts per step.")
+    seed: int = Field(42, ge=0, strict=True, description="Seed of every epoch's permutation.")
+    share: float = Field(
+        0.25, gt=0, le=1, description="Share of each cluster's easiest rows (ceil, at least one) drawn from."
+    )
+
+
 class DifficultyTargetedConfig(FrozenSection):
     """dots-lite: DOTS's selection rule alone (no trained predictor, no reference rollouts): train on the candidates
     whose success, predicted by a kernel over recently observed rows, is nearest the target."""

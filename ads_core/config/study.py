@@ -7,6 +7,8 @@ The samplers are named (``bench/grpo_curriculum.py``'s names); each run receives
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from ads_core.config.base import Section, tuning
@@ -56,6 +58,26 @@ class StudyConfig(Section):
     dask_workers: int | None = Field(None, ge=1, description="Workers of a local Dask cluster (default: jobs).")
     task: DemoTaskConfig = Field(default_factory=study_task)
     policy: DemoPolicyConfig = Field(default_factory=study_policy)
+    design: Literal["study", "experiment2"] = Field(
+        "study", description="Which pre-declared analysis and decision rule: docs/study.md's study or Experiment 2."
+    )
+    unreachable: tuple[str, ...] = Field(
+        (), description="Families out of the policy's reach: reported apart, left out of the primary metric."
+    )
+    report: str = Field(
+        "", description="Subfolder of OUT for this part's result files (Experiment 2: pilot, sweep; '' for OUT)."
+    )
+    enforce_gates: bool = Field(
+        True,
+        description="A failed gate (Experiment 2) voids the runs; off only at --smoke sizes, which measure nothing.",
+    )
+    accuracy_target: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Held-out accuracy (learnable families) that rollouts and seconds are counted to; set before "
+        "the compared runs (Experiment 2: from the pilot); None: uniform's final accuracy of the same seed.",
+    )
 
     def smoke(self) -> StudyConfig:
         """The size the suite runs: everything runs, nothing is measured."""

@@ -24,7 +24,11 @@ from ads_core.train.options import TrainConfig
 
 RUN_MARKER = "study_run.json"
 HELDOUT_PREFIX = "heldout-"  # one held-out eval set per family: heldout-max, heldout-min, ...
-TRAINER_EXTRA = "trl"  # a section's TrainConfig.trl additions (DOTS+RR's replay); the rest is TrainConfig.sampler
+TRAINER_EXTRA = "trl"  # a section's TrainConfig.trl additions (DOTS+RR's replay)
+TRAIN_EXTRA = "train"  # a section's top-level TrainConfig options (Experiment 2: drop_all_wrong)
+ARTIFACT_EXTRA = "artifact"  # which artifact the run trains on (Experiment 2): oracle, nll_sum; default the build's
+NLL_SUM_ARTIFACT = "nll_sum"  # the build with difficulty nll_sum (the product's default) instead of nll_mean
+EXTRAS = (TRAINER_EXTRA, TRAIN_EXTRA, ARTIFACT_EXTRA)
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,7 @@ def prepare_study(cfg: StudyConfig) -> StudyPrepared:
                 policy, task.train, cfg.start_samples, cfg.max_completion_length, temperature=cfg.temperature
             )
         start = start_shares(task.train, counts, cfg.start_samples, boxed)
+        start["per_problem"] = {"solved": counts, "boxed": boxed}  # in the training set's order (train.jsonl)
         tmp = cache.with_name(cache.name + ".tmp")
         tmp.write_text(json.dumps({"key": key, "shares": start}, indent=1))
         tmp.replace(cache)
@@ -132,14 +137,28 @@ def train_config(
     cfg: StudyConfig, name: str, section: dict[str, Any], seed: int, policy: str, heldout: dict[str, str]
 ) -> TrainConfig:
     """One run, as ``ads train --trainer trl --eval-set ... --eval-steps N --eval-limit 0 --eval-k K``."""
-    sampler = with_seed({k: v for k, v in section.items() if k != TRAINER_EXTRA}, seed)
+    sampler = with_seed({k: v for k, v in section.items() if k not in EXTRAS}, seed)
     folder = str(run_dir(cfg, name, seed))
-    return validated_run(cfg, folder, list(heldout.values()), sampler, seed, policy, **section.get(TRAINER_EXTRA, {}))
+    run = validated_run(cfg, folder, list(heldout.values()), sampler, seed, policy, **section.get(TRAINER_EXTRA, {}))
+    return run.replaced(**section[TRAIN_EXTRA]) if section.get(TRAIN_EXTRA) else run
 
 
 def run_key(cfg: StudyConfig, name: str, section: dict[str, Any], seed: int, artifact: str) -> str:
     """What a run's result depends on: the settings that train it (not where runs go or how many run at once)."""
-    settings = cfg.model_dump(mode="json", exclude={"out", "jobs", "dask", "dask_workers", "seeds", "samplers"})
+    settings = cfg.model_dump(
+        mode="json",
+        exclude={
+            "out",
+            "jobs",
+            "dask",
+            "dask_workers",
+            "seeds",
+            "samplers",
+            "accuracy_target",
+            "report",
+            "enforce_gates",
+        },
+    )
     section = json.loads(json.dumps(section))
     if section.get("dots", {}).get("predictor"):  # the predictor by its folder's name, as the artifact: not by path
         section["dots"]["predictor"] = Path(section["dots"]["predictor"]).name
@@ -213,8 +232,13 @@ def write_study_results(cfg: StudyConfig, prepared: StudyPrepared, extra: dict[s
     from ads_core.demo.study_plots import write_window_traces
     from ads_core.evaluation.compare_report import write_comparison
 
-    out = Path(cfg.out)
+    out = Path(cfg.out) / cfg.report
+    out.mkdir(parents=True, exist_ok=True)
     groups = load_study_groups(cfg)
+    if cfg.design == "experiment2":
+        from ads_core.demo import experiment2_report
+
+        return experiment2_report.write(cfg, groups, extra["artifacts"], extra["sections"], extra)
     comparison = write_comparison(groups, out)
     traces = write_window_traces(groups, out)
     analysis = analyse(groups, comparison["headline"])

@@ -66,6 +66,8 @@ def make_problem(rng: random.Random, family: str, level: int, worked: bool = Fal
         xs = [rng.randint(11, 99) for _ in range(level + 1)]
     elif family == "digitsum":
         xs = [rng.randint(1, 9)] + [rng.randint(0, 9) for _ in range(level)]
+    elif family == "min" and worked:  # two-digit operands: one-digit ones make the answer 0 or 1 at high levels
+        xs = [rng.randint(10, 99) for _ in range(level + 1)]
     else:
         low = PRODUCT_LOW if family == "product" else 0
         xs = [rng.randint(low, 9) for _ in range(level + 1)]

@@ -1,6 +1,8 @@
 """Baseline samplers behind the ADS sampler's API, for fair comparisons in the simulator and in training.
 
 * ``UniformSampler``: GRPO's default, a fresh shuffle of all rows every epoch.
+* ``EasiestShareSampler``: the same over the easiest ``share`` of each cluster (by ``rank_in_cluster``): a static
+  data selection that trains where ADS's windows sit without moving them (Experiment 2's "sitting vs moving").
 * ``DifficultyTargetedSampler``: DOTS-style. It predicts each candidate's success rate as a similarity-
   weighted average over recently observed rows and trains on the candidates predicted nearest 0.5. DOTS
   proper learns an adapter on embeddings and rolls out a reference set; this keeps only the selection rule.
@@ -12,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ads_core.config.sampler import DifficultyTargetedConfig, UniformSamplerConfig
+from ads_core.config.sampler import DifficultyTargetedConfig, EasiestShareConfig, UniformSamplerConfig
 from ads_core.sampler.base import BaseSampler, as_sampler_columns, check
 from ads_core.sampler.state import state_config, state_header, state_int, state_list, state_reals, state_rng
 
@@ -25,27 +27,33 @@ class UniformSampler(BaseSampler):
     The permutation of epoch e is drawn from ``default_rng([seed, e])``, so the state is two integers.
     """
 
-    def __init__(self, cluster_ids: Any, rank_in_cluster: Any, cfg: UniformSamplerConfig | None = None) -> None:
+    STATE_KIND = "UniformSampler"
+
+    def __init__(self, cluster_ids: Any, rank_in_cluster: Any, cfg: Any = None) -> None:
         self.cfg = cfg if cfg is not None else UniformSamplerConfig()
-        cid, _ = as_sampler_columns(cluster_ids, rank_in_cluster)
+        cid, rank = as_sampler_columns(cluster_ids, rank_in_cluster)
         self.n_rows = len(cid)
         self.batch_size = self.cfg.batch_size
+        self._pool = self._rows(cid, rank)  # the rows an epoch permutes
         self.steps = 0
         self._epoch = 0
         self._cursor = 0
         self._perm = self._permutation(0)
 
+    def _rows(self, cluster_ids: np.ndarray, rank: np.ndarray) -> np.ndarray:
+        return np.arange(len(cluster_ids), dtype=np.int64)
+
     def _permutation(self, epoch: int) -> np.ndarray:
-        return np.random.default_rng([self.cfg.seed, epoch]).permutation(self.n_rows)
+        return self._pool[np.random.default_rng([self.cfg.seed, epoch]).permutation(len(self._pool))]
 
     def next_batch(self) -> np.ndarray:
-        parts, need = [], self.batch_size
+        parts, need, epoch_rows = [], self.batch_size, len(self._pool)
         while need:
-            if self._cursor == self.n_rows:
+            if self._cursor == epoch_rows:
                 self._epoch += 1
                 self._cursor = 0
                 self._perm = self._permutation(self._epoch)
-            take = min(need, self.n_rows - self._cursor)
+            take = min(need, epoch_rows - self._cursor)
             parts.append(self._perm[self._cursor : self._cursor + take])
             self._cursor += take
             need -= take
@@ -69,7 +77,7 @@ class UniformSampler(BaseSampler):
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "kind": "UniformSampler",
+            "kind": self.STATE_KIND,
             "version": STATE_VERSION,
             "config": self.cfg.model_dump(),
             "n_rows": self.n_rows,
@@ -80,16 +88,38 @@ class UniformSampler(BaseSampler):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a ``state_dict``; all fields are checked first, so a refused state changes nothing."""
-        s = state_header(state, "UniformSampler", _UNIFORM_KEYS, self.n_rows, STATE_VERSION)
+        s = state_header(state, self.STATE_KIND, _UNIFORM_KEYS, self.n_rows, STATE_VERSION)
         state_config(s["config"], self.cfg)  # the seed too: it picks every epoch's permutation
         steps = state_int(s["steps"], "state['steps']")
         epoch = state_int(s["epoch"], "state['epoch']")
-        cursor = state_int(s["cursor"], "state['cursor']", 0, self.n_rows)
+        cursor = state_int(s["cursor"], "state['cursor']", 0, len(self._pool))
         self.seek(epoch, cursor)
         self.steps = steps
 
 
 _UNIFORM_KEYS = ("kind", "version", "config", "n_rows", "steps", "epoch", "cursor")
+
+
+class EasiestShareSampler(UniformSampler):
+    """Shuffled epochs over the easiest ``share`` of each cluster: the first ceil(share x size) rows of every
+    cluster in ``rank_in_cluster`` order (at least one), where ADS's windows start and mostly sit. Feedback is
+    ignored, so it separates training on the easy end from moving along it."""
+
+    STATE_KIND = "EasiestShareSampler"
+
+    def _rows(self, cluster_ids: np.ndarray, rank: np.ndarray) -> np.ndarray:
+        assert isinstance(self.cfg, EasiestShareConfig)
+        _, cluster = np.unique(cluster_ids, return_inverse=True)
+        order = np.lexsort((rank, cluster))  # stable: equal ranks keep row order, as ADS's windows do
+        sizes = np.bincount(cluster)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        position = np.empty(len(order), dtype=np.int64)
+        position[order] = np.arange(len(order)) - starts[cluster[order]]
+        keep = np.maximum(1, np.ceil(self.cfg.share * sizes - 1e-9)).astype(np.int64)
+        return np.flatnonzero(position < keep[cluster]).astype(np.int64)
+
+    def metrics(self) -> dict[str, float]:
+        return {"easiest/step": float(self.steps), "easiest/epoch": float(self._epoch), "easiest/rows": len(self._pool)}
 
 
 class DifficultyTargetedSampler(BaseSampler):

@@ -39,6 +39,7 @@ from ads_core.config.sampler import (
     ADSSamplerConfig,
     DifficultyTargetedConfig,
     DynamicSamplingConfig,
+    EasiestShareConfig,
     UniformSamplerConfig,
 )
 from ads_core.sampler.base import Sampler
@@ -182,6 +183,13 @@ def _uniform(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) 
     from ads_core.sampler.baselines import UniformSampler
 
     return UniformSampler(cluster_ids, rank_in_cluster, cfg.uniform.replaced(batch_size=batch_size))
+
+
+@register_kind("easiest", options=EasiestShareConfig)
+def _easiest(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
+    from ads_core.sampler.baselines import EasiestShareSampler
+
+    return EasiestShareSampler(cluster_ids, rank_in_cluster, cfg.easiest.replaced(batch_size=batch_size))
 
 
 @register_kind("dots", options=DotsSamplerConfig)

@@ -5,11 +5,15 @@ Importing this module imports no Prefect: the runner sets Prefect's environment 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ads_core.common import defaults
 from ads_core.config.build import BuildConfig
 from ads_prefect.runtime import runner
+
+StudyRunner = Callable[[Any, dict[str, Any]], runner.BuildRun]
 
 
 def _ads_build() -> Any:
@@ -47,10 +51,20 @@ def run_study(
     cfg: Any, sections: dict[str, Any], progress: Any = None, say: runner.Say = runner.say_stderr
 ) -> runner.BuildRun:
     """Run the `ads-study` flow (`bench/study.py`) in this process, as `run_demo` runs the demo's."""
+    with study_session(progress, say) as run:
+        return run(cfg, sections)
+
+
+@contextmanager
+def study_session(progress: Any = None, say: runner.Say = runner.say_stderr) -> Iterator[StudyRunner]:
+    """A Prefect session (the configured server, or one temporary server for all of them) in which several
+    `ads-study` flow runs go one after another (Experiment 2's pilot, main runs and sweep)."""
     with runner.flow_session(defaults.cache_dir(), progress, say, "the study", "watch the study in the UI") as api_url:
         from ads_prefect.flows.study import ads_study
         from ads_prefect.runtime.runs import run_url
 
-        result = ads_study(study_cfg=cfg, sections=sections)
-        page = run_url(result["flow_run"]["id"]) if api_url else None
-    return runner.BuildRun(result, page)
+        def run(cfg: Any, sections: dict[str, Any]) -> runner.BuildRun:
+            result = ads_study(study_cfg=cfg, sections=sections)
+            return runner.BuildRun(result, run_url(result["flow_run"]["id"]) if api_url else None)
+
+        yield run

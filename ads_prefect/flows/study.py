@@ -49,11 +49,27 @@ def ads_study(study_cfg: StudyConfig, sections: dict[str, dict[str, Any]]) -> di
     parts = {name: getattr(build_cfg, name) for name in build_cfg.model_fields}
     with runs.fixed_threads():  # the build's numbers do not depend on the machine's core count
         built = ads_build(source=prepared.source, dataset=runs.DATASET, out=str(Path(cfg.out) / "build"), **parts)
-    artifact = built["final_uri"]
+    artifacts = {"build": built["final_uri"]}
     pairs = [(name, seed) for seed in cfg.seeds for name in cfg.samplers]
     args = {name: sections[name] for name in cfg.samplers}
     if any(section.get("kind") == "dots" for section in args.values()):
-        args = ts.with_predictor(cfg, args, artifact, prepared.policy)
+        args = ts.with_predictor(cfg, args, artifacts["build"], prepared.policy)
+    wanted = {section.get(study.ARTIFACT_EXTRA) for section in args.values()}
+    if "oracle" in wanted:
+        artifacts["oracle"] = ts.oracle_artifact(cfg, artifacts["build"])
+    if study.NLL_SUM_ARTIFACT in wanted:  # the same build ranked by the summed NLL (the product's default)
+        parts["score"] = parts["score"].replaced(difficulty="nll_sum")
+        with runs.fixed_threads():
+            other = ads_build(
+                source=prepared.source, dataset=runs.DATASET, out=str(Path(cfg.out) / "build-nll_sum"), **parts
+            )
+        artifacts[study.NLL_SUM_ARTIFACT] = other["final_uri"]
+    checked = ts.check_gates(cfg, prepared, artifacts["build"]) if cfg.design == "experiment2" else None
+    if checked is not None and not checked["passed"] and cfg.enforce_gates:  # a failed gate voids the runs
+        return {"result": {"gates": checked, "trained": False}, "flow_run": {"id": _run_id(), "name": _run_name()}}
+
+    def artifact_of(name: str) -> str:
+        return artifacts[args[name].get(study.ARTIFACT_EXTRA, "build")]
 
     def params(name: str, seed: int) -> dict[str, Any]:
         return {
@@ -61,12 +77,12 @@ def ads_study(study_cfg: StudyConfig, sections: dict[str, dict[str, Any]]) -> di
             "name": name,
             "section": args[name],
             "seed": seed,
-            "artifact": artifact,
+            "artifact": artifact_of(name),
             "policy": prepared.policy,
             "heldout": prepared.heldout,
         }
 
-    todo = [p for p in pairs if not study.finished(cfg, p[0], args[p[0]], p[1], artifact)]
+    todo = [p for p in pairs if not study.finished(cfg, p[0], args[p[0]], p[1], artifact_of(p[0]))]
     say = _progress(len(pairs), len(pairs) - len(todo), started)
     if cfg.dask and todo:
         from ads_prefect.runtime.dask import api_pinned, check_scheduler, prepare_workers, shard_runner
@@ -87,7 +103,10 @@ def ads_study(study_cfg: StudyConfig, sections: dict[str, dict[str, Any]]) -> di
             finally:
                 ts.set_pool(None)
     cost = {f"{study.safe(n)}-seed{s}": study.run_cost(cfg, n, s) for n, s in pairs}
-    extra = {"artifact": artifact, "run_cost": cost, "wall_seconds": time.perf_counter() - started}
+    extra = {"artifact": artifacts["build"], "artifacts": artifacts, "run_cost": cost, "sections": args}
+    if checked is not None:
+        extra["gates"] = checked
+    extra["wall_seconds"] = time.perf_counter() - started
     result = ts.write_results(cfg, prepared, extra)
     return {"result": result, "flow_run": {"id": _run_id(), "name": _run_name()}}
 

@@ -38,6 +38,27 @@ def with_predictor(
     return study.with_predictor(cfg, sections, artifact, policy)
 
 
+@task(name="study-oracle", cache_policy=NO_CACHE, retries=0)
+def oracle_artifact(cfg: StudyConfig, artifact: str) -> str:
+    """The build's artifact with clusters = the true families and rank = the true level (Experiment 2's positive
+    control); rewritten only when the build's artifact changed."""
+    from ads_core.demo.experiment2 import write_oracle_artifact
+
+    return write_oracle_artifact(artifact, cfg.out)
+
+
+@task(name="study-gates", cache_policy=NO_CACHE, retries=0)
+def check_gates(cfg: StudyConfig, prepared: study.StudyPrepared, artifact: str) -> dict[str, Any]:
+    """Experiment 2's gates, measured before any GRPO run (a failed one voids the runs)."""
+    from ads_core.demo.experiment2 import gates
+    from ads_core.demo.task import make_task
+
+    checked = gates(cfg, prepared.start, artifact, make_task(cfg.task).train)
+    for g in checked["gates"]:
+        get_run_logger().info("gate %s: %s (%s)", g["gate"], "passed" if g["passed"] else "FAILED", g["measured"])
+    return checked
+
+
 @task(name="study-train", task_run_name="train-{name}-seed{seed}", cache_policy=NO_CACHE, retries=0)
 def train_study_run(
     cfg: StudyConfig, name: str, section: dict[str, Any], seed: int, artifact: str, policy: str, heldout: dict[str, str]

@@ -85,6 +85,7 @@ class ADSGRPOTrainer(GRPOTrainer):
         self.reference_seconds = 0.0  # reference rollouts (kind dots) since the last step's line
         self.checkpoint_seconds = 0.0  # checkpoint writes since the last step's line
         self._clock: float | None = None  # when the last step's line was written (or training started)
+        self._cpu_clock: float | None = None  # the process's CPU time then
         self.run_id = ""  # the run's identity, repeated in every checkpoint manifest (ads_core.train.resume)
         self.keep_checkpoints = 2  # checkpoints with a manifest that rotation keeps
         super().__init__(*args, **kwargs)
@@ -117,7 +118,7 @@ class ADSGRPOTrainer(GRPOTrainer):
         return rewards_per_func
 
     def train(self, *args: Any, **kwargs: Any) -> Any:
-        self._clock = time.perf_counter()
+        self._clock, self._cpu_clock = time.perf_counter(), time.process_time()
         return super().train(*args, **kwargs)
 
     def _generate_and_score_completions(self, inputs: Any) -> Any:
@@ -206,13 +207,16 @@ class ADSGRPOTrainer(GRPOTrainer):
         (kind dots; booked to the step during which they ran: the dataloader draws one step ahead) and the rest,
         checkpoint writes (booked to the next step: HF saves after the step's line) and the rest, the update (forward,
         backward, optimizer; replay's bookkeeping too)."""
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.process_time()
         wall = now - (self._clock if self._clock is not None else now)
+        cpu_spent = cpu - (self._cpu_clock if self._cpu_clock is not None else cpu)
+        self._cpu_clock = cpu
         fresh = float(self.step_extras.get("fresh_rollout_seconds", 0.0))
         reference, self.reference_seconds, self._clock = self.reference_seconds, 0.0, now
         saving, self.checkpoint_seconds = self.checkpoint_seconds, 0.0
         return {
             "step_seconds": round(wall, 4),
+            "cpu_seconds": round(cpu_spent, 4),  # this process's CPU time: what load on the machine doesn't inflate
             "fresh_rollout_seconds": round(fresh, 4),
             "reference_rollout_seconds": round(reference, 4),
             "checkpoint_seconds": round(saving, 4),

@@ -1,0 +1,133 @@
+"""Experiment 2's declared settings (docs/study.md, "Experiment 2"): a task on which ADS's premise holds by
+construction, eight arms, fresh seeds, and the knob sweep. Everything here was fixed by the design commit; the
+pilot's amendment may set only what the design says it sets (the number of seeds, the static arm's share and
+the accuracy target).
+
+Each arm is a `TrainConfig.sampler` section (the flow sets its seed per run) with two optional additions:
+``train`` (top-level TrainConfig options: the all-wrong drop) and ``artifact: oracle`` (the run trains on the
+oracle artifact, clusters = the true families and rank = the true level, instead of the build's; ``nll_sum``: the
+same build ranked by the summed NLL, the product's default difficulty, instead of the published token mean).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ads_core.config.demo import DemoPolicyConfig, DemoTaskConfig
+from ads_core.config.study import StudyConfig
+
+TASK_SEED = 61
+# task seeds used by earlier tasks (ads demo, the first study, bench/grpo_curriculum.py, tests): the gate refuses them
+USED_TASK_SEEDS = (0, 1, 2, 3, 4)
+FAMILIES = ("sum", "digitsum", "max", "min", "bigproduct")
+UNREACHABLE = ("bigproduct",)
+PILOT_SEEDS = (2000, 2001, 2002, 2003, 2004)
+FIRST_REPORTED_SEED = 3000
+SWEEP_SEEDS = (4000, 4001, 4002, 4003, 4004)
+MIN_REPORTED_SEEDS = 10
+GATE_FALLBACKS = (500, 300)  # warm-up steps tried in this order when a gate fails at the declared 400
+
+DROP, NO_DROP = {"drop_all_wrong": "on"}, {"drop_all_wrong": "off"}
+ARMS: dict[str, dict[str, Any]] = {
+    "uniform": {"kind": "uniform", "train": NO_DROP},
+    "uniform+drop": {"kind": "uniform", "train": DROP},
+    "ads": {"kind": "ads", "train": DROP},  # as published: the reference window and the all-wrong drop
+    "ads-nodrop": {"kind": "ads", "train": NO_DROP},
+    "ads-oracle": {"kind": "ads", "train": DROP, "artifact": "oracle"},
+    "ads-nllsum": {"kind": "ads", "train": DROP, "artifact": "nll_sum"},  # the product's default difficulty
+    "easiest": {"kind": "easiest", "easiest": {"share": 0.25}, "train": DROP},  # share: set by the pilot
+    "dynamic": {"kind": "dynamic", "train": NO_DROP},
+}
+PILOT_ARMS = ("uniform", "ads", "ads-oracle")
+PRIMARY = ("ads", "ads-oracle")  # each against uniform, 97.5% t-intervals (Bonferroni over two)
+SMOKE_SWEEP = ("uniform", "ads", "ads-window4x2")  # the cells --smoke runs (every cell at the declared size)
+
+# The knob sweep (separate seeds): one knob at a time around ADS as published; every cell reported, none chosen.
+# window size x clusters per step keeps the step's 8 prompts.
+SWEEP: dict[str, dict[str, Any]] = {
+    "uniform": ARMS["uniform"],
+    "ads": ARMS["ads"],
+    "ads-window1x8": {"kind": "ads", "ads": {"mini_cluster_size": 1, "active_clusters": 8}, "train": DROP},
+    "ads-window4x2": {"kind": "ads", "ads": {"mini_cluster_size": 4, "active_clusters": 2}, "train": DROP},
+    "ads-window8x1": {"kind": "ads", "ads": {"mini_cluster_size": 8, "active_clusters": 1}, "train": DROP},
+    "ads-eps0.08": {"kind": "ads", "ads": {"boundary_eps": 0.08}, "train": DROP},
+    "ads-eps0.30": {"kind": "ads", "ads": {"boundary_eps": 0.3}, "train": DROP},
+    "ads-alpha0.1": {"kind": "ads", "ads": {"alpha": 0.1}, "train": DROP},
+    "ads-alpha0.7": {"kind": "ads", "ads": {"alpha": 0.7}, "train": DROP},
+    "ads-reset15": {"kind": "ads", "ads": {"reset_every": 15}, "train": DROP},
+    "ads-reset60": {"kind": "ads", "ads": {"reset_every": 60}, "train": DROP},
+    "ads-reset-never": {"kind": "ads", "ads": {"reset_every": 0}, "train": DROP},
+}
+
+
+def task() -> DemoTaskConfig:
+    """Four learnable families with worked solutions and one out of reach, 12 training and 10 held-out problems
+    per (family, level)."""
+    return DemoTaskConfig(
+        seed=TASK_SEED,
+        families=FAMILIES,
+        train_per_cell=12,
+        test_per_cell=10,
+        warmup_per_cell=300,
+        solutions="worked",
+    )
+
+
+def policy() -> DemoPolicyConfig:
+    """The tiny policy warmed up 400 steps on worked solutions, every reply in the rewarded form."""
+    return DemoPolicyConfig(warmup_steps=400, boxed_share=1.0)
+
+
+def experiment2(out: str = "bench-out/experiment2", seeds: tuple[int, ...] = PILOT_SEEDS) -> StudyConfig:
+    """The declared runs (every arm, the given seeds); `pilot`, `sweep` and `smoke` derive from it."""
+    return StudyConfig(
+        out=out,
+        seeds=seeds,
+        samplers=tuple(ARMS),
+        steps=90,
+        eval_every=30,
+        eval_k=4,
+        clusters=8,
+        num_generations=8,
+        max_completion_length=52,  # the longest worked solution (min, level 4) is 47 tokens
+        learning_rate=3e-4,
+        temperature=1.0,
+        start_samples=8,
+        task=task(),
+        policy=policy(),
+        design="experiment2",
+        unreachable=UNREACHABLE,
+    )
+
+
+def reported_seeds(n: int) -> tuple[int, ...]:
+    return tuple(range(FIRST_REPORTED_SEED, FIRST_REPORTED_SEED + n))
+
+
+def pilot(cfg: StudyConfig) -> StudyConfig:
+    """The pilot's runs: their own seeds, the primary arms; in OUT beside every other run, results in OUT/pilot."""
+    return cfg.replaced(seeds=PILOT_SEEDS, samplers=PILOT_ARMS, report="pilot")
+
+
+def sweep(cfg: StudyConfig) -> StudyConfig:
+    """The knob sweep: its own seeds, every cell; results in OUT/sweep."""
+    return cfg.replaced(seeds=SWEEP_SEEDS, samplers=tuple(SWEEP), report="sweep")
+
+
+def smoke(cfg: StudyConfig) -> StudyConfig:
+    """The suite's size: everything runs (every arm, the oracle artifact, the analysis), nothing is measured."""
+    samplers = tuple(n for n in cfg.samplers if n in SMOKE_SWEEP) if cfg.report == "sweep" else cfg.samplers
+    return cfg.replaced(
+        enforce_gates=False,
+        samplers=samplers,
+        seeds=cfg.seeds[:2],
+        steps=2,
+        eval_every=2,
+        eval_k=1,
+        clusters=4,
+        num_generations=2,
+        max_completion_length=12,
+        start_samples=2,
+        task=cfg.task.replaced(train_per_cell=2, test_per_cell=1, warmup_per_cell=4),
+        policy=cfg.policy.replaced(warmup_steps=4, warmup_batch=8),
+    )
