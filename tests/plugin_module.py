@@ -1,11 +1,13 @@
 """A trainer with one option and a sampler kind with one knob, defined outside the package and named only by
-class path (`plugin_module:Tiny`, `plugin_module:coin`); the tests copy this file into a temporary folder on
-`sys.path` (tests/test_plugins.py, tests/flows/test_ads_train.py)."""
+class path (`plugin_module:Tiny`, `plugin_module:coin`), and a kind whose batches break the protocol
+(`plugin_module:bad`); the tests copy this file into a temporary folder on `sys.path` (tests/test_plugins.py,
+tests/flows/test_ads_train.py, tests/integrations/test_trl_sampler_boundary.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from pydantic import Field
 
 from ads_core.config.base import FrozenSection, Section
@@ -80,3 +82,36 @@ def coin(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> U
 def replayed(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> UniformSampler:
     """A kind that needs a trainer extension no built-in trainer has."""
     return coin(cluster_ids, rank_in_cluster, cfg, batch_size)
+
+
+class BadKnobs(FrozenSection):
+    """How the bad sampler's batches break the protocol."""
+
+    batch_size: int = Field(128, ge=1, description="Prompts per step.")
+    returns: str = Field("floats", description="floats, strings, negative, past_end, long, short or nan.")
+
+
+class BadSampler(UniformSampler):
+    """A uniform sampler whose ``next_batch`` returns what ``returns`` says instead of the step's row positions."""
+
+    def __init__(self, cluster_ids: Any, rank_in_cluster: Any, batch_size: int, returns: str) -> None:
+        super().__init__(cluster_ids, rank_in_cluster, UniformSamplerConfig(batch_size=batch_size))
+        self.returns = returns
+
+    def next_batch(self) -> Any:
+        rows = super().next_batch()
+        end = np.array([self.n_rows])
+        return {
+            "floats": lambda: rows + 0.7,
+            "strings": lambda: [str(r) for r in rows],
+            "negative": lambda: np.concatenate([rows[:-1], [-1]]),
+            "past_end": lambda: np.concatenate([rows[:-1], end]),
+            "long": lambda: np.concatenate([rows, rows[:1]]),
+            "short": lambda: rows[:-1],
+            "nan": lambda: np.concatenate([rows[:-1], [np.nan]]),
+        }[self.returns]()
+
+
+@sampler_kind(options=BadKnobs)
+def bad(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> BadSampler:
+    return BadSampler(cluster_ids, rank_in_cluster, batch_size, cfg.bad.returns)

@@ -71,3 +71,16 @@ def error_line(exc: ValidationError, prefix: str = "") -> str:
         shown = "" if isinstance(got, dict) else f", got {got!r}"
         parts.append(f"{prefix}{where}: {err['msg']}{shown}")
     return "; ".join(parts)
+
+
+def options_problem(options: Any) -> str | None:
+    """Why OPTIONS can't be a plug-in's options class, or None: it is not a pydantic model, or its defaults fail
+    its own validation (a section is made from its defaults unvalidated, so `Field(0, ge=1)` would run with 0)."""
+    if not (isinstance(options, type) and issubclass(options, BaseModel)):
+        return f"its options {options!r} are not a pydantic model (an ads_core.config.base.Section)"
+    try:
+        options.model_validate(options().model_dump())
+    except ValidationError as exc:
+        name = f"{options.__module__}.{options.__qualname__}"
+        return f"the defaults of its options {name} fail their own validation: {error_line(exc)}"
+    return None

@@ -96,6 +96,48 @@ def check_update_args(idx: Any, success: Any, n_rows: int) -> tuple[np.ndarray, 
     return idx, success
 
 
+class SamplerBatchError(ValueError):
+    """A sampler's ``next_batch`` returned something other than the step's row positions: the run stops there,
+    before any row of the batch is rolled out or trained and before any checkpoint."""
+
+
+def checked_batch(batch: Any, n_rows: int, batch_size: int, sampler: str, step: int) -> list[int]:
+    """BATCH, what SAMPLER (its kind or class path) returned from ``next_batch`` for STEP, as the step's row
+    positions; anything else raises SamplerBatchError naming the sampler, the step and the offending value.
+
+    Every index must be an integer (Python or NumPy; not a bool, float or str) in [0, n_rows), and there must be
+    exactly BATCH_SIZE of them: unchecked, a float is truncated to another row (261.7 trains row 261), -1 rolls
+    out the last row, an extra row is silently dropped and an index past the end fails deep inside the dataset
+    after a minute of generation. Both trainers call this where they take the batch (TRL: the prompt feed; verl:
+    its train sampler)."""
+    where = f"sampler {sampler!r} at step {step}"
+    if isinstance(batch, list | tuple):
+        values = list(batch)
+    else:
+        array = np.asarray(batch)  # an ndarray, a tensor, a range
+        if array.ndim != 1:
+            raise SamplerBatchError(f"{where} returned {_shown(batch)}, not a 1-D sequence of row positions")
+        values = array.tolist()  # NumPy integers become ints, floats floats, strings str
+    if len(values) != batch_size:
+        raise SamplerBatchError(f"{where} returned {len(values)} row positions; the step takes exactly {batch_size}")
+    for i, value in enumerate(values):
+        if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+            raise SamplerBatchError(
+                f"{where} returned {_shown(value)} ({type(value).__name__}) at position {i}; row positions are "
+                f"integers in [0, {n_rows})"
+            )
+        if not 0 <= value < n_rows:
+            raise SamplerBatchError(
+                f"{where} returned row {int(value)} at position {i}, outside the training set's rows [0, {n_rows})"
+            )
+    return [int(v) for v in values]
+
+
+def _shown(value: Any) -> str:
+    text = " ".join(repr(value).split())
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def read_sampler_columns(uri: str, columns: tuple[str, str] = SAMPLER_COLUMNS) -> tuple[np.ndarray, np.ndarray]:
     """Read the cluster and rank columns of a parquet artifact from a local path or any fsspec URI."""
     import fsspec

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
-from ads_core.common.registry import Registry, UnknownBackendError
+from ads_core.common.registry import PluginError, Registry, UnknownBackendError
+from ads_core.config.base import options_problem
 from ads_core.config.sampler import (
     ADSSamplerConfig,
     DifficultyTargetedConfig,
@@ -82,9 +83,13 @@ def sampler_kind(
     trainer must run in its own loop, `fill_step`). A kind that needs a trainer extension (rollout replay, say)
     names it here and reads its knobs from its own section. DROPS_ALL_WRONG: the kind was published with a trainer
     that drops all-wrong groups from the gradient batch, so the training option `drop_all_wrong` at `auto` turns
-    that drop on for it (ADS). A kind named by class path needs only this; `register_kind` also gives it a name."""
+    that drop on for it (ADS). A kind named by class path needs only this; `register_kind` also gives it a name.
+    OPTIONS whose defaults fail their own validation are refused here (PluginError), before any run uses them."""
 
     def deco(factory: SamplerFactory) -> SamplerFactory:
+        problem = options_problem(options) if options is not None else None
+        if problem:
+            raise PluginError(problem)  # "its options ...": the kind is named by whoever reports it
         factory.ads_kind_drops_all_wrong = drops_all_wrong  # type: ignore[attr-defined]
         factory.ads_kind_options = options  # type: ignore[attr-defined]
         factory.ads_kind_section = section or factory.__name__.replace("-", "_")  # type: ignore[attr-defined]
@@ -127,17 +132,24 @@ def _load_entry_points() -> None:
     _entry_points_loaded = True
     for module in BUILT_IN:
         importlib.import_module(module)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name not in KINDS.names():
-            factory = ep.load()
-            if not hasattr(factory, "ads_kind_section"):
-                sampler_kind(section=ep.name.replace("-", "_"))(factory)
-            KINDS.register(ep.name)(factory)
+
+    def add(name: str, factory: Any) -> None:
+        if not hasattr(factory, "ads_kind_section"):
+            sampler_kind(section=name.replace("-", "_"))(factory)
+        KINDS.register(name)(factory)
+
+    KINDS.register_entry_points(entry_points(group=ENTRY_POINT_GROUP), ENTRY_POINT_GROUP, add)
 
 
 def kind_names() -> list[str]:
     _load_entry_points()
     return KINDS.names()
+
+
+def broken_kind(kind: str) -> str | None:
+    """Why the installed entry point KIND was skipped (it failed to load), or None."""
+    _load_entry_points()
+    return KINDS.broken(kind)
 
 
 def kind_spec(kind: str) -> KindSpec:

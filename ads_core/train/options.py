@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field, create_model, field_validator, model_validator
 
 from ads_core.config.train import NeutralTrainConfig, SamplerSection
-from ads_core.sampler.kinds import kind_names, kind_spec
+from ads_core.sampler.kinds import broken_kind, kind_names, kind_spec
 from ads_core.train.trainers import section_of_trainer, trainer_class, trainer_names
 
 
@@ -26,12 +26,12 @@ class _KnownKind(SamplerSection):
     @field_validator("kind")
     @classmethod
     def _kind_is_known(cls, kind: str) -> str:
-        if not _is_class_path(kind) and kind not in kind_names():
+        if not _is_class_path(kind) and kind not in kind_names() and not broken_kind(kind):
             raise ValueError(
                 f"unknown sampler kind {kind!r}; choose one of {', '.join(kind_names())} or give a "
                 "class path (my_pkg.mod:my_kind)"
             )
-        kind_spec(kind)  # a class path that can't be imported: one clear line
+        kind_spec(kind)  # a class path that can't be imported, an entry point that failed: one clear line
         return kind
 
 

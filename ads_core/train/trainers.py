@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Protocol
 
-from ads_core.common.registry import Registry, UnknownBackendError
+from ads_core.common.registry import PluginError, Registry, UnknownBackendError
+from ads_core.config.base import options_problem
 from ads_core.config.sampler import ADSSamplerConfig
 from ads_core.config.train import NeutralTrainConfig as TrainConfig
 from ads_core.config.train import SamplerSection
@@ -104,10 +105,30 @@ class Trainer(Protocol):
     def read_checkpoint_state(self, run_dir: str) -> Any: ...
 
 
+# What `ads train`, the flow and `ads_core.train.run` call or read on every trainer (the protocol above).
+PROTOCOL_METHODS = ("can_run_here", "check_machine", "plan", "execute", "read_checkpoint_state")
+PROTOCOL_ATTRIBUTES = ("streams_steps", "ads_defaults")
+
+
+def protocol_problem(cls: Any) -> str | None:
+    """Why CLS can't be a trainer, or None: the protocol's methods or attributes it lacks, or options whose defaults
+    fail their own validation (checked when it is registered or named, not deep inside a run)."""
+    missing = [m for m in PROTOCOL_METHODS if not callable(getattr(cls, m, None))]
+    missing += [a for a in PROTOCOL_ATTRIBUTES if not hasattr(cls, a)]
+    if missing:
+        return f"it lacks {', '.join(missing)} of the protocol ads_core.train.trainers.Trainer"
+    options = getattr(cls, "options", None)
+    return None if options is None else options_problem(options)
+
+
 def register_trainer(name: str) -> Callable[[type], type]:
-    """Register a trainer class under NAME (taken once: a second registration raises DuplicateBackendError)."""
+    """Register a trainer class under NAME (taken once: a second registration raises DuplicateBackendError); a
+    class that is no trainer (`protocol_problem`) raises PluginError."""
 
     def deco(cls: type) -> type:
+        problem = protocol_problem(cls) if name not in TRAINERS.names() else None  # a taken name: the registry's
+        if problem:
+            raise PluginError(f"trainer {name!r}: {problem}")
         cls.name = name  # type: ignore[attr-defined]
         return TRAINERS.register(name)(cls)
 
@@ -125,18 +146,21 @@ def load_built_ins() -> None:
         _loaded = True
         for module in BUILT_IN:
             importlib.import_module(module)
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            if ep.name not in TRAINERS.names():
-                register_trainer(ep.name)(ep.load())
+        eps = entry_points(group=ENTRY_POINT_GROUP)
+        TRAINERS.register_entry_points(eps, ENTRY_POINT_GROUP, lambda name, cls: register_trainer(name)(cls))
 
 
 def trainer_class(name: str) -> Any:
     """The class registered as NAME or named by class path (imported here); an unknown name names `trainer`."""
     load_built_ins()
     try:
-        return TRAINERS.get(name)
+        cls = TRAINERS.get(name)
     except UnknownBackendError as exc:
         raise TrainOptionError(str(exc), options=("trainer",)) from None
+    problem = protocol_problem(cls)  # a class path is checked here; a registered trainer was at registration
+    if problem:
+        raise TrainOptionError(f"trainer {name!r} is refused: {problem}", options=("trainer",))
+    return cls
 
 
 def section_of_trainer(name: str) -> str:

@@ -37,7 +37,7 @@ import pyarrow as pa
 import torch.utils.data
 
 from ads_core import storage
-from ads_core.sampler.base import GroupFilter, Sampler
+from ads_core.sampler.base import GroupFilter, Sampler, checked_batch
 from ads_core.sampler.checkpoint import SamplerCheckpoint
 from ads_core.sampler.dynamic import informative
 from ads_core.sampler.feedback import Feedback as SamplerFeedback
@@ -127,7 +127,7 @@ class FeedbackSampler(torch.utils.data.Sampler[int]):
                         yield row
 
     def _draw(self) -> Draw:
-        rows = [int(r) for r in np.asarray(self.sampler.next_batch()).tolist()]
+        rows = self._take(self.draws + 1)
         self.draws += 1
         draw = Draw(index=self.draws, rows=rows, after_updates=self.updates)
         self.pending.append(draw)
@@ -147,9 +147,14 @@ class FeedbackSampler(torch.utils.data.Sampler[int]):
 
     def draw_extra(self) -> Draw:
         """Another generation batch for the current step (dynamic sampling); fed back by ``feedback_extra``."""
-        rows = [int(r) for r in np.asarray(self.sampler.next_batch()).tolist()]
+        rows = self._take(self.updates)
         self.extra_draws += 1
         return Draw(index=self.updates, rows=rows, after_updates=self.updates)
+
+    def _take(self, step: int) -> list[int]:
+        """The sampler's next batch for STEP, checked before the dataloader hands out any row of it (a bad one
+        stops the run here, naming the sampler: nothing of it is rolled out, trained or checkpointed)."""
+        return checked_batch(self.sampler.next_batch(), self.n_rows, self.batch_size, self.kind, step)
 
     def feedback_extra(self, draw: Draw, rows: Any, correctness: Any, rewards: Any) -> Feedback:
         """Feed back a generation batch from ``draw_extra``: the sampler is updated, the step count is not."""

@@ -1,7 +1,8 @@
 """Hydra entry point: ``python -m ads_core.train.verl.main <overrides>`` trains GRPO with the ADS sampler.
 
 It mirrors ``verl.trainer.main_ppo.main`` (``auto_set_device``, ``validate_config``, ``run_ppo``), with our
-config (``config/ads_grpo.yaml``, which extends verl's ``ppo_trainer``) and our task runner.
+config (``config/ads_grpo.yaml``, which extends verl's ``ppo_trainer``) and our task runner. A bad config or a
+sampler batch that is not the step's row positions ends it with one ``error:`` line and status 2.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+from ads_core.sampler.base import SamplerBatchError
 from ads_core.train.verl.config import CONFIG_NAME, ConfigError, finalize, validate
 
 
@@ -33,7 +35,11 @@ def main(config: DictConfig) -> None:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    run(config)
+    try:
+        run(config)
+    except SamplerBatchError as exc:  # raised in Ray's task runner; Ray's error is an instance of it too
+        print(f"error: {getattr(exc, 'cause', exc)}", file=sys.stderr)  # the sampler's line, not Ray's traceback
+        sys.exit(2)
 
 
 if __name__ == "__main__":

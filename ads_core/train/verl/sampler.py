@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch.utils.data
 
-from ads_core.sampler.base import Sampler
+from ads_core.sampler.base import Sampler, checked_batch
 from ads_core.sampler.feedback import Feedback
 from ads_core.sampler.kinds import build_sampler
 from ads_core.sampler.state import SamplerStateError, refuse, state_int, state_mapping
@@ -94,6 +94,7 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
         self._yielded = 0  # indices yielded by the live iterator in this epoch
         self._resume = 0  # where the next iter() starts (set by load_state_dict)
         self.last_feedback: BatchFeedback | None = None
+        self.step_of: Callable[[], int] | None = None  # the trainer's global step, for errors (else epoch batch)
 
     # -- construction ----------------------------------------------------------------------------
 
@@ -133,9 +134,10 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
         return self._generate(start // self.batch_size)
 
     def _generate(self, first_batch: int) -> Iterator[int]:
-        for _ in range(first_batch, self.steps_per_epoch):
-            rows = np.asarray(self.sampler.next_batch())
-            for row in rows.tolist():
+        for batch in range(first_batch, self.steps_per_epoch):
+            step = self.step_of() if self.step_of is not None else batch + 1
+            rows = checked_batch(self.sampler.next_batch(), self.n_rows, self.batch_size, self.kind, step)
+            for row in rows:  # checked whole before the loader takes its first row: a bad batch rolls out nothing
                 self._yielded += 1  # counted before the yield: a suspended generator has handed it out
                 yield row
 
