@@ -125,7 +125,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[StudyConfig, list[str]]:
         names = tuple(dict.fromkeys(["uniform", *(n.strip() for n in args.samplers.split(",") if n.strip())]))
     runnable, skipped = available(names, named_samplers())
     changes["samplers"] = runnable
-    changes["out"] = args.out or ("bench-out/study" if kind == "study" else f"bench-out/study-{kind}")
+    out = args.out or ("bench-out/study" if kind == "study" else f"bench-out/study-{kind}")
+    changes["out"] = str(Path(out).resolve())  # runs in worker processes and manifests name it from anywhere
     return cfg.replaced(**changes), notes + skipped + (["start only"] if args.start_only else [])
 
 

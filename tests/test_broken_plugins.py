@@ -202,7 +202,14 @@ def test_a_broken_entry_point_is_skipped_with_one_warning_and_naming_it_says_why
         [EntryPoint("half", "ads_t51_half:Half", trainers.ENTRY_POINT_GROUP)],
     )
     with caplog.at_level(logging.WARNING, logger="ads.plugins"):
-        assert kinds.kind_names() == ["ads", "uniform", "easiest", "dots", "dots-lite", "dynamic"]  # the rest still work
+        assert kinds.kind_names() == [
+            "ads",
+            "uniform",
+            "easiest",
+            "dots",
+            "dots-lite",
+            "dynamic",
+        ]  # the rest still work
         assert trainers.trainer_names() == ["verl", "trl"]
         kinds.kind_names(), trainers.trainer_names()  # read once: no second warning
         cfg = load_train_config({"trainer": "trl", "sampler": {"kind": "uniform"}})

@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ads_core.evaluation.compare import RunData, bootstrap_interval, common_sets, first_reach, summarize
+from ads_core.evaluation.compare import AVERAGE, RunData, bootstrap_interval, common_sets, first_reach, summarize
 from ads_core.evaluation.paired import paired_verdict
 
 BASELINE = "uniform"
@@ -34,29 +34,31 @@ def _seconds_to(run: RunData, step: int) -> float:
     return sum(float(s.get("seconds", 0.0)) for s in run.steps if int(s.get("step", 0)) <= step)
 
 
-def _auc(run: RunData, key: str, sets: Sequence[str]) -> float:
-    """Mean held-out accuracy over the rollouts (trapezoid against prompts rolled out, over their span)."""
-    curve = run.curve(key, sets)
-    span = curve[-1].prompts - curve[0].prompts
-    if span <= 0:
-        return curve[-1].accuracy
-    area = sum((b.prompts - a.prompts) * (a.accuracy + b.accuracy) / 2 for a, b in zip(curve, curve[1:], strict=False))
-    return area / span
+def _auc(run: RunData, key: str, sets: Sequence[str], span: int) -> float:
+    """Mean held-out accuracy over prompts rolled out 0..SPAN, the same span for every run compared (the
+    smallest final rollout count among them), so runs that rolled out more are not averaged over more."""
+    from ads_core.demo.experiment2_analysis import auc
+
+    return auc(run, sets if key == AVERAGE else [key], span)
 
 
-def _wall_ratios(base: Sequence[RunData], runs: Sequence[RunData], key: str, sets: Sequence[str]) -> list[float]:
-    """Training seconds to the same seed's uniform final accuracy, as a share of uniform's (censored: whole run)."""
-    out = []
+def _wall_ratios(
+    base: Sequence[RunData], runs: Sequence[RunData], key: str, sets: Sequence[str]
+) -> tuple[list[float], bool]:
+    """Training seconds to the same seed's uniform final accuracy, as a share of uniform's (a seed that never got
+    there counts as its whole run), and whether any seed was censored so (then the mean is a lower bound)."""
+    out, censored = [], False
     for b, r in zip(base, runs, strict=True):
         target = b.curve(key, sets)[-1].accuracy
         theirs, mine = first_reach(b.curve(key, sets), target), first_reach(r.curve(key, sets), target)
         if theirs is None or theirs.step == 0:
-            return []
+            return [], False
         denominator = _seconds_to(b, theirs.step)
         if denominator <= 0:
-            return []
+            return [], False
+        censored = censored or mine is None
         out.append(_seconds_to(r, mine.step if mine else r.total_steps) / denominator)
-    return out
+    return out, censored
 
 
 def analyse(groups: dict[str, list[RunData]], key: str) -> dict[str, Any]:
@@ -65,6 +67,7 @@ def analyse(groups: dict[str, list[RunData]], key: str) -> dict[str, Any]:
     base = groups[BASELINE]
     reach = {row["name"]: row for row in summarize(groups, key)}
     base_finals = finals(base, key, sets)
+    span = min(r.total_prompts for g in groups.values() for r in g)  # AUC over one rollout span for every run
     rows = []
     for name, runs in groups.items():
         mine = finals(runs, key, sets)
@@ -74,7 +77,7 @@ def analyse(groups: dict[str, list[RunData]], key: str) -> dict[str, Any]:
             "seeds": len(runs),
             "final_mean": sum(mine) / len(mine),
             "final_sd": _sd(mine),
-            "auc_mean": sum(_auc(r, key, sets) for r in runs) / len(runs),
+            "auc_mean": sum(_auc(r, key, sets, span) for r in runs) / len(runs),
             "reach": reach[name],
             "per_family": {s: sum(finals(runs, s, [s])) / len(runs) for s in sets},
             # did it learn at all: final minus step-0 accuracy, paired by seed (the pilot's viability gate)
@@ -86,11 +89,13 @@ def analyse(groups: dict[str, list[RunData]], key: str) -> dict[str, Any]:
             row["diffs"] = diffs
             row["diff_sd"] = _sd(diffs)
             row["paired"] = paired_verdict(name, BASELINE, diffs, level)
-            aucs = [_auc(r, key, sets) - _auc(b, key, sets) for r, b in zip(runs, base, strict=True)]
+            aucs = [_auc(r, key, sets, span) - _auc(b, key, sets, span) for r, b in zip(runs, base, strict=True)]
             row["auc_diff"] = {"mean": sum(aucs) / len(aucs), "interval": bootstrap_interval(aucs, resamples=RESAMPLES)}
-            walls = _wall_ratios(base, runs, key, sets)
+            walls, censored = _wall_ratios(base, runs, key, sets)
             wall_span = bootstrap_interval(walls, resamples=RESAMPLES) if walls else None
-            row["wall_ratio"] = {"mean": sum(walls) / len(walls), "interval": wall_span} if walls else None
+            row["wall_ratio"] = (
+                {"mean": sum(walls) / len(walls), "interval": wall_span, "censored": censored} if walls else None
+            )
         rows.append(row)
     gate = next(r["gain"] for r in rows if r["name"] == BASELINE)
     return {
@@ -182,8 +187,10 @@ def results_table(analysis: dict[str, Any]) -> str:
             wall = r["wall_ratio"]
             wall_text = "n/a"
             if wall:
-                wall_text = f"{wall['mean']:.2f}" + (
-                    f" [{wall['interval'][0]:.2f}, {wall['interval'][1]:.2f}]" if wall["interval"] else ""
+                wall_text = (
+                    (">= " if wall.get("censored") else "")
+                    + f"{wall['mean']:.2f}"
+                    + (f" [{wall['interval'][0]:.2f}, {wall['interval'][1]:.2f}]" if wall["interval"] else "")
                 )
             cells += [
                 f"{p['mean']:+.3f}{interval}",

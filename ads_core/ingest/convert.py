@@ -138,6 +138,7 @@ class _Conversion:
 
     def __init__(self, source: str, cfg: FormatConfig) -> None:
         self.source, self.cfg = source, cfg
+        self._names: dict[str, str] = {}  # read file -> its name relative to the source (file_name)
         self.template = template_string(cfg)
         self.name = cfg.name or dataset_name(source)
         self.source_exists = storage.exists(source)  # a missing path is reported by the reader as an error: line
@@ -200,14 +201,23 @@ class _Conversion:
         self.seen[sid] = (raw.source_file, raw.source_row)
         folder = self.layouts.folders.get(raw.source_file)
         index = self.summary.rows_out
-        return _output_row(raw, layout, conv, self.cfg, self.name, self.template, sid, index, folder)
+        row = _output_row(raw, layout, conv, self.cfg, self.name, self.template, sid, index, folder)
+        row["extra_info"]["source_file"] = self.file_name(raw.source_file)
+        return row
+
+    def file_name(self, uri: str) -> str:
+        """A read file as rows record it: relative to the source (a one-file source by its base name), so the
+        artifact's bytes do not depend on where the source sits; the manifest records the source itself."""
+        if uri not in self._names:
+            self._names[uri] = records.relative_name(self.source, uri)
+        return self._names[uri]
 
     def reject(self, raw: RawRow, why: _Rejected) -> dict[str, Any]:
         """The reject's row (counted by reason; the first of each reason kept as the example for the error)."""
         self.summary.rejects[why.reason] += 1
         self.summary.examples.setdefault(why.reason, f"{raw.source_file} row {raw.source_row}: {why.message}")
         return {
-            "source_file": raw.source_file,
+            "source_file": self.file_name(raw.source_file),
             "source_row": raw.source_row,
             "reason": why.reason,
             "message": why.message,

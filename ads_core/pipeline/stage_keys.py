@@ -35,8 +35,8 @@ def input_digests(stage: Stage, ctx: StageContext, source: str | None = None) ->
     (the digest of what a run read) or, before a run, by hashing it now."""
     digests: dict[str, Any] = {}
     for name in stage.inputs:
-        if name == "source":  # the path too: rows record it (extra_info.source_file)
-            digests[name] = [ctx.source, source or source_digest(ctx.source, ctx.config.format.split)]
+        if name == "source":  # names relative to the source and bytes: where it sits is provenance (the manifest)
+            digests[name] = source or source_digest(ctx.source, ctx.config.format.split)
         elif SHARD_SLOT in ctx.layout[name]:
             digests[name] = [mf.artifact_hash(u) for u in ctx.shard_uris(name)]
         else:

@@ -80,8 +80,17 @@ class Manifest:
         return self.outputs[name]["sha256"]
 
 
+def anchored(uri: str) -> str:
+    """A plain local path made absolute; any other URI as it is. A manifest never records a path relative to the
+    working directory: read from another directory it would name files that are not there."""
+    if "://" not in uri and not os.path.isabs(uri):
+        return os.path.abspath(uri)
+    return uri
+
+
 def output_entry(uri: str, rows: int | None = None) -> dict[str, Any]:
-    """Describe one written file: its URI, content hash and (optionally) row count."""
+    """Describe one written file: its URI (a local one absolute), content hash and (optionally) row count."""
+    uri = anchored(uri)
     entry: dict[str, Any] = {"uri": uri, "sha256": storage.content_hash(uri)}
     if rows is not None:
         entry["rows"] = int(rows)
@@ -182,7 +191,7 @@ def why_not_intact(stage_dir: str) -> tuple[Manifest | None, str | None]:
     found = problems(manifest)
     if found:
         return None, "; ".join(found)
-    prefix = stage_dir.rstrip("/") + "/"
+    prefix = anchored(stage_dir).rstrip("/") + "/"
     for name, entry in manifest.outputs.items():
         try:
             if not str(entry["uri"]).startswith(prefix):  # a copied manifest describing files elsewhere

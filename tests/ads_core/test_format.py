@@ -221,7 +221,7 @@ def test_duplicates_across_files_of_a_directory(tmp_path):
     manifest, train, rejects = run_format(folder, tmp_path / "out")
     assert manifest["counts"]["rows_out"] == 2
     assert rejects.select("source_file", "source_row", "reason").to_dicts() == [
-        {"source_file": str(folder / "b.jsonl"), "source_row": 0, "reason": "duplicate"}
+        {"source_file": "b.jsonl", "source_row": 0, "reason": "duplicate"}  # relative to the source folder
     ]
 
 

@@ -123,3 +123,20 @@ def test_config_dict_accepts_dataclasses_dicts_and_none():
     assert mf.config_dict(format_module.FormatConfig(name="x"))["name"] == "x"
     assert mf.config_dict({"a": 1}) == {"a": 1}
     assert mf.config_dict(None) == {}
+
+
+def test_a_manifest_written_from_a_relative_folder_names_absolute_files(tmp_path, monkeypatch):
+    """Regression (issue 50): `bench/study.py --smoke` from a fresh clone's root wrote the DOTS predictor's manifest
+    with paths relative to the working directory; read back by its absolute folder, it was 'not in this folder'."""
+    monkeypatch.chdir(tmp_path)
+    folder = "out/predictor"
+    (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / folder / "weights.bin").write_bytes(b"w")
+    entry = mf.Manifest(
+        stage="s", inputs={}, outputs={"weights": mf.output_entry(f"{folder}/weights.bin")}, config={}, code_version="1"
+    )
+    mf.write(folder, entry)
+    assert mf.read(folder).outputs["weights"]["uri"] == str(tmp_path / folder / "weights.bin")
+    assert mf.why_not_intact(str(tmp_path / folder)) == (mf.read(folder), None)
+    assert mf.why_not_intact(folder)[1] is None
+    assert mf.anchored("s3://bucket/x") == "s3://bucket/x" and mf.anchored("/abs/x") == "/abs/x"

@@ -143,3 +143,23 @@ def test_ads_build_bad_source_is_one_error_line(tmp_path: Path):
     result = CliRunner().invoke(app, ["build", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "o")])
     assert result.exit_code == 2
     assert "error:" in result.output and "Traceback" not in result.output
+
+
+def test_the_same_source_in_two_folders_builds_the_same_artifact(tmp_path: Path, data_dir: Path, tiny_model_dir: Path):
+    """Regression (issue 50): rows recorded the source's absolute path, so the same content in two folders gave two
+    artifact hashes and two stage keys. Where the source sits is provenance, recorded in the format manifest."""
+    rows = (data_dir / "math500" / "test.jsonl").read_text().splitlines()[:24]
+    cfg = BuildConfig(score=ScoreConfig(max_length=128), cluster=ClusterConfig(num_clusters=2))
+    results = []
+    for folder in ("here", "there/deeper"):
+        source = tmp_path / folder / "math.jsonl"
+        source.parent.mkdir(parents=True)
+        source.write_text("\n".join(rows) + "\n")
+        results.append(build(str(source), str(tmp_path / "out" / folder.replace("/", "-")), cfg))
+    finals = [r.manifest("final") for r in results]
+    assert [m["sha256"] for m in finals[0].outputs.values()] == [m["sha256"] for m in finals[1].outputs.values()]
+    for stage in ("formatted", "scores", "final"):
+        keys = [r.manifest(stage).extra["stage_key"] for r in results]
+        assert keys[0] == keys[1], stage
+    sources = [r.manifest("formatted").inputs["source"]["uri"] for r in results]
+    assert sources == [str(tmp_path / "here" / "math.jsonl"), str(tmp_path / "there/deeper" / "math.jsonl")]

@@ -10,7 +10,7 @@ from ads_core.config.demo import DemoTaskConfig
 from ads_core.config.study import PILOT_SEEDS, REPORTED_SEEDS, StudyConfig
 from ads_core.demo.start import start_shares
 from ads_core.demo.study import safe, with_seed
-from ads_core.demo.study_analysis import analyse, decide, paired_verdict, seeds_needed
+from ads_core.demo.study_analysis import analyse, decide, paired_verdict, results_table, seeds_needed
 from ads_core.demo.study_plots import window_trace, write_window_traces
 from ads_core.demo.task import Problem, make_task
 from ads_core.evaluation.compare import RunData
@@ -153,3 +153,13 @@ def test_with_predictor_trains_once_and_sets_it_only_where_a_dots_section_has_no
     assert out["uniform"] == {"kind": "uniform"} and sections["dots"] == {"kind": "dots"}  # the input is not changed
     assert with_predictor(cfg, {"uniform": {"kind": "uniform"}}, "a", "p") == {"uniform": {"kind": "uniform"}}
     assert len(calls) == 1  # no dots section: no predictor trained
+
+
+def test_a_censored_wall_time_ratio_is_printed_as_a_lower_bound():
+    """Regression (issue 50): the wall-time column printed a censored mean without ">="."""
+    uniform = [_run(f"u{s}", [0.2, 0.3, 0.4]) for s in range(5)]
+    never = [_run(f"a{s}", [0.2, 0.25, 0.3]) for s in range(5)]  # never reaches uniform's final 0.4
+    result = analyse({"uniform": uniform, "ads": never}, "average")
+    row = next(r for r in result["rows"] if r["name"] == "ads")
+    assert row["wall_ratio"]["censored"] and row["wall_ratio"]["mean"] == 1.0
+    assert "| >= 1.00 [1.00, 1.00] |" in results_table(result)
