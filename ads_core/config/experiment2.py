@@ -23,7 +23,7 @@ FAMILIES = ("sum", "digitsum", "max", "min", "bigproduct")
 UNREACHABLE = ("bigproduct",)
 PILOT_SEEDS = (2000, 2001, 2002, 2003, 2004)
 FIRST_REPORTED_SEED = 3000
-SWEEP_SEEDS = (4000, 4001, 4002, 4003, 4004)
+SWEEP_SEEDS = (4000, 4001, 4002)  # amendment 1: three seeds (five did not fit the budget)
 MIN_REPORTED_SEEDS = 10
 GATE_FALLBACKS = (500, 300)  # warm-up steps tried in this order when a gate fails at the declared 400
 
@@ -84,11 +84,11 @@ def experiment2(out: str = "bench-out/experiment2", seeds: tuple[int, ...] = PIL
         out=out,
         seeds=seeds,
         samplers=tuple(ARMS),
-        steps=90,
+        steps=60,  # amendment 1: 2 passes (90 steps, 3 passes, did not fit the budget)
         eval_every=30,
         eval_k=4,
         clusters=8,
-        num_generations=8,
+        num_generations=4,  # amendment 1: G = 4 (8, the paper's, cost 1.8 CPU-s a step: about 5 h in all)
         max_completion_length=52,  # the longest worked solution (min, level 4) is 47 tokens
         learning_rate=3e-4,
         temperature=1.0,

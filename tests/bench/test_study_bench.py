@@ -4,14 +4,17 @@ smoke run itself is tests/flows/test_study.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 def test_sizes_and_sampler_names(bench_module):
     study = bench_module("study")
     cfg, notes = study.parse_args(["--smoke", "--samplers", "ads-frontier,dynamic", "--jobs", "3"])
     assert cfg.samplers == ("uniform", "ads-frontier", "dynamic") and cfg.jobs == 3
-    assert (cfg.out, cfg.steps, cfg.seeds) == ("bench-out/study-smoke", 2, (1000, 1001)) and notes == []
+    assert (cfg.steps, cfg.seeds, notes) == (2, (1000, 1001), [])
+    assert cfg.out == str(Path("bench-out/study-smoke").resolve())  # absolute: manifests never name a relative path
     pilot, _ = study.parse_args(["--pilot"])
-    assert pilot.seeds == (900, 901, 902, 903) and pilot.out == "bench-out/study-pilot"
+    assert pilot.seeds == (900, 901, 902, 903) and pilot.out == str(Path("bench-out/study-pilot").resolve())
     declared, _ = study.parse_args([])
     assert declared.seeds == tuple(range(1000, 1016)) and declared.steps == 80 and declared.dask is None
     changed, notes = study.parse_args(["--seeds", "1,2", "--steps", "5", "--dask", "local"])
