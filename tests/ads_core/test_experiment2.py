@@ -151,7 +151,7 @@ def test_pilot_rules_apply_the_declared_formulas():
     rules = x2.pilot_rules(groups, ["heldout-a", "heldout-b"], 4, [100.0] * 15)
     sd = float(np.std(deltas, ddof=1)) * 1.3
     assert rules["seeds_needed"] == int(np.ceil((2.241403 * sd / 0.03) ** 2))
-    assert rules["seeds_budget"] == (108 - 15 - len(e2.SWEEP) * 5) // len(e2.ARMS)
+    assert rules["seeds_budget"] == (108 - 15 - len(e2.SWEEP) * len(e2.SWEEP_SEEDS)) // len(e2.ARMS)
     assert rules["seeds"] == max(10, min(rules["seeds_needed"], rules["seeds_budget"]))
     assert rules["easiest_share"] == 1.0  # the fake runs drew every row
     assert rules["accuracy_target"] == pytest.approx(0.2 + 0.5 * (0.4 - 0.2))
