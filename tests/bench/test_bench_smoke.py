@@ -20,6 +20,7 @@ COVERED_ELSEWHERE = {
     "eval.py": "tests/bench/test_eval_bench.py",
     "grader.py": "tests/bench/test_grader_bench.py",
     "study.py": "tests/flows/test_study.py",  # needs the session's Prefect server (its runs are a flow's tasks)
+    "experiment2.py": "tests/flows/test_experiment2.py",  # the same
 }
 # Modules the benches import, not benches: module -> the bench whose smoke run exercises it (it must import it).
 HELPERS = {
