@@ -3,10 +3,10 @@
 A completion's answer is the content of its last complete ``\\boxed{}``. It is compared with each accepted
 answer of the ground truth, first hit wins:
 
-1. the normalised strings are equal (after NFKC and Unicode digits, spacing, ``\\left``/``\\right``,
-   ``\\dfrac``, ``\\text{}``, degrees, thousands separators, a leading ``x =``);
-2. both are plain numbers (integers, decimals, ``a/b``, ``\\frac{a}{b}``): exact comparison here, except that
-   unequal decimals go on to math-verify, which compares them rounded;
+1. the normalised strings are equal (after NFKC and Unicode digits, superscripts as powers, ``√`` as a root,
+   spacing, ``\\left``/``\\right``, ``\\dfrac``, ``\\text{}``, degrees, thousands separators, a leading ``x =``);
+2. both are plain numbers (integers, decimals, ``a/b``, ``\\frac{a}{b}``) or small arithmetic of them (``3^{2}``,
+   `arith`): exact comparison here, except that unequal decimals go on to math-verify, which compares them rounded;
 3. the pre-check refuses an answer whose evaluation would explode (reason ``too_complex``);
 4. math-verify in a verifier process (reason ``timeout`` when it is cut).
 
@@ -18,14 +18,17 @@ worker, starting the verifier, the check): past it the verdict is ``timeout`` wi
 was too busy, and that verdict is not cached. A check that used its CPU budget is cached as a timeout.
 Starting the verifier (seconds) is no answer's time: entry points call `start_verifier()` first, and child
 processes share their parent's verifier (`pool`), so that their first grade is as fast as any other.
-Answers sympy would need long for are refused first, the same way everywhere (`precheck`).
+Answers sympy would need long for are refused first, the same way everywhere (`precheck`); an answer the fast
+path cannot read goes on to the checker, and a checker that fails on a read answer makes it ``wrong`` (detail).
 
 A percentage reads as its number and as its fraction (``50\\%`` equals ``50`` and ``0.5``). Ground truths with
 several answers follow `ads_core.common.answers` (a JSON list: any one of them; a comma-separated string: the
-set of them). A missing ground truth (None, NaN, empty, or a missing value written as text: ``nan``, ``None``,
-``null``, ``N/A``, see `ads_core.common.answers.is_missing_answer`) is never graded correct (reason ``error``);
-the format stage and the eval-set reader refuse such rows when a set or artifact is checked. Verdicts are
-cached per (answer, ground truth).
+set of them); a ground truth that is not a string, a number or a flat list of them (a dict, a nested list, a
+bool) is refused with reason ``error``, never read as text. A missing ground truth (None, NaN, empty, or a
+missing value written as text: ``nan``, ``None``, ``null``, ``N/A``, see
+`ads_core.common.answers.is_missing_answer`) is never graded correct (reason ``error``); the format stage and
+the eval-set reader refuse such rows when a set or artifact is checked. Verdicts are cached per (answer, ground
+truth).
 """
 
 from __future__ import annotations
@@ -39,9 +42,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
-from ads_core.common.answers import ground_truth_answers, is_missing_answer, strip_math_delimiters
+from ads_core.common.answers import (
+    ground_truth_answers,
+    ground_truth_problem,
+    is_missing_answer,
+    strip_math_delimiters,
+)
 from ads_core.config.eval import GraderConfig
 from ads_core.grading.choice import grade_choice, parse_truth
 from ads_core.grading.pool import ZYGOTE_ENV, Late, WorkerUnavailable, cpu_cores, get_pool, shutdown
@@ -168,8 +177,16 @@ def grade_many(
         return list(executor.map(one, pairs))
 
 
+class BadTruth(ValueError):
+    """A ground truth that is not a string, a number or a flat list of them (the message says what it is)."""
+
+
 def gold_answers(ground_truth: Any) -> tuple[str, ...] | None:
-    """The accepted answers (several answers also together, as one set), or None when there is none."""
+    """The accepted answers (several answers also together, as one set), or None when there is none. Raises
+    BadTruth for a dict, a nested list, a bool and the like: never read as text."""
+    problem = ground_truth_problem(ground_truth)
+    if problem is not None:
+        raise BadTruth(problem)
     if ground_truth is None or (isinstance(ground_truth, float) and math.isnan(ground_truth)):
         return None
     if hasattr(ground_truth, "tolist") and not isinstance(ground_truth, str):
@@ -187,7 +204,10 @@ def gold_answers(ground_truth: Any) -> tuple[str, ...] | None:
 def _grade_answer(
     answer: str | None, ground_truth: Any, timeout_s: float | None, start: float
 ) -> tuple[bool, str, str]:
-    golds = gold_answers(ground_truth)
+    try:
+        golds = gold_answers(ground_truth)
+    except BadTruth as exc:
+        return False, "error", str(exc)
     if golds is None:
         return False, "error", "no ground truth"
     if answer is None or not answer.strip():
@@ -221,16 +241,16 @@ def _judge(answer: str, golds: tuple[str, ...], limit: float, deadline: float) -
         if answer.strip() in {g.strip() for g in golds}:
             return (True, "correct", ""), True
         return (False, "too_complex", f"answer longer than {MAX_NORMALIZED_CHARS} characters"), True
-    preds = readings(answer)
+    preds = _readings(answer)
     if not any(p.norm for p in preds):
         return (False, "no_answer", ""), True
-    truths = [r for g in golds for r in (readings(g) if len(g) <= MAX_NORMALIZED_CHARS else [Reading(g, g)])]
+    truths = [r for g in golds for r in (_readings(g) if len(g) <= MAX_NORMALIZED_CHARS else [Reading(g, g)])]
     undecided: dict[tuple[str, str], None] = {}
     for p in preds:
         for g in truths:
             if p.norm and p.norm == g.norm:
                 return (True, "correct", ""), True
-            pv, gv = as_number(p.norm), as_number(g.norm)
+            pv, gv = _number(p.norm), _number(g.norm)
             if pv is not None and gv is not None:
                 if pv == gv:
                     return (True, "correct", ""), True
@@ -239,11 +259,11 @@ def _judge(answer: str, golds: tuple[str, ...], limit: float, deadline: float) -
             if _huge(pv) or _huge(gv):
                 continue  # a number of 60+ digits (999!!) against an expression: no answer is that, decided here
             if p.text and g.text:
-                undecided[(for_math_verify(p.text), for_math_verify(g.text))] = None
+                undecided[(_for_verifier(p.text), _for_verifier(g.text))] = None
     if not undecided:
         return (False, "wrong", ""), True
-    refused = too_complex(answer)
-    if refused is not None:
+    refused = too_complex(answer) or next(filter(None, map(too_complex, {p: None for p, _ in undecided})), None)
+    if refused is not None:  # what sympy would see (x⁹⁹⁹⁹⁹⁹⁹ is x^{9999999}), and the answer as written
         return (False, "too_complex", refused), True
     try:
         pool = get_pool(pool_size())
@@ -263,6 +283,30 @@ def _judge(answer: str, golds: tuple[str, ...], limit: float, deadline: float) -
         return (False, "timeout", busy), False
     if reply.get("match"):
         return (True, "correct", ""), True
-    if reply.get("error") and "verifier process" in reply["error"]:
-        return (False, "error", reply["error"]), False
+    if reply.get("error"):  # the answer was read; the checker failed on it: wrong, saying why
+        if "verifier process" in reply["error"]:
+            return (False, "wrong", f"the verifier failed on this answer: {reply['error']}"[:200]), False
+        return (False, "wrong", f"math-verify could not compare it: {reply['error']}"[:200]), True
     return (False, "wrong", ""), True
+
+
+def _readings(text: str) -> list[Reading]:
+    """`readings`, or the text as written when it cannot be read here (it goes on to the checker as it is)."""
+    try:
+        return readings(text)
+    except Exception:  # noqa: BLE001 - an answer the fast path cannot read is the checker's to judge
+        return [Reading(text.strip(), text.strip())]
+
+
+def _number(norm: str) -> Fraction | None:
+    try:
+        return as_number(norm)
+    except Exception:  # noqa: BLE001 - not a number this module reads: the checker judges it
+        return None
+
+
+def _for_verifier(text: str) -> str:
+    try:
+        return for_math_verify(text)
+    except Exception:  # noqa: BLE001
+        return text

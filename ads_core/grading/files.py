@@ -36,6 +36,7 @@ class FileGrades:
     out: str
     reasons: dict[str, int] = field(default_factory=dict)
     slowest_s: float = 0.0  # the longest time one row took (waiting for a verifier included)
+    first_error: str = ""  # "row N: detail" of the first row with reason error (the output has no detail column)
 
 
 @dataclass
@@ -187,6 +188,7 @@ def grade_file(
     reasons: dict[str, int] = {}
     rows = correct = 0
     slowest = 0.0
+    first_error = ""
     with atomic_local_file(str(target)) as tmp:
         writer = _Writer(tmp, target.suffix, plan)
         try:
@@ -194,16 +196,18 @@ def grade_file(
                 completions = [completion_text(row.get(completion_col)) for row in batch]
                 grades = grade_many(completions, [row.get(answer_col) for row in batch], timeout_s=timeout_s)
                 writer.write(batch, grades)
-                for g in grades:
+                for i, g in enumerate(grades):
                     reasons[g.reason] = reasons.get(g.reason, 0) + 1
                     slowest = max(slowest, g.elapsed_s)
+                    if g.reason == "error" and not first_error:
+                        first_error = f"row {rows + i}: {g.detail}"
                 rows += len(batch)
                 correct += sum(g.correct for g in grades)
                 if progress is not None:
                     progress(len(batch))
         finally:
             writer.close()
-    return FileGrades(rows, correct, str(target), reasons, slowest)
+    return FileGrades(rows, correct, str(target), reasons, slowest, first_error)
 
 
 class _Writer:

@@ -178,3 +178,29 @@ def test_the_file_is_streamed_in_batches_not_held_whole(tmp_path: Path, monkeypa
     assert graded.num_row_groups == 3
     assert graded.read().column("correct").to_pylist() == [False, True, False, True, False, True, False]
     assert "graded 7 rows: 3 correct" in result.stderr
+
+
+ISSUE_51 = [  # superscripts were `error`, an object ground truth was read as its keys (`\boxed{a}` correct)
+    ({"completion": "\\boxed{3²}", "answer": "9"}, (True, "correct")),
+    ({"completion": "\\boxed{x²}", "answer": "x^2"}, (True, "correct")),
+    ({"completion": "\\boxed{2x²+1}", "answer": "2x^2+1"}, (True, "correct")),
+    ({"completion": "\\boxed{(x+1)²}", "answer": "(x+1)^2"}, (True, "correct")),
+    ({"completion": "\\boxed{\\pi r²}", "answer": "\\pi r^2"}, (True, "correct")),
+    ({"completion": "\\boxed{x⁻¹}", "answer": "1/x"}, (True, "correct")),
+    ({"completion": "\\boxed{3²}", "answer": "6"}, (False, "wrong")),
+    ({"completion": "\\boxed{a}", "answer": {"a": 1}}, (False, "error")),
+    ({"completion": "\\boxed{1}", "answer": [["1"]]}, (False, "error")),
+]
+
+
+def test_superscripts_and_object_ground_truths_get_their_verdicts(tmp_path: Path):
+    src = write_jsonl(tmp_path / "issue51.jsonl", [row for row, _ in ISSUE_51])
+    out = tmp_path / "issue51.graded.jsonl"
+    result = ads(str(src), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "graded 9 rows: 6 correct" in result.stderr
+    assert "correct 6, error 2, wrong 1" in result.stderr
+    note = "note: 2 rows with reason error, the first: row 7: ground truth is a dict ({'a': 1}), not a string"
+    assert note in result.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["correct"], r["reason"]) for r in rows] == [want for _, want in ISSUE_51]
