@@ -83,14 +83,14 @@ def test_a_check_that_used_its_cpu_budget_is_a_timeout_that_names_the_budget():
 FIRST_GRADE = """
 from ads_core.grading import grade
 from ads_core.grading.pool import get_pool
-result = grade("\\\\boxed{\\\\sqrt{8}}", "2\\\\sqrt{2}", timeout_s=LIMIT)
+result = grade("\\\\boxed{\\\\sqrt{44}}", "2\\\\sqrt{11}", timeout_s=LIMIT)
 pool = get_pool(1)
 print(repr((result.reason, result.elapsed_s, pool.address, pool._zygote.proc is None)))
 """.replace("LIMIT", repr(LIMIT))
 
 
 def _first_grade_in_child(queue) -> None:  # runs in a forked child
-    result = grade("\\boxed{\\sqrt{8}}", "2\\sqrt{2}", timeout_s=LIMIT)
+    result = grade("\\boxed{\\sqrt{44}}", "2\\sqrt{11}", timeout_s=LIMIT)  # graded by no other test: not cached
     pool = get_pool(1)
     queue.put((result.reason, result.elapsed_s, pool.address, pool._zygote.proc is None))
 
