@@ -17,7 +17,9 @@ not eat into it), and every call has a wall-clock deadline of limit + `GRACE_S` 
 worker, starting the verifier, the check): past it the verdict is ``timeout`` with a detail saying the machine
 was too busy, and that verdict is not cached. A check that used its CPU budget is cached as a timeout.
 Starting the verifier (seconds) is no answer's time: entry points call `start_verifier()` first, and child
-processes share their parent's verifier (`pool`), so that their first grade is as fast as any other.
+processes share their parent's verifier (`pool`), so that their first grade is as fast as any other. A process
+that has none starts it with its first answer that needs it, and waits for it no longer than that answer's
+deadline (a `timeout` saying so, not cached); `grade_many` grades such answers again once it runs.
 Answers sympy would need long for are refused first, the same way everywhere (`precheck`); an answer the fast
 path cannot read goes on to the checker, and a checker that fails on a read answer makes it ``wrong`` (detail).
 
@@ -62,6 +64,7 @@ MAX_CACHED_CHARS = 2_000  # the cache holds short (answer, ground truth) pairs o
 REASONS = ("correct", "wrong", "no_answer", "timeout", "too_complex", "error")
 HUGE_BITS = 200  # exact numbers past 2^200 (60 digits) are compared here only, never sent to math-verify
 GRACE_S = 0.3  # the deadline past the limit: limit + 0.5 s is promised, the rest is for stopping and returning
+STARTING = "the verifier was still starting (this process started none before; entry points call start_verifier())"
 
 
 @dataclass(frozen=True)
@@ -159,12 +162,21 @@ def grade_many(
     timeout_s: float | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> list[Grade]:
-    """`grade` for each pair, in order, several at once (one thread per verifier process, at least two)."""
+    """`grade` for each pair, in order, several at once (one thread per verifier process, at least two).
+
+    A batch's verdicts do not depend on when its process started: an answer cut because this process's verifier
+    was still starting is graded again once it runs (its `elapsed_s` is that second call's)."""
     if len(completions) != len(ground_truths):
         raise ValueError(f"{len(completions)} completions but {len(ground_truths)} ground truths")
 
     def one(pair: tuple[str, Any]) -> Grade:
         result = grade(pair[0], pair[1], timeout_s=timeout_s)
+        if result.reason == "timeout" and STARTING in result.detail:
+            try:
+                get_pool(pool_size()).start()  # waits for the start under way (seconds), once per process
+            except WorkerUnavailable:
+                pass  # the second try says so (reason error)
+            result = grade(pair[0], pair[1], timeout_s=timeout_s)
         if progress is not None:
             progress(1)
         return result
@@ -265,17 +277,15 @@ def _judge(answer: str, golds: tuple[str, ...], limit: float, deadline: float) -
     refused = too_complex(answer) or next(filter(None, map(too_complex, {p: None for p, _ in undecided})), None)
     if refused is not None:  # what sympy would see (x⁹⁹⁹⁹⁹⁹⁹ is x^{9999999}), and the answer as written
         return (False, "too_complex", refused), True
+    pool = get_pool(pool_size())
+    starting = not pool.started  # neither started nor joined: it starts now, and no answer waits past its deadline
     try:
-        pool = get_pool(pool_size())
-        if not pool.started:  # this process neither started nor joined a verifier: its start is no answer's time
-            before = time.monotonic()
-            pool.start()
-            deadline += time.monotonic() - before
         reply, why = pool.ask({"pairs": [list(pair) for pair in undecided]}, limit, deadline)
     except WorkerUnavailable as exc:
         return (False, "error", str(exc)), False
     except Late as exc:
-        return (False, "timeout", f"no verdict within limit + {GRACE_S:g} s: {exc} (a busy machine)"), False
+        late = STARTING if starting else f"{exc} (a busy machine)"
+        return (False, "timeout", f"no verdict within limit + {GRACE_S:g} s: {late}"), False
     if why == "cpu":
         return (False, "timeout", f"math-verify used its {limit:g} s of CPU time (the limit)"), True
     if why:

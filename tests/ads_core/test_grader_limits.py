@@ -29,6 +29,8 @@ from ads_core.grading.pool import ZYGOTE_ENV, get_pool
 from ads_core.grading.precheck import too_complex
 from ads_core.grading.text import as_number, for_math_verify
 
+pytestmark = pytest.mark.usefixtures("grader_verifier")  # verdicts of math-verify, not of its start
+
 LIMIT = 0.5
 MARGIN = 0.5  # for a loaded test machine; the contract itself is LIMIT + 0.5 s
 SIXTEEN = {  # distinct answers that make sympy run for seconds or forever -> the verdict in every context

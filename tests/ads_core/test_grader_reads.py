@@ -1,13 +1,17 @@
 """The grader reads what people write (issue 51): Unicode superscripts and subscripts as powers and indices, `√`
 as a square root, vulgar fractions as fractions, `−`/`×`/`·` as operators; the pre-check never raises; a
 failure inside the checker is `wrong` with a detail; a ground truth that is an object is refused, never read as
-its keys.
+its keys; and a fresh process's first grade keeps the limit while its verifier starts.
 
 Each verdict below was `error` (or another wrong verdict) before this round, except `test_forms_that_already_held`.
 """
 
 from __future__ import annotations
 
+import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +24,13 @@ from hypothesis import strategies as st
 
 from ads_core.common.errors import InputError
 from ads_core.grading import grade, grade_answer
-from ads_core.grading.pool import VerifierPool
+from ads_core.grading.pool import ZYGOTE_ENV, VerifierPool
 from ads_core.grading.precheck import too_complex
 
 pytestmark = pytest.mark.usefixtures("grader_verifier")  # verdicts of math-verify, not of its start
+
+LIMIT = 0.5
+MARGIN = 0.5  # for a loaded test machine; the contract itself is LIMIT + 0.5 s
 
 
 def box(answer: str) -> str:
@@ -262,3 +269,33 @@ def test_the_format_stage_rejects_an_object_ground_truth_with_its_row(tmp_path: 
             pass  # too few rows kept: the rejects are written all the same
         rejects = pq.read_table(out / "formatted" / "rejects.parquet").to_pylist()
         assert [(r["source_row"], r["reason"], r["message"]) for r in rejects] == [(n, "bad_type", m) for n, m in want]
+
+
+FRESH = """
+import time
+from ads_core.grading import grade, grade_many
+def timed(answer, truth):
+    start = time.perf_counter()
+    result = grade("\\\\boxed{" + answer + "}", truth, timeout_s=LIMIT)
+    return result.reason, result.detail, time.perf_counter() - start
+first = timed("\\\\frac{1}{\\\\frac{1}{2}}", "2")
+second = timed("x⁻¹", "\\\\frac{1}{x}")
+pairs = [("\\\\boxed{\\\\sqrt{50}}", "5\\\\sqrt{2}"), ("\\\\boxed{y^{-1}}", "1/y")]
+batch = [g.reason for g in grade_many(*zip(*pairs), timeout_s=5.0)]
+print(repr((first, second, batch)))
+""".replace("LIMIT", repr(LIMIT))
+
+
+def test_a_fresh_processs_first_grades_keep_the_limit_while_its_verifier_starts():
+    """No verifier to join (nothing shared): the first answer is decided here (a nested fraction, exactly), the
+    first one that needs math-verify waits for the verifier's start no longer than the deadline (a `timeout`
+    saying so, when it has not started by then), and `grade_many` grades such answers again once it runs."""
+    env = {k: v for k, v in os.environ.items() if k != ZYGOTE_ENV}
+    out = subprocess.run([sys.executable, "-c", FRESH], capture_output=True, text=True, timeout=180, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    first, second, batch = ast.literal_eval(out.stdout.strip().splitlines()[-1])
+    assert first[:2] == ("correct", "") and first[2] <= LIMIT + 0.5 + MARGIN
+    assert second[0] in ("correct", "timeout") and second[2] <= LIMIT + 0.5 + MARGIN
+    if second[0] == "timeout":
+        assert "the verifier was still starting" in second[1]
+    assert batch == ["correct", "correct"]
