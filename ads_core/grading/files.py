@@ -14,7 +14,6 @@ strings as they are, anything else as its JSON.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +54,8 @@ def default_out(path: Path) -> Path:
 
 
 def check_out(path: Path, out: Path | None) -> Path:
-    """The output path, once it is known to be writable (InputError naming it otherwise): run before grading."""
+    """The output path, once a file could be written in its folder (InputError naming it otherwise: permission
+    denied, a read-only filesystem, a full disk, in `ads format`'s words): run before grading."""
     target = out or default_out(path)
     if target.is_dir():
         raise InputError(f"{target}: is a folder; name the output file", ["out"])
@@ -66,10 +66,12 @@ def check_out(path: Path, out: Path | None) -> Path:
         folder = folder.parent
     if not folder.is_dir():
         raise InputError(f"{target}: {folder} is not a folder", ["out"])
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise InputError(f"{target}: cannot write in {folder} (permission denied)", ["out"])
-    if target.exists() and not os.access(target.parent, os.W_OK):
-        raise InputError(f"{target}: cannot replace it (permission denied)", ["out"])
+    from ads_core.storage import StorageError, check_writable
+
+    try:  # a file written and removed there, as `ads format` checks its OUT: the same words for the same problem
+        check_writable(str(folder))
+    except StorageError as exc:
+        raise InputError(f"{target}: cannot write in {folder}: {exc.problem}; {exc.fix}", ["out"]) from None
     return target
 
 

@@ -204,3 +204,34 @@ def test_superscripts_and_object_ground_truths_get_their_verdicts(tmp_path: Path
     assert note in result.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["correct"], r["reason"]) for r in rows] == [want for _, want in ISSUE_51]
+
+
+def test_a_read_only_out_folder_gets_the_words_ads_format_uses(tmp_path: Path, monkeypatch):
+    """A read-only mount (EROFS, simulated where the kernel reports it: creating a file there) is one line, in the
+    same words from `ads grade` as from `ads format`, before any row is graded."""
+    import errno
+    import os
+
+    real_open = os.open
+    read_only = tmp_path / "mnt"
+    read_only.mkdir()
+
+    def open_(path: Any, *args: Any, **kwargs: Any) -> int:
+        if str(path).startswith(str(read_only)):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    src = write_jsonl(tmp_path / "gen.jsonl", [row for row, _ in ROWS[:2]])
+    graded = ads(str(src), "--out", str(read_only / "graded.parquet"))
+    formatted = CliRunner().invoke(app, ["format", str(src), "--out", str(read_only / "out")])
+    lines = []
+    for result in (graded, formatted):
+        assert result.exit_code == 2, result.output
+        [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        lines.append(line)
+    words = "the filesystem is read-only; write to a writable location (--out)"
+    assert lines == [
+        f"error: {read_only / 'graded.parquet'}: cannot write in {read_only}: {words}",
+        f"error: storage error at {read_only / 'out'}: {words}",
+    ]
