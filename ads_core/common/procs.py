@@ -291,14 +291,14 @@ class Zygote:
                 return
             except OSError:
                 self.join = None  # the zygote we were to share is gone: start our own
-        if self.proc is None or self.proc.poll() is not None:
+        if self._starting is None and (self.proc is None or self.proc.poll() is not None):
             self.stop()
             if self._starter is None:
                 self._starter = threading.Thread(target=self._start_in_starter, name="ads-zygote", daemon=True)
                 self._starter.start()
-            if self._starting is None:
-                self._starting = Future()
-                self._jobs.put(self._starting)
+            self._starting = Future()
+            self._jobs.put(self._starting)
+        if self._starting is not None:  # a start under way (a caller before us gave up at its deadline): wait
             try:
                 self._starting.result(timeout=max(0.0, deadline - time.monotonic()))
             except FutureTimeout:
