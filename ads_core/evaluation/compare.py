@@ -34,7 +34,8 @@ AVERAGE = "average"
 RUNS_ROOT = "ads-runs"
 STEPS_FILE = "steps.jsonl"
 RUN_FILE = "run.json"  # what the run is (its "about": sampler, trainer, model, seed); ads_core.train.resume.identity
-ABOUT = ("sampler", "trainer", "model", "seed")
+ABOUT = ("sampler", "trainer", "model", "seed")  # the tables' columns
+RECORDED = (*ABOUT, "drop_all_wrong", "code")  # what read_about returns (code: the commit and dirty flag)
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ def read_about(folder: Path) -> dict[str, Any]:
             "model": trajectory.get("model"),
             "seed": trajectory.get(f"{trainer}.seed"),
         }
-    return {key: about.get(key) for key in ABOUT}
+    return {key: about.get(key) for key in RECORDED}
 
 
 def _nan(value: Any) -> bool:
