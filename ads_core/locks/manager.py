@@ -312,3 +312,5 @@ def owning(out: str, holder: str) -> Iterator[Ownership]:
                 manager.release_lock(key, holder)
             except ValueError:  # taken over meanwhile (our lease lapsed): nothing of ours to release
                 log.warning("the lock on %s was no longer ours at the end of the build", out)
+            except Exception as exc:  # noqa: BLE001 - a full or read-only OUT: the build's own error must show
+                log.warning("could not release the lock on %s (free once this process ends): %s", out, exc)
