@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -43,6 +44,7 @@ def format_cmd(
 ) -> None:
     """Turn a math dataset into verl's GRPO schema (OUT/formatted/train.parquet + rejects + manifest)."""
     from ads_core.ingest.convert import format_dataset
+    from ads_core.locks.manager import LockLost, LockWaitTimeout, owning
     from ads_core.pipeline.resolve import resolve
 
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
@@ -55,11 +57,13 @@ def format_cmd(
     from ads_core import storage
 
     storage.check_writable(out)  # a missing bucket, a dead endpoint or a full disk: one line, before any reading
-    try:
-        with progress_bar("format rows") as advance:
+    try:  # OUT's build lock, as a build takes it: never two writers of OUT/formatted, every publish fenced
+        with owning(out, f"format:{os.getpid()}"), progress_bar("format rows") as advance:
             manifest = format_dataset(source, out, cfg, progress=advance)
     except InputError as exc:
         raise fail(for_cli(exc)) from None
+    except (LockWaitTimeout, LockLost) as exc:  # a build holds OUT past ADS_LOCK_WAIT_S, or took it over
+        raise fail(str(exc)) from None
     print_format_summary(manifest)
 
 

@@ -10,10 +10,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
-
 from ads_core.common.errors import InputError
-from ads_prefect.flows.setup import prepare_process
+from ads_prefect.flows.setup import flow, prepare_process
 from ads_prefect.tasks import train as tt
 
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from ads_core.config.demo import DemoConfig
 from ads_core.demo import runs
 from ads_prefect.flows.ads_build import ads_build
-from ads_prefect.flows.setup import prepare_process
+from ads_prefect.flows.setup import flow, prepare_process
 from ads_prefect.tasks import demo as td
 
 
