@@ -133,7 +133,7 @@ def train_cmd(
     only_rank_zero_speaks()
     progress_lines.enable_when_logged()  # stdout to a file: a line per step there, as the run goes
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
-    beside_ads = sampler_keys()  # a trainer's options that sit among the ADS knobs (verl: data.ads_sampler.*)
+    beside_ads = sampler_keys()  # a trainer's options that sit among the ADS knobs (verl: its sampler adapter's)
     for key, value in parse_assignments(ads_knobs, "--ads").items():
         options[f"{beside_ads.get(key, 'sampler__ads')}__{key}"] = value
     cfg = resolve_config(TrainConfig, options, config_file, assignments, model_for=model_for)
