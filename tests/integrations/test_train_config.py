@@ -58,8 +58,8 @@ def written(folder: Path, run: sf.RunSampler) -> str:
 
 def shown_sampler(stdout: str) -> dict:
     """The sampler file's body as a dry run shows it (comment lines between the verl YAML and the command)."""
-    lines = stdout.split("(the sampler the verl task reads):\n", 1)[1].split("# command:", 1)[0].splitlines()
-    return json.loads("\n".join(line.removeprefix("# ") for line in lines))
+    lines = stdout.split("(the sampler the verl task reads;", 1)[1].split("\n", 1)[1].split("# command:", 1)[0]
+    return json.loads("\n".join(line.removeprefix("# ") for line in lines.splitlines()))
 
 
 def verl_validate(cfg) -> None:
@@ -109,7 +109,7 @@ def test_the_verl_config_reads_the_sampler_only_from_its_file(tmp_path: Path):
     run = run_sampler(kind="uniform", ads={"mini_cluster_size": 4}, uniform={"seed": 7})
     config = OmegaConf.create({"data": {}, "ads": {"sampler_file": str(tmp_path / sf.FILE)}})
     sf.write(str(tmp_path / sf.FILE), run)
-    assert vc.run_sampler(config) == run and vc.run_sampler(config).sampler.uniform.seed == 7
+    assert vc.run_sampler(config).document() == run.document() and vc.run_sampler(config).sampler.uniform.seed == 7
     assert vc.run_sampler(OmegaConf.create({"data": {}, "ads": {"sampler_file": None}})).sampler.ads.alpha == 0.3
     (tmp_path / sf.FILE).write_text((tmp_path / sf.FILE).read_text().replace('"alpha": 0.3', '"alpha": 2.0'))
     with pytest.raises(vc.ConfigError, match=re.escape(f"{tmp_path / sf.FILE}: sampler.ads.alpha: Input should be")):
@@ -149,6 +149,7 @@ def test_dry_run_prints_a_config_verl_accepts(final_artifact: Path, tmp_path: Pa
     assert cfg.data.train_files == str(final_artifact.resolve())
     assert cfg.data.train_batch_size == 64 and cfg.ads.sampler_file == str(tmp_path / "run" / sf.FILE)
     assert shown_sampler(result.stdout)["sampler"]["ads"]["mini_cluster_size"] == 16 and "ads_sampler" not in yaml_text
+    assert "every kind draws the ADS batch, 64 prompts per step, whatever its batch_size" in result.stdout
     assert cfg.trainer.n_gpus_per_node == 8 and cfg.trainer.save_freq == 10
     assert cfg.trainer.use_v1 is False and cfg.data.dataloader_num_workers == 0
     # --model defaults to the policy the difficulties were scored with

@@ -57,7 +57,9 @@ class VerlPlan:
     def sampler_text(self) -> str:
         """The sampler file's content as YAML comment lines (the dry run shows it beside the verl config)."""
         lines = self.sampler.to_json().splitlines()
-        return f"# {self.sampler_file} (the sampler the verl task reads):\n" + "".join(f"# {x}\n" for x in lines)
+        batch = f"every kind draws the ADS batch, {self.sampler.batch_size} prompts per step, whatever its batch_size"
+        head = f"# {self.sampler_file} (the sampler the verl task reads; {batch}):\n"
+        return head + "".join(f"# {x}\n" for x in lines)
 
     def dry_run_text(self) -> str:
         return f"{self.config_yaml}\n{self.sampler_text()}# command:\n# {self.command_line}\n"
