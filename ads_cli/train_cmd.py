@@ -50,12 +50,20 @@ def _all_fields() -> dict[str, str]:
 
 def spell_flag(field: str) -> str:
     """How `ads train` spells a training option: ``dry_run`` -> ``--dry-run``, ``n_gpus_per_node`` -> ``--gpus``,
-    a knob without a flag -> ``--set trl.gradient_accumulation_steps``."""
+    an ADS knob -> ``-s boundary_eps (or --set sampler.ads.boundary_eps)``, another knob without a flag ->
+    ``--set trl.gradient_accumulation_steps``."""
+    from ads_core.train.trainers import sampler_keys
+
     if field in OWN_FLAGS:
         return OWN_FLAGS[field]
     flags = flags_by_field(TrainConfig)
     dotted = _all_fields().get(field, field)
-    return flags.get(dotted) or f"--set {dotted}"
+    if dotted in flags:
+        return flags[dotted]
+    section, _, name = dotted.rpartition(".")
+    if section == "sampler.ads" or sampler_keys().get(name) == section:  # what `-s KEY=VALUE` sets
+        return f"-s {name} (or --set {dotted})"
+    return f"--set {dotted}"
 
 
 CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -125,7 +133,7 @@ def train_cmd(
     only_rank_zero_speaks()
     progress_lines.enable_when_logged()  # stdout to a file: a line per step there, as the run goes
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
-    beside_ads = sampler_keys()  # a trainer's options that sit among the ADS knobs (verl: data.ads_sampler.*)
+    beside_ads = sampler_keys()  # a trainer's options that sit among the ADS knobs (verl: its sampler adapter's)
     for key, value in parse_assignments(ads_knobs, "--ads").items():
         options[f"{beside_ads.get(key, 'sampler__ads')}__{key}"] = value
     cfg = resolve_config(TrainConfig, options, config_file, assignments, model_for=model_for)
