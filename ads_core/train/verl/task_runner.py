@@ -30,7 +30,12 @@ class ADSTaskRunner(BaseTaskRunner):
         from ads_core.train.verl.sampler import ADSVerlSampler
         from ads_core.train.verl.trainer import ADSRayPPOTrainer
 
+        from ads_core.grading.api import start_verifier
+
         print(f"ADSTaskRunner hostname: {socket.gethostname()}, PID: {os.getpid()}")
+        # the math reward's verifier starts now, minutes before the first rewards: a grade never waits for it past
+        # its time limit, so a cold verifier would score the first symbolic answers as timeouts (as TRL's run does)
+        start_verifier()
         run = run_sampler(config)  # RUN_DIR/sampler.json: the sampler exactly as `ads train` resolved it
         finalize(config, run)  # idempotent; also guards runs launched with a hand-written config
         metrics_file = config.get("ads", {}).get("metrics_file")
