@@ -229,6 +229,13 @@ def _summary(result: Any) -> dict[str, Any]:
     return storage.read_json(result.files["summary.json"])  # type: ignore[no-any-return]
 
 
+def interval_text(values: dict[str, Any]) -> str:
+    """A set's 95% interval in percent; "-" where its number of problems allows none (the average has none)."""
+    if values.get("ci_low") is None or values.get("ci_high") is None:
+        return "-"
+    return f"[{100 * values['ci_low']:.1f}, {100 * values['ci_high']:.1f}]"
+
+
 def show(name: str, result: Any, k: int) -> None:
     """The per set table (percent) and where the files went."""
     table = Table(title=f"{name}: {result.generated} problems generated, {result.seconds:.1f} s", show_header=True)
@@ -236,7 +243,7 @@ def show(name: str, result: Any, k: int) -> None:
         table.add_column(col, justify="left" if col == "set" else "right")
     rows = [*result.per_set.items(), ("average", result.overall)]
     for set_name, v in rows:
-        ci = f"[{100 * v['ci_low']:.1f}, {100 * v['ci_high']:.1f}]" if "ci_low" in v else ""
+        ci = interval_text(v)
         table.add_row(
             set_name,
             str(v["n"]),
@@ -246,6 +253,12 @@ def show(name: str, result: Any, k: int) -> None:
             f"{100 * v['maj_at_k']:.2f}",
         )
     console.print(table)
+    from ads_core.evaluation.metrics import MIN_INTERVAL_PROBLEMS
+
+    if any(v.get("ci_low") is None for _, v in result.per_set.items()):
+        console.print(
+            f"95% CI -: fewer than {MIN_INTERVAL_PROBLEMS} problems, too few for an interval", highlight=False
+        )
     for label, uri in result.files.items():
         console.print(f"{label}: {escape(uri)}", highlight=False)
 
