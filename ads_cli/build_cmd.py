@@ -218,11 +218,13 @@ def for_cli(exc: Exception) -> str:
 
 
 def print_build_summary(final_uri: str) -> None:
-    """Cluster sizes and a difficulty histogram, as text."""
+    """Cluster sizes and a difficulty histogram, as text; the difficulty named as the final manifest records it."""
     import numpy as np
     import polars as pl
 
     from ads_core import storage
+    from ads_core.stages.report.stage import recorded_measure
+    from ads_core.stages.report.validity import describe_measure
 
     df = pl.from_arrow(storage.read_parquet(final_uri, columns=["cluster_id", "difficulty", "truncated"]))
     sizes = df.group_by("cluster_id").len().sort("cluster_id")["len"].to_numpy()
@@ -233,7 +235,9 @@ def print_build_summary(final_uri: str) -> None:
     )
     counts, edges = np.histogram(df["difficulty"].to_numpy(), bins=10)
     width = max(counts.max(), 1)
-    console.print("difficulty (token-mean NLL of the reference solution):")
+    console.print(f"difficulty ({escape(describe_measure(recorded_measure(final_uri)))}):", highlight=False)
+    digits = max(len(f"{edge:.3f}") for edge in edges)  # one column for every bin, whatever the scale
     for c, lo, hi in zip(counts, edges[:-1], edges[1:], strict=True):
-        console.print(f"  {lo:7.3f} - {hi:7.3f} | {'#' * int(40 * c / width):<40} {c}", highlight=False)
+        bar = "#" * int(40 * c / width)
+        console.print(f"  {lo:{digits}.3f} - {hi:{digits}.3f} | {bar:<40} {c}", highlight=False)
     console.print(f"final artifact: {final_uri}", highlight=False)

@@ -30,7 +30,7 @@ from ads_cli.options import (
 )
 from ads_core.common import defaults
 from ads_core.common import progress as progress_lines
-from ads_core.common.errors import InputError
+from ads_core.common.errors import InputError, render_options
 from ads_core.train.options import TrainConfig, model_for
 
 # fields set by this command's own options, for error messages (`error_text`)
@@ -157,6 +157,8 @@ def train_cmd(
         raise fail(error_text(exc, spell_flag)) from None
     for warning in plan.warnings_for(spell_flag):
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    for note in plan.notes:
+        console.print(f"note: {escape(render_options(note, ('eval_sets',), spell_flag))}", highlight=False)
     if dry_run:
         show_dry_run(plan)
         return
