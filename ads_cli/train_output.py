@@ -8,10 +8,10 @@ from typing import Any
 
 import typer
 from rich.markup import escape
-from rich.progress import Progress, TextColumn
+from rich.progress import TextColumn
 from rich.table import Table
 
-from ads_cli.common import bar_columns, console, fail
+from ads_cli.common import bar_columns, bars, console, fail
 from ads_core.common import progress as progress_lines
 from ads_core.common.errors import InputError, render_options
 
@@ -56,7 +56,7 @@ def train_with_progress(plan: Any, trun: Any, spell_flag: Callable[[str], str]) 
         highlight=False,
     )
     columns = bar_columns(TextColumn("{task.fields[last]}"))
-    with Progress(*columns, console=console, transient=False) as progress:
+    with bars(*columns) as progress:
         task = progress.add_task("GRPO steps", total=plan.config.steps, last="")
 
         step_lines = progress_lines.StepLines(plan.config.steps)

@@ -238,6 +238,7 @@ def test_publish_without_a_server_is_refused_before_any_evaluation(monkeypatch, 
 def test_cli_evaluates_a_run_folder(tmp_path: Path, tiny_model_dir: Path, monkeypatch):
     import shutil
 
+    from ads_cli.common import BAR_LINE
     from ads_cli.main import app
 
     run = tmp_path / "ads-runs" / "r1"
@@ -251,8 +252,14 @@ def test_cli_evaluates_a_run_folder(tmp_path: Path, tiny_model_dir: Path, monkey
     )
     assert result.exit_code == 0, result.output
     assert "mean@2" in result.output and "pass@2" in result.output and "amc23" in result.output
-    assert re.search(r"2/2 [\d.]+ problems/s", result.output), result.output  # the bar's rate
-    assert "eval r1@3: 2/2 problems, eta 0:00" in result.stdout.splitlines()  # stdout not a terminal: lines
+    lines = result.stdout.splitlines()  # stdout not a terminal: lines, the first saying what will run (issue 53)
+    assert re.fullmatch(
+        r"evaluating r1@3 \(.*checkpoint-3\) with transformers: sets amc23, at most 2 problems per set, k=2, "
+        r"max_tokens=4, template ads_think \(.*\) -> ads-eval/r1@3",
+        lines[0],
+    ), lines[0]
+    assert "eval r1@3: 2/2 problems, eta 0:00" in lines
+    assert not BAR_LINE.search(result.output)  # stderr is not a terminal either: no bar drawn into it
     out = tmp_path / "ads-eval" / "r1@3"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["sets"]["amc23"]["n"] == 2 and summary["config"]["seed"] == 3
