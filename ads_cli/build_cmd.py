@@ -75,15 +75,18 @@ def print_format_summary(manifest: Any) -> None:
     table.add_column("what")
     table.add_column("rows", justify="right")
     table.add_column("example")
-    table.add_row("read", str(counts["rows_in"]), "")
-    table.add_row("kept", str(counts["rows_out"]), "")
+    files = [str(f).rsplit("/", 1)[-1] for f in detected]
+    read = f"from {', '.join(files[:3])}" + (f" and {len(files) - 3} more files" if len(files) > 3 else "")
+    table.add_row("read", str(counts["rows_in"]), escape(read if files else "no file had rows"))
+    table.add_row("kept", str(counts["rows_out"]), escape(_first_question(train_uri) if counts["rows_out"] else "-"))
     examples = _reject_examples(rejects_uri) if counts.get("rows_rejected") else {}
     for reason, n in counts["rejects_by_reason"].items():
-        table.add_row(f"rejected: {escape(reason)}", str(n), escape(examples.get(reason, "")))
+        table.add_row(f"rejected: {escape(reason)}", str(n), escape(examples.get(reason, "-")))
     console.print(table)
+    from ads_core.ingest.detect import describe_in_words
+
     for file, layout in detected.items():
-        cols = escape(", ".join(f"{k}={v}" for k, v in layout.items() if v and k != "layout"))
-        console.print(f"[dim]{escape(file)}[/]: layout [bold]{layout['layout']}[/] ({cols})", highlight=False)
+        console.print(f"[dim]{escape(file)}[/]: {escape(describe_in_words(layout))}", highlight=False)
     skipped = manifest.extra.get("files_skipped")
     if skipped:
         names = ", ".join(skipped["names"][:10]) + (" ..." if skipped["count"] > 10 else "")
@@ -91,6 +94,18 @@ def print_format_summary(manifest: Any) -> None:
             escape(f"warning: {skipped['count']} file(s) not read (format not supported): {names}"), highlight=False
         )
     console.print(escape(f"output: {train_uri} (rejects: {rejects_uri})"), highlight=False)
+
+
+def _first_question(train_uri: str, limit: int = 80) -> str:
+    """The first kept row's question, cut to LIMIT characters: what a kept row looks like."""
+    from ads_core import storage
+
+    try:
+        rows = storage.read_parquet(train_uri, columns=["extra_info"]).slice(0, 1).to_pylist()
+    except (OSError, ValueError):
+        return "-"
+    question = " ".join(str((rows[0]["extra_info"] or {}).get("question") or "").split()) if rows else ""
+    return "-" if not question else question if len(question) <= limit else question[: limit - 1] + "…"
 
 
 def _reject_examples(rejects_uri: str) -> dict[str, str]:
