@@ -205,7 +205,7 @@ def build_cmd(
     print_format_summary(mf.read(mf.stage_dir_of(result["outputs"]["format"])))
     print_build_summary(result["final_uri"])
     for line in result.get("summary_lines", []):
-        console.print(escape(line), highlight=False)
+        console.print(escape(line), highlight=False, soft_wrap=True)  # one line each, also in a log
     states = result["stages"]
     console.print("stages: " + ", ".join(f"{k} [bold]{v}[/]" for k, v in states.items()), highlight=False)
     where = f": {run.run_url}" if run.run_url else " (ephemeral mode: `ads server` keeps the runs and shows them)"

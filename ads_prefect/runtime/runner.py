@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ads_core.common.errors import InputError
+from ads_core.common.progress import working_on
 from ads_core.config.build import BuildConfig
 from ads_core.storage.errors import StorageError
 from ads_core.storage.fencing import LockLost
@@ -182,7 +183,8 @@ def flow_session(cache_dir: Path, progress: Any, say: Say, what: str, hint: str)
         previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             if api_url is None:
-                start_temporary_server()  # stopped with this process, kill -9 included
+                with working_on(f"starting a temporary Prefect server for {what}"):  # what the heartbeat names
+                    start_temporary_server()  # stopped with this process, kill -9 included
             yield api_url
         except (KeyboardInterrupt, TerminationSignal):  # Ctrl-C, or SIGTERM (Prefect's handler while the flow runs)
             stop_now(say, what=what)
