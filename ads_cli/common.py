@@ -32,7 +32,9 @@ def _width() -> int | None:
     return int(os.environ.get("COLUMNS") or 200)
 
 
-console = Console(stderr=True, width=_width())
+# in a log (stderr not a terminal) a line of text stays one line, whatever its length: a wrapped "output: ...
+# (rejects: " line read as one that ends in nothing
+console = Console(stderr=True, width=_width(), soft_wrap=not sys.stderr.isatty())
 
 
 def fail(message: str) -> typer.Exit:
