@@ -93,3 +93,23 @@ def test_a_bpe_tokenizer_that_asks_for_cleanup_is_loaded_without_it(tmp_path: Pa
     assert loaded.clean_up_tokenization_spaces is False
     ids = tokenizer("Hello , world . It is 3 .")["input_ids"]
     assert loaded.decode(ids) == tokenizer.decode(ids)  # transformers ignored it for BPE: the text is the same
+
+
+def test_a_sigint_a_library_turned_into_another_error_is_still_told_as_an_interruption():
+    """Regression: a worker interrupted while importing failed with scipy's "ImportError: initialization failed" and
+    the demo ended in that traceback, not in a line naming the run it stopped."""
+    from ads_prefect.runtime.interrupts import run_interruptible
+
+    def cut_short() -> None:
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt as exc:  # what a C extension's module init does with it
+            raise ImportError("initialization failed") from exc
+
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt, match="SIGINT, surfacing as ImportError: initialization failed"):
+        run_interruptible(cut_short)
+    assert signal.getsignal(signal.SIGINT) is before
+    assert run_interruptible(abs, -2) == 2
+    with pytest.raises(ImportError):  # without a SIGINT an error stays what it is
+        run_interruptible(__import__, "no_such_module_anywhere")

@@ -14,6 +14,7 @@ from prefect.cache_policies import NO_CACHE
 
 from ads_core.config.demo import DemoConfig
 from ads_core.demo import runs
+from ads_prefect.runtime.interrupts import run_interruptible
 from ads_prefect.tasks.artifact_keys import artifact_key
 from ads_prefect.tasks.publish import image_markdown
 
@@ -42,7 +43,10 @@ def train_demo_run(cfg: DemoConfig, sampler: str, seed: int, artifact: str, prep
         get_run_logger().info("%s seed %d: finished earlier, reused (%s)", sampler, seed, folder)
     else:
         try:
-            folder = _pool.submit(runs.train_run, *args).result() if _pool is not None else runs.train_run(*args)
+            if _pool is not None:  # in a worker process, whose SIGINT is told as such (runtime.interrupts)
+                folder = _pool.submit(run_interruptible, runs.train_run, *args).result()
+            else:
+                folder = runs.train_run(*args)
         except KeyboardInterrupt:  # its worker process got SIGINT: the demo stops, saying what it stopped
             raise stopped_in_worker(sampler, seed) from None
     from ads_core.evaluation.compare_report import validation_report
