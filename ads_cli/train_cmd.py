@@ -30,7 +30,7 @@ from ads_cli.options import (
 )
 from ads_core.common import defaults
 from ads_core.common import progress as progress_lines
-from ads_core.common.errors import InputError
+from ads_core.common.errors import InputError, render_options
 from ads_core.train.options import TrainConfig, model_for
 
 # fields set by this command's own options, for error messages (`error_text`)
@@ -165,6 +165,8 @@ def train_cmd(
         raise fail(error_text(exc, spell_flag)) from None
     for warning in plan.warnings_for(spell_flag):
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    for note in plan.notes:
+        console.print(f"note: {escape(render_options(note, ('eval_sets',), spell_flag))}", highlight=False)
     if dry_run:
         show_dry_run(plan)
         return
@@ -252,10 +254,31 @@ def command_for_args(args: list[str]) -> Any:
     """`ads train` with the flags of a trainer or sampler kind that ARGS name by class path (None: the registered
     ones suffice, or it can't be imported, which the command then reports in one line)."""
     try:
-        model = model_for(*chosen_in(args, {"--trainer": "trainer", "--sampler": "sampler.kind"}))
+        chosen = chosen_in(args, {"--trainer": "trainer", "--sampler": "sampler.kind"})
+        model = model_for(*chosen)
+        knobs = knobs_help(str(chosen[1].get("sampler.kind") or (chosen[0].get("sampler") or {}).get("kind") or ""))
     except Exception:  # noqa: BLE001 - reported by the command itself, with the option to fix
         return None
-    return None if model is TrainConfig else command_with(train_cmd, "train", config_flags(model), CONTEXT)
+    if model is TrainConfig:
+        return None
+    return command_with(train_cmd, "train", config_flags(model), CONTEXT, knobs)
+
+
+def knobs_help(kind: str) -> str:
+    """A class-path sampler kind's knobs for `--help` (they have no flags: the trainers' flags take the common
+    names), each with its description and default, and how to set them."""
+    from ads_core.sampler.kinds import kind_spec
+
+    if ":" not in kind and "." not in kind:
+        return ""
+    spec = kind_spec(kind)
+    if spec.options is None:
+        return f"Sampler kind {kind}: no knobs."
+    knobs = "; ".join(
+        f"{name} (default {field.get_default(call_default_factory=True)}): {(field.description or '').rstrip('.')}"
+        for name, field in spec.options.model_fields.items()
+    )
+    return f"Sampler kind {kind}, knobs set with --set sampler.{spec.section}.KNOB=VALUE: {knobs}."
 
 
 with_signature(train_cmd, config_flags(TrainConfig))
