@@ -26,11 +26,10 @@ class ADSTaskRunner(BaseTaskRunner):
         from verl.utils.dataset.rl_dataset import collate_fn
         from verl.workers.config import HFModelConfig
 
+        from ads_core.grading.api import start_verifier
         from ads_core.train.verl.config import finalize, run_sampler
         from ads_core.train.verl.sampler import ADSVerlSampler
         from ads_core.train.verl.trainer import ADSRayPPOTrainer
-
-        from ads_core.grading.api import start_verifier
 
         print(f"ADSTaskRunner hostname: {socket.gethostname()}, PID: {os.getpid()}")
         # the math reward's verifier starts now, minutes before the first rewards: a grade never waits for it past
