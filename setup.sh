@@ -100,6 +100,6 @@ else
 fi
 # An editable install leaves our own modules uncompiled, and where PYTHONDONTWRITEBYTECODE is set every process
 # (each build, worker and test process) compiles them again: compile them once, as pip does for a regular install.
-.venv/bin/python -m compileall -q ads_core ads_prefect ads_cli
+.venv/bin/python -m compileall -q ads_core ads_prefect ads_cli ads_lab
 echo "$STATE" >"$STAMP"
 echo "setup done: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "| transformers", transformers.__version__)')"

@@ -1,12 +1,16 @@
 """`ads`: the command line. Every command has --help; long work shows rich progress bars.
 
-The CLI is the top layer: it may import `flows`, `tasks` and `ads_core`; nothing imports it.
+The CLI is the top layer: it may import `flows`, `tasks` and `ads_core`; nothing in the product imports it. Commands
+that other installed packages add (the lab's `ads demo` and `ads simulate`) come from the entry point group
+``ads_pipeline.commands`` (NAME = "module:register", a function that adds its commands to the app), never from an
+import here: the product does not know them by name.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from importlib.metadata import entry_points
 from typing import Annotated
 
 import typer
@@ -14,7 +18,6 @@ import typer
 from ads_cli import (
     build_cmd,
     compare_cmd,
-    demo_cmd,
     eval_cmd,
     grade_cmd,
     sampler_cmd,
@@ -22,6 +25,9 @@ from ads_cli import (
     train_cmd,
 )
 from ads_cli.common import OneLineErrors
+from ads_core.common.registry import Registry
+
+COMMANDS_GROUP = "ads_pipeline.commands"
 
 app = typer.Typer(
     cls=OneLineErrors,
@@ -43,8 +49,17 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debu
         os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 
-for module in (build_cmd, server_cmd, train_cmd, sampler_cmd, compare_cmd, eval_cmd, grade_cmd, demo_cmd):
+def add_installed_commands(target: typer.Typer) -> None:
+    """The commands of the installed entry points (group ``ads_pipeline.commands``); one that cannot be loaded is
+    skipped with one warning naming it and why, so a broken package never takes down the other commands."""
+    Registry("command module").register_entry_points(
+        entry_points(group=COMMANDS_GROUP), COMMANDS_GROUP, lambda name, register: register(target)
+    )
+
+
+for module in (build_cmd, server_cmd, train_cmd, sampler_cmd, compare_cmd, eval_cmd, grade_cmd):
     module.register(app)
+add_installed_commands(app)
 
 
 if __name__ == "__main__":  # pragma: no cover

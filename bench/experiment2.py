@@ -29,9 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ads_core.config import experiment2 as e2
-from ads_core.config.study import StudyConfig
-from ads_core.demo.study import safe
+from ads_lab.config import experiment2 as e2
+from ads_lab.config.study import StudyConfig
+from ads_lab.studies.study import safe
 
 VOID = 3  # exit status of an experiment a gate voided
 
@@ -90,10 +90,10 @@ def choose_regime(base: StudyConfig, smoke: bool) -> tuple[StudyConfig, dict[str
 
 
 def pilot_rules(cfg: StudyConfig) -> dict[str, Any]:
-    """The pilot's runs through the declared rules (ads_core.demo.experiment2.pilot_rules); written once."""
-    from ads_core.demo.experiment2 import pilot_rules as rules
-    from ads_core.demo.study import load_study_groups, run_cost
+    """The pilot's runs through the declared rules (ads_lab.studies.experiment2.pilot_rules); written once."""
     from ads_core.evaluation.paired import paired_verdict
+    from ads_lab.studies.experiment2 import pilot_rules as rules
+    from ads_lab.studies.study import load_study_groups, run_cost
 
     groups = load_study_groups(cfg)
     learnable = [f"heldout-{f}" for f in cfg.task.families if f not in cfg.unreachable]
@@ -112,11 +112,11 @@ def pilot_rules(cfg: StudyConfig) -> dict[str, Any]:
 
 def gates_only(cfg: StudyConfig) -> dict[str, Any]:
     """The task, the policy, the start regime and the build (in this process, no Prefect), and the gates."""
-    from ads_core.demo.experiment2 import gates
-    from ads_core.demo.runs import fixed_threads
-    from ads_core.demo.study import build_config, prepare_study
-    from ads_core.demo.task import make_task
     from ads_core.pipeline.build import build
+    from ads_lab.demo.runs import fixed_threads
+    from ads_lab.demo.task import make_task
+    from ads_lab.studies.experiment2 import gates
+    from ads_lab.studies.study import build_config, prepare_study
 
     prepared = prepare_study(cfg)
     with fixed_threads():
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.gates_only:
         return 0
-    from ads_prefect.flows.launch import study_session
+    from ads_lab.flows.launch import study_session
 
     with study_session() as run:
         found = viable_pilot(run, base, args.smoke)

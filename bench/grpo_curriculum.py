@@ -1,7 +1,7 @@
 """Real GRPO on a CPU with each sampler in TRL's loop: held-out accuracy against steps, and the steps each sampler
 needs to reach uniform's final held-out accuracy (issue 18 item 7, issue 19).
 
-What runs. A synthetic arithmetic task (``ads_core/demo/task.py``, the one ``ads demo`` runs at smaller sizes:
+What runs. A synthetic arithmetic task (``ads_lab/demo/task.py``, the one ``ads demo`` runs at smaller sizes:
 families max, min and sum of 2 to 5 one-digit
 numbers as the semantic groups, the operand count as the latent difficulty; train, held-out test and warm-up
 sets drawn from seeds, no question in two of them). A small Qwen2-architecture policy (0.75M parameters) is
@@ -53,9 +53,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ads_core.config.demo import DemoPolicyConfig, DemoTaskConfig
-from ads_core.demo.policy import build_policy
-from ads_core.demo.task import make_task, write_heldout, write_source
+from ads_lab.config.demo import DemoPolicyConfig, DemoTaskConfig
+from ads_lab.demo.policy import build_policy
+from ads_lab.demo.task import make_task, write_heldout, write_source
 
 BASELINE = "uniform"
 HEADLINE = "ads-frontier"
@@ -126,7 +126,7 @@ def sampler_section(name: str, seed: int) -> dict[str, Any]:
 
 def prepare_predictor(cfg: BenchConfig, artifact: Path, embed_model: Path, log: Any = print) -> Path:
     """DOTS's predictor for the artifact, from source policies other than the trained one (reused when done)."""
-    from ads_core.demo.predictor import prepare_predictor as prepare
+    from ads_lab.studies.predictor import prepare_predictor as prepare
 
     return prepare(
         cfg.out,

@@ -1,7 +1,7 @@
 """The study of docs/study.md, end to end: uniform (GRPO) vs ADS (reference and frontier windows) vs DOTS (its
 predictor) vs DOTS+RR vs dynamic sampling, from the same warmed-up policy, paired by seed.
 
-What runs. The study's task (``ads_core.config.study``: five arithmetic families, one of them beyond the tiny
+What runs. The study's task (``ads_lab.config.study``: five arithmetic families, one of them beyond the tiny
 policy, 320 training problems, 300 held-out ones in five per-family eval sets), the warmed-up tiny policy, the
 artifact built by the real pipeline (scored in float32), then every (sampler, seed) GRPO run through
 ``ads_core.train.run.train`` with TRL, validated on the held-out sets as it trains. The runs are tasks of the
@@ -9,7 +9,7 @@ artifact built by the real pipeline (scored in float32), then every (sampler, se
 ``--dask local`` or ``--dask tcp://HOST:8786`` (as ``ads build --run.dask`` spreads score shards), so that more
 machines run more seeds. Samplers are named as in ``bench/grpo_curriculum.py`` (its ``SAMPLERS`` and
 ``TRL_EXTRA``); for ``dots`` and ``dots+rr`` the flow first trains DOTS's predictor for the study's artifact
-(``ads_core.demo.predictor``: source policies other than the trained one), once, reused by every run.
+(``ads_lab.studies.predictor``: source policies other than the trained one), once, reused by every run.
 
 What it writes to OUT: every run folder (``runs/<sampler>-seed<n>``, which ``ads compare`` reads), ``ads
 compare``'s compare.md, compare.json and compare.png, window_traces.png and .csv for the ADS runs, results.md
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ads_core.config.study import REPORTED_SEEDS, StudyConfig
+from ads_lab.config.study import REPORTED_SEEDS, StudyConfig
 
 HERE = Path(__file__).resolve().parent
 
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return start_only(cfg)
     known = named_samplers()
     sections = {name: known[name] for name in cfg.samplers}
-    from ads_prefect.flows.launch import run_study
+    from ads_lab.flows.launch import run_study
 
     started = time.perf_counter()
     run = run_study(cfg, sections)
@@ -156,8 +156,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def start_only(cfg: StudyConfig) -> dict[str, Any]:
     """The task, the warmed-up policy and the step-0 shares (what docs/study.md's start regime states), no GRPO."""
-    from ads_core.demo.start import shares_table
-    from ads_core.demo.study import prepare_study
+    from ads_lab.studies.start import shares_table
+    from ads_lab.studies.study import prepare_study
 
     started = time.perf_counter()
     prepared = prepare_study(cfg)

@@ -20,7 +20,7 @@ def state():
     return locks.lock_dir(), _QueueServiceBase.__dict__["instance"], filters
 
 before = state()
-import ads_prefect, ads_prefect.flows.ads_build, ads_prefect.flows.ads_train, ads_prefect.flows.ads_demo
+import ads_prefect, ads_prefect.flows.ads_build, ads_prefect.flows.ads_train, ads_lab.flows.ads_demo
 import ads_prefect.flows.ads_compare, ads_prefect.tasks.stage_task, ads_prefect.tasks.train, ads_cli.main
 after = state()
 assert after == before, (before, after)

@@ -2,6 +2,9 @@
 
 - layers point one way: ads_cli -> ads_prefect.flows -> ads_prefect.tasks -> ads_prefect.runtime -> ads_core
   (the lock machinery is ads_core.locks);
+- the lab (ads_lab: the demo, the studies, the simulator) sits beside the product and may import it; the product
+  never imports the lab (the `ads` command finds the lab's commands through an entry point group), and inside the
+  lab the same one way holds: ads_lab.cli -> ads_lab.flows -> the rest, which never imports Prefect;
 - no import circle between the modules of the project;
 - no module over 600 lines (a size past which a module holds more than one idea; folders are named for what they
   hold, not split to meet a count).
@@ -16,13 +19,20 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("ads_core", "ads_prefect", "ads_cli")
+PACKAGES = ("ads_core", "ads_prefect", "ads_cli", "ads_lab")
+LAB_LIBRARY = ("ads_lab.config", "ads_lab.demo", "ads_lab.studies", "ads_lab.simulator", "ads_lab.presets")
 # layer -> dotted prefixes it must never import (not even inside a function)
 FORBIDDEN = {
-    "ads_core": ("prefect", "prefect_dask", "ads_prefect", "ads_cli"),
-    "ads_prefect.runtime": ("ads_prefect.tasks", "ads_prefect.flows", "ads_cli"),
-    "ads_prefect.tasks": ("ads_prefect.flows", "ads_cli"),
-    "ads_prefect.flows": ("ads_cli",),
+    "ads_core": ("prefect", "prefect_dask", "ads_prefect", "ads_cli", "ads_lab"),
+    "ads_prefect.runtime": ("ads_prefect.tasks", "ads_prefect.flows", "ads_cli", "ads_lab"),
+    "ads_prefect.tasks": ("ads_prefect.flows", "ads_cli", "ads_lab"),
+    "ads_prefect.flows": ("ads_cli", "ads_lab"),
+    "ads_cli": ("ads_lab",),
+    **{
+        part: ("prefect", "prefect_dask", "ads_prefect", "ads_cli", "ads_lab.flows", "ads_lab.cli")
+        for part in LAB_LIBRARY
+    },
+    "ads_lab.flows": ("ads_cli", "ads_lab.cli"),
 }
 MAX_LINES = 600
 
@@ -156,3 +166,23 @@ def test_the_wheel_installs_no_generic_top_level_package():
     top = {name.split(".")[0] for name in installed}
     assert top == set(PACKAGES), top
     assert not {"flows", "tasks"} & top
+
+
+def test_the_lab_commands_reach_ads_through_the_entry_point_group_alone():
+    """`ads demo` and `ads simulate` are the lab's: pyproject declares them in `ads_pipeline.commands` (the group
+    `ads_cli.main` loads), and each entry registers its command on an app, without the product naming the lab."""
+    import tomllib
+
+    import typer
+    import typer.main
+
+    from ads_cli.main import COMMANDS_GROUP
+    from ads_core.common.registry import load_by_path
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"][COMMANDS_GROUP]
+    app = typer.Typer()
+    app.callback()(lambda: None)
+    for target in declared.values():
+        load_by_path(target)(app)
+    assert sorted(declared) == ["demo", "simulate"]
+    assert typer.main.get_command(app).list_commands(None) == ["demo", "simulate"]

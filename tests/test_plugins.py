@@ -193,14 +193,13 @@ def test_a_class_path_kinds_knobs_reach_verls_task_in_the_sampler_file(plugin_pa
 
 
 def test_no_code_outside_a_trainers_package_names_it():
-    """`"trl"` / `"verl"` as a string appear only in the trainers' own packages, the demo's choice of trainer,
-    the list of third-party private APIs (there they are the pip packages) and the build's input layouts (a
-    file in verl's schema is a data format, not the trainer)."""
+    """`"trl"` / `"verl"` as a string appear only in the trainers' own packages, the list of third-party private
+    APIs (there they are the pip packages) and the build's input layouts (a file in verl's schema is a data format,
+    not the trainer). The lab (ads_lab: the demo and the studies, which choose TRL) is not the product."""
     import re
 
     repo = Path(__file__).resolve().parents[1]
-    allowed = {"ads_core/demo/runs.py", "ads_core/common/private_apis.py", "ads_core/ingest/detect.py"}
-    allowed |= {"ads_core/ingest/rows.py", "ads_core/demo/study.py"}  # the study, like the demo, runs TRL
+    allowed = {"ads_core/common/private_apis.py", "ads_core/ingest/detect.py", "ads_core/ingest/rows.py"}
     found = sorted(
         str(path.relative_to(repo))
         for package in ("ads_core", "ads_prefect", "ads_cli")

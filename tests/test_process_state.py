@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("ads_core", "ads_prefect", "ads_cli")
+PACKAGES = ("ads_core", "ads_prefect", "ads_cli", "ads_lab")
 EMPTY_CONTAINERS = {"set", "dict", "list", "OrderedDict", "defaultdict", "Counter"}
 STATEFUL_CALLS = ("Lock", "RLock", "Registry", "BuildLockManager", "TemporaryDirectory")
 CACHES = {"cache", "lru_cache"}
@@ -67,7 +67,8 @@ def process_state() -> set[str]:
 def import_time_actions() -> set[str]:
     """`module:what` of every statement at module level that does something when imported (a call, a loop), but
     a registration into a plug-in registry (`KINDS.register(...)`, the one-registration rule) and the CLI's
-    building of its own commands (ads_cli is the entry point: generated signatures, `app.command`)."""
+    building of its own commands (ads_cli and the lab's ads_lab.cli are entry points: generated signatures,
+    `app.command`)."""
     found = set()
     for module, tree in _modules():
         for node in tree.body:
@@ -79,7 +80,7 @@ def import_time_actions() -> set[str]:
             if re.fullmatch(r"[A-Z_]+\.register", what):
                 continue
             found.add(f"{module}:{what}")
-    return {f for f in found if not f.startswith("ads_cli.")}
+    return {f for f in found if not f.startswith(("ads_cli.", "ads_lab.cli."))}
 
 
 def listed() -> str:

@@ -50,9 +50,9 @@ def test_a_demo_run_interrupted_in_its_worker_is_named_and_stops_the_demo(
 ):
     """Regression: when only the demo's worker processes got SIGINT, the demo went on to new runs without saying
     which ones had stopped."""
-    from ads_core.config.demo import DemoConfig
+    from ads_lab.config.demo import DemoConfig
+    from ads_lab.flows import demo_tasks as demo
     from ads_prefect.runtime import runner
-    from ads_prefect.tasks import demo
 
     class Interrupted:
         def result(self) -> str:

@@ -1,7 +1,7 @@
 """What a worker process was doing when SIGINT reached it, told truthfully: a Ctrl-C reaches every process of the
 terminal's group, and one may signal a worker alone. Whatever the interrupted code turns the KeyboardInterrupt into
 (an import cut short raises ``ImportError: initialization failed``), the worker reports a KeyboardInterrupt, so the
-process that waits on it (`ads_prefect.tasks.demo`) says which run stopped and stops, instead of failing with a
+process that waits on it (the demo's flow, in the lab) says which run stopped and stops, instead of failing with a
 library's traceback. Imports nothing heavy: the demo's workers import it to run their jobs."""
 
 from __future__ import annotations

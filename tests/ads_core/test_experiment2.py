@@ -9,11 +9,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from ads_core.config import experiment2 as e2
-from ads_core.demo import experiment2 as x2
-from ads_core.demo import experiment2_analysis as xa
-from ads_core.demo.task import make_problem, make_task
 from ads_core.evaluation.compare import RunData
+from ads_lab.config import experiment2 as e2
+from ads_lab.demo.task import make_problem, make_task
+from ads_lab.studies import experiment2 as x2
+from ads_lab.studies import experiment2_analysis as xa
 
 
 def test_worked_solutions_are_one_step_per_operand_then_the_box():

@@ -10,12 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ads_core.config.sampler import DynamicSamplingConfig, UniformSamplerConfig
-from ads_core.config.simulate import SimulationConfig
 from ads_core.sampler.base import GroupFilter, Sampler
 from ads_core.sampler.baselines import UniformSampler
 from ads_core.sampler.dynamic import DynamicSamplingSampler, fill_step, informative
 from ads_core.sampler.state import SamplerStateError
-from ads_core.simulator.run import run_simulation, summary_rows
+from ads_lab.config.simulate import SimulationConfig
+from ads_lab.simulator.run import run_simulation, summary_rows
 
 N = 200
 CID, RANK = np.repeat(np.arange(4), N // 4), np.tile(np.arange(N // 4), 4)

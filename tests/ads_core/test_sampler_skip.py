@@ -11,12 +11,12 @@ import typer
 from typer.testing import CliRunner
 
 from ads_core.config.sampler import ADSSamplerConfig
-from ads_core.config.simulate import SimulationConfig
 from ads_core.sampler.ads import ADSSampler
 from ads_core.sampler.base import GroupFilter
 from ads_core.sampler.skip import STREAK_CAP, SkipRule, record_outcomes, skip_moves, skip_probability
 from ads_core.sampler.state import SamplerStateError
-from ads_core.simulator.run import run_simulation, summary_rows
+from ads_lab.config.simulate import SimulationConfig
+from ads_lab.simulator.run import run_simulation, summary_rows
 
 WINDOWS = ("reference", "frontier")
 
@@ -195,7 +195,7 @@ def test_invalid_knobs_are_refused_naming_the_field():
     ]:
         with pytest.raises(ValueError, match=name):
             ADSSamplerConfig(**bad)
-    from ads_cli.sampler_cmd import register
+    from ads_lab.cli.simulate_cmd import register
 
     app = typer.Typer()
     app.callback()(lambda: None)

@@ -9,11 +9,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from ads_cli.sampler_cmd import register
-from ads_core.config.simulate import SimulationConfig
 from ads_core.sampler.plots import WindowTrace, save_plot, save_window_plot
-from ads_core.simulator.learners import CoupledLearner, ability_gain, group_signal, make_world
-from ads_core.simulator.run import SAMPLER_FACTORIES, format_report, run_simulation, summary_rows, train
+from ads_lab.cli.simulate_cmd import register
+from ads_lab.config.simulate import SimulationConfig
+from ads_lab.simulator.learners import CoupledLearner, ability_gain, group_signal, make_world
+from ads_lab.simulator.run import SAMPLER_FACTORIES, format_report, run_simulation, summary_rows, train
 
 SMALL = SimulationConfig(
     n_clusters=8,

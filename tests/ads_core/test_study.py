@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import math
 
-from ads_core.config.demo import DemoTaskConfig
-from ads_core.config.study import PILOT_SEEDS, REPORTED_SEEDS, StudyConfig
-from ads_core.demo.start import start_shares
-from ads_core.demo.study import safe, with_seed
-from ads_core.demo.study_analysis import analyse, decide, paired_verdict, results_table, seeds_needed
-from ads_core.demo.study_plots import window_trace, write_window_traces
-from ads_core.demo.task import Problem, make_task
 from ads_core.evaluation.compare import RunData
+from ads_lab.config.demo import DemoTaskConfig
+from ads_lab.config.study import PILOT_SEEDS, REPORTED_SEEDS, StudyConfig
+from ads_lab.demo.task import Problem, make_task
+from ads_lab.studies.start import start_shares
+from ads_lab.studies.study import safe, with_seed
+from ads_lab.studies.study_analysis import analyse, decide, paired_verdict, results_table, seeds_needed
+from ads_lab.studies.study_plots import window_trace, write_window_traces
 
 
 def test_the_demo_task_is_unchanged_and_the_study_task_adds_two_families():
@@ -112,7 +112,7 @@ def test_window_traces_are_read_from_steps_jsonl_and_drawn(tmp_path):
 
 
 def test_a_section_trl_entry_goes_to_the_trainer_and_the_predictor_is_keyed_by_name(tmp_path):
-    from ads_core.demo.study import run_key, train_config
+    from ads_lab.studies.study import run_key, train_config
 
     cfg = StudyConfig(out=str(tmp_path))
     section = {"kind": "dots", "dots": {"predictor": "/a/dots-predictor"}, "trl": {"replay": True}}
@@ -128,8 +128,8 @@ def test_a_section_trl_entry_goes_to_the_trainer_and_the_predictor_is_keyed_by_n
 
 
 def test_with_predictor_trains_once_and_sets_it_only_where_a_dots_section_has_none(tmp_path, monkeypatch):
-    import ads_core.demo.predictor as predictor
-    from ads_core.demo.study import with_predictor
+    import ads_lab.studies.predictor as predictor
+    from ads_lab.studies.study import with_predictor
 
     calls = []
 

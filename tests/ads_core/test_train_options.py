@@ -152,9 +152,9 @@ def test_every_sampler_kind_is_one_registry_entry(tmp_path: Path):
 def test_every_simulated_sampler_is_made_by_build_sampler(monkeypatch: pytest.MonkeyPatch):
     """The kinds registry is the only factory: the simulator's samplers (all of them, the ads-* variants too) are
     made through `build_sampler` (the artifact check's: tests/integrations/test_train_config.py)."""
-    from ads_core.config.simulate import SimulationConfig
-    from ads_core.simulator import learners
-    from ads_core.simulator import run as sim
+    from ads_lab.config.simulate import SimulationConfig
+    from ads_lab.simulator import learners
+    from ads_lab.simulator import run as sim
 
     made: list[str] = []
 

@@ -108,8 +108,8 @@ def test_the_smoke_demo_runs_the_whole_chain_and_prints_what_compare_json_holds(
     assert _reach_rows(again) == rows
 
     # the same seeds on 1 and on 2 worker processes give identical numbers, equal to the demo's own
-    from ads_core.config.demo import DemoConfig
-    from ads_core.demo import runs
+    from ads_lab.config.demo import DemoConfig
+    from ads_lab.demo import runs
 
     base = DemoConfig(out=str(out), smoke=True).effective()
     prepared = runs.prepare(base)  # reused: the policy and the sets the demo wrote

@@ -20,11 +20,12 @@ from typing import Any
 from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from ads_core.config.study import StudyConfig
-from ads_core.demo import runs, study
+from ads_lab.config.study import StudyConfig
+from ads_lab.demo import runs
+from ads_lab.flows import study_tasks as ts
+from ads_lab.studies import study
 from ads_prefect.flows.ads_build import ads_build
 from ads_prefect.flows.setup import flow, prepare_process
-from ads_prefect.tasks import study as ts
 
 
 def study_run_name() -> str:
@@ -36,7 +37,7 @@ def ads_study(study_cfg: StudyConfig, sections: dict[str, dict[str, Any]]) -> di
     """Train every sampler in SECTIONS (name -> TrainConfig.sampler) on every seed, then analyse in pairs.
 
     Args:
-        study_cfg: `ads_core.config.study.StudyConfig`.
+        study_cfg: `ads_lab.config.study.StudyConfig`.
         sections: the samplers by name, each as its `TrainConfig.sampler` section (seeds are set per run), with
             an optional `trl` entry of `TrainConfig.trl` additions (DOTS+RR's `replay`).
     """

@@ -37,7 +37,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from ads_core.config.demo import DemoTaskConfig
+from ads_lab.config.demo import DemoTaskConfig
 
 FAMILIES = ("max", "min", "sum", "range", "product", "sub", "digitsum", "lastdigit", "bigproduct")
 PRODUCT_LOW = 2  # product operands are 2..9: a 0 or 1 would make the answer a pattern, not arithmetic

@@ -25,8 +25,8 @@ from typing import Any
 
 from ads_core.common import progress
 from ads_core.config.build import BuildConfig
-from ads_core.config.demo import DemoConfig
 from ads_core.train.options import TrainConfig
+from ads_lab.config.demo import DemoConfig
 
 HELDOUT = "heldout"  # the held-out set's name in each run's eval.jsonl
 BASELINE = "uniform"
@@ -72,8 +72,8 @@ class Prepared:
 
 def prepare(cfg: DemoConfig) -> Prepared:
     """The task's sets, the warmed-up policy (reused when its settings did not change) and the held-out eval set."""
-    from ads_core.demo.policy import build_policy
-    from ads_core.demo.task import make_task, write_heldout, write_source
+    from ads_lab.demo.policy import build_policy
+    from ads_lab.demo.task import make_task, write_heldout, write_source
 
     paths = DemoPaths.of(cfg)
     task = make_task(cfg.task)

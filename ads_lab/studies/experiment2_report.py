@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 
 from ads_core import storage
-from ads_core.config.study import StudyConfig
-from ads_core.demo import experiment2_analysis as ea
-from ads_core.demo.experiment2 import row_labels
-from ads_core.demo.study_plots import window_trace
 from ads_core.evaluation.compare import AVERAGE, RunData
+from ads_lab.config.study import StudyConfig
+from ads_lab.studies import experiment2_analysis as ea
+from ads_lab.studies.experiment2 import row_labels
+from ads_lab.studies.study_plots import window_trace
 
 WEIGHT_PREFIX = "ads/p/"
 
@@ -31,8 +31,8 @@ def write(
     extra: dict[str, Any],
 ) -> dict[str, Any]:  # fmt: skip
     """Analyse, write every file, return what experiment2.json holds plus the Markdown."""
-    from ads_core.demo.study_plots import write_window_traces
     from ads_core.evaluation.compare_report import write_comparison
+    from ads_lab.studies.study_plots import write_window_traces
 
     out = Path(cfg.out) / cfg.report
     rows_of = {a: families_of_rows(uri) for a, uri in artifacts.items()}

@@ -11,8 +11,8 @@ from typing import Any
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from ads_core.config.study import StudyConfig
-from ads_core.demo import study
+from ads_lab.config.study import StudyConfig
+from ads_lab.studies import study
 
 _pool: ProcessPoolExecutor | None = None  # the flow's local worker processes, while it trains without Dask
 
@@ -42,7 +42,7 @@ def with_predictor(
 def oracle_artifact(cfg: StudyConfig, artifact: str) -> str:
     """The build's artifact with clusters = the true families and rank = the true level (Experiment 2's positive
     control); rewritten only when the build's artifact changed."""
-    from ads_core.demo.experiment2 import write_oracle_artifact
+    from ads_lab.studies.experiment2 import write_oracle_artifact
 
     return write_oracle_artifact(artifact, cfg.out)
 
@@ -50,8 +50,8 @@ def oracle_artifact(cfg: StudyConfig, artifact: str) -> str:
 @task(name="study-gates", cache_policy=NO_CACHE, retries=0)
 def check_gates(cfg: StudyConfig, prepared: study.StudyPrepared, artifact: str) -> dict[str, Any]:
     """Experiment 2's gates, measured before any GRPO run (a failed one voids the runs)."""
-    from ads_core.demo.experiment2 import gates
-    from ads_core.demo.task import make_task
+    from ads_lab.demo.task import make_task
+    from ads_lab.studies.experiment2 import gates
 
     checked = gates(cfg, prepared.start, artifact, make_task(cfg.task).train)
     for g in checked["gates"]:

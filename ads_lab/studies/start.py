@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ads_core.demo.task import Problem
+from ads_lab.demo.task import Problem
 
 
 def solve_counts(
@@ -33,10 +33,10 @@ def solve_counts(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from ads_core.config.eval import EvalConfig
-    from ads_core.demo.task import write_heldout
     from ads_core.evaluation.hf import TransformersBackend
     from ads_core.evaluation.runner import evaluate
     from ads_core.evaluation.sets.problems import load_problems
+    from ads_lab.demo.task import write_heldout
 
     model = AutoModelForCausalLM.from_pretrained(str(policy), dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(str(policy))

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ads_core.common import progress
-from ads_core.config.demo import DemoPolicyConfig, DemoTaskConfig
-from ads_core.demo.task import Problem
+from ads_lab.config.demo import DemoPolicyConfig, DemoTaskConfig
+from ads_lab.demo.task import Problem
 
 POLICY_MARKER = "ads_demo_policy.json"
 

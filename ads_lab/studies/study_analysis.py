@@ -37,7 +37,7 @@ def _seconds_to(run: RunData, step: int) -> float:
 def _auc(run: RunData, key: str, sets: Sequence[str], span: int) -> float:
     """Mean held-out accuracy over prompts rolled out 0..SPAN, the same span for every run compared (the
     smallest final rollout count among them), so runs that rolled out more are not averaged over more."""
-    from ads_core.demo.experiment2_analysis import auc
+    from ads_lab.studies.experiment2_analysis import auc
 
     return auc(run, sets if key == AVERAGE else [key], span)
 

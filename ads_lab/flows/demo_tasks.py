@@ -12,8 +12,8 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from ads_core.config.demo import DemoConfig
-from ads_core.demo import runs
+from ads_lab.config.demo import DemoConfig
+from ads_lab.demo import runs
 from ads_prefect.runtime.interrupts import run_interruptible
 from ads_prefect.tasks.artifact_keys import artifact_key
 from ads_prefect.tasks.publish import image_markdown
@@ -84,7 +84,7 @@ def stopped_in_worker(sampler: str, seed: int) -> DemoInterrupted:
 def compare_demo(cfg: DemoConfig) -> dict[str, Any]:
     """``ads compare``'s comparison of the runs, written to OUT/demo/ and published with its plot; the printed
     summary lines are added to the result."""
-    from ads_core.demo.report import summary_lines
+    from ads_lab.demo.report import summary_lines
 
     groups = runs.load_groups(cfg)
     from ads_core.evaluation.compare_report import write_comparison

@@ -13,7 +13,7 @@ from rich.markup import escape
 from ads_cli.common import console, fail, progress_bar
 from ads_cli.options import common_parameters, config_parameters, resolve_config, with_signature
 from ads_core.common.errors import InputError
-from ads_core.config.demo import DemoConfig
+from ads_lab.config.demo import DemoConfig
 
 
 def register(app: typer.Typer) -> None:
@@ -32,7 +32,7 @@ def demo_cmd(**options: Any) -> None:
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
     cfg = resolve_config(DemoConfig, options, config_file, assignments)
     from ads_core.common import progress as progress_lines
-    from ads_prefect.flows.launch import run_demo
+    from ads_lab.flows.launch import run_demo
     from ads_prefect.runtime.runner import say_stderr
 
     progress_lines.enable_when_logged()  # stdout to a file: a line per phase, chunk and training step there

@@ -1,6 +1,6 @@
 """`ads simulate`: train every sampler on a synthetic GRPO learner and time each to uniform's final accuracy.
 
-The worlds and learners (a model, not evidence about real LLMs) are in ``ads_core.simulator.learners``; this
+The worlds and learners (a model, not evidence about real LLMs) are in ``ads_lab.simulator.learners``; this
 module runs them and reports the comparison, in optimizer steps and in rollouts (prompts rolled out, each
 with ``n_rollouts`` completions): every step goes through ``fill_step``, so DAPO-style dynamic sampling pays
 for the generation batches it drops. The plots are in ``ads_core.sampler.plots``.
@@ -16,14 +16,14 @@ from typing import get_args
 import numpy as np
 
 from ads_core.config.sampler import UniformSamplerConfig
-from ads_core.config.simulate import SimulatedSampler, SimulationConfig
 from ads_core.sampler.ads import ADSSampler
 from ads_core.sampler.base import Sampler
 from ads_core.sampler.dynamic import fill_step
 from ads_core.sampler.kinds import build_sampler
 from ads_core.sampler.plots import WindowTrace
-from ads_core.simulator.learners import World, make_learner, make_world
 from ads_core.train.options import TrainSamplerConfig
+from ads_lab.config.simulate import SimulatedSampler, SimulationConfig
+from ads_lab.simulator.learners import World, make_learner, make_world
 
 
 @dataclass

@@ -5,7 +5,7 @@
 * `train_study_run`: one GRPO run (TRL) with validation, float32 on one torch and one BLAS thread, so that its
   numbers depend on the seeds only; a finished run is reused, an unfinished one trained again from the start.
 
-The Prefect flow is ``ads_prefect.flows.study``; the analysis ``ads_core.demo.study_analysis``.
+The Prefect flow is ``ads_lab.flows.ads_study``; the analysis ``ads_lab.studies.study_analysis``.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from ads_core.config.build import BuildConfig
-from ads_core.config.study import StudyConfig
-from ads_core.demo.runs import DATASET, fixed_threads, validated_run
 from ads_core.train.options import TrainConfig
+from ads_lab.config.study import StudyConfig
+from ads_lab.demo.runs import DATASET, fixed_threads, validated_run
 
 RUN_MARKER = "study_run.json"
 HELDOUT_PREFIX = "heldout-"  # one held-out eval set per family: heldout-max, heldout-min, ...
@@ -37,7 +37,7 @@ class StudyPrepared:
     source: str
     heldout: dict[str, str]  # eval set name -> its Parquet file
     counts: dict[str, int]
-    start: dict[str, Any] = field(default_factory=dict)  # ads_core.demo.start.start_shares of the training set
+    start: dict[str, Any] = field(default_factory=dict)  # ads_lab.studies.start.start_shares of the training set
 
 
 def run_dir(cfg: StudyConfig, name: str, seed: int) -> Path:
@@ -52,9 +52,9 @@ def safe(name: str) -> str:
 def prepare_study(cfg: StudyConfig) -> StudyPrepared:
     """Task, policy (reused when unchanged), held-out sets per family and the start regime (cached in
     OUT/start.json under the policy's key)."""
-    from ads_core.demo.policy import build_policy, policy_key
-    from ads_core.demo.start import solve_counts, start_shares
-    from ads_core.demo.task import make_task, write_heldout, write_source
+    from ads_lab.demo.policy import build_policy, policy_key
+    from ads_lab.demo.task import make_task, write_heldout, write_source
+    from ads_lab.studies.start import solve_counts, start_shares
 
     out = Path(cfg.out)
     task = make_task(cfg.task)
@@ -103,8 +103,8 @@ def build_config(cfg: StudyConfig, policy: str) -> BuildConfig:
 
 def with_predictor(cfg: StudyConfig, sections: dict[str, dict[str, Any]], artifact: str, policy: str) -> dict:
     """SECTIONS with DOTS's predictor set where a `dots` section has none: trained once for the study's artifact
-    (``ads_core.demo.predictor``: source policies other than the trained one, the study's G and temperature)."""
-    from ads_core.demo.predictor import prepare_predictor
+    (``ads_lab.studies.predictor``: source policies other than the trained one, the study's G and temperature)."""
+    from ads_lab.studies.predictor import prepare_predictor
 
     out = json.loads(json.dumps(sections))
     needing = [s for s in out.values() if s.get("kind") == "dots" and not s.get("dots", {}).get("predictor")]
@@ -227,16 +227,16 @@ def load_study_groups(cfg: StudyConfig) -> dict[str, list[Any]]:
 def write_study_results(cfg: StudyConfig, prepared: StudyPrepared, extra: dict[str, Any]) -> dict[str, Any]:
     """``ads compare``'s files, the window traces, results.md (one table with the paired intervals, the families,
     the start regime, the decision) and study.json, all in OUT; returns what study.json holds."""
-    from ads_core.demo.start import shares_table
-    from ads_core.demo.study_analysis import analyse, family_table, results_table
-    from ads_core.demo.study_plots import write_window_traces
     from ads_core.evaluation.compare_report import write_comparison
+    from ads_lab.studies.start import shares_table
+    from ads_lab.studies.study_analysis import analyse, family_table, results_table
+    from ads_lab.studies.study_plots import write_window_traces
 
     out = Path(cfg.out) / cfg.report
     out.mkdir(parents=True, exist_ok=True)
     groups = load_study_groups(cfg)
     if cfg.design == "experiment2":
-        from ads_core.demo import experiment2_report
+        from ads_lab.studies import experiment2_report
 
         return experiment2_report.write(cfg, groups, extra["artifacts"], extra["sections"], extra)
     comparison = write_comparison(groups, out)

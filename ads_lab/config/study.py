@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from ads_core.config.base import Section, tuning
-from ads_core.config.demo import STUDY_FAMILIES, DemoPolicyConfig, DemoTaskConfig
+from ads_lab.config.demo import STUDY_FAMILIES, DemoPolicyConfig, DemoTaskConfig
 
 REPORTED_SEEDS = tuple(range(1000, 1016))  # docs/study.md: 1000 .. 1000 + N - 1, N = 16 unless the pilot says more
 PILOT_SEEDS = (900, 901, 902, 903)

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator
 from ads_core.config.base import FrozenSection, tuning
 from ads_core.config.sampler import ADSSamplerConfig, DifficultyTargetedConfig, DynamicSamplingConfig
 
-# Every sampler the simulator can run (ads_core.simulator.run.SAMPLER_FACTORIES has one factory each).
+# Every sampler the simulator can run (ads_lab.simulator.run.SAMPLER_FACTORIES has one factory each).
 SimulatedSampler = Literal[
     "uniform",
     "dots",

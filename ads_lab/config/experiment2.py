@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ads_core.config.demo import DemoPolicyConfig, DemoTaskConfig
-from ads_core.config.study import StudyConfig
+from ads_lab.config.demo import DemoPolicyConfig, DemoTaskConfig
+from ads_lab.config.study import StudyConfig
 
 TASK_SEED = 61
 # task seeds used by earlier tasks (ads demo, the first study, bench/grpo_curriculum.py, tests): the gate refuses them

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ads_core.config.demo import DemoPolicyConfig, DemoTaskConfig
+from ads_lab.config.demo import DemoPolicyConfig, DemoTaskConfig
 
 PREDICTOR_DIR = "dots-predictor"
 SOURCES = (("third", 3.0, 1), ("two-thirds", 1.5, 2), ("half", 2.0, 3))  # name, warm-up divisor, seed; last: held out
@@ -29,11 +29,11 @@ def prepare_predictor(
     log: Callable[[str], None] = print,
 ) -> Path:
     """The trained predictor's folder, OUT/dots-predictor (reused when a valid one is already there)."""
-    from ads_core.demo.policy import build_policy
-    from ads_core.demo.task import make_task
     from ads_core.sampler.dots import artifact as predictor_artifact
     from ads_core.sampler.dots.make import DotsTrainSettings, train_predictor
     from ads_core.sampler.dots.predictor import FitSettings
+    from ads_lab.demo.policy import build_policy
+    from ads_lab.demo.task import make_task
 
     folder = Path(out) / PREDICTOR_DIR
     try:

@@ -7,7 +7,7 @@ declared rules (the number of seeds, the static arm's share, the accuracy target
   warmed-up policy's G samples per training problem) and the built artifact; a failed gate voids the experiment;
 * `pilot_rules`: what the pilot sets, by rules fixed in the design.
 
-The analysis and the decision rule are in ``ads_core.demo.experiment2_analysis``.
+The analysis and the decision rule are in ``ads_lab.studies.experiment2_analysis``.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from ads_core import storage
-from ads_core.config import experiment2 as e2
-from ads_core.config.study import StudyConfig
+from ads_lab.config import experiment2 as e2
+from ads_lab.config.study import StudyConfig
 
 ORACLE_FILE = "oracle/train.parquet"
 ORACLE_MARKER = "oracle/source.json"

@@ -25,7 +25,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ads_core.config.simulate import SimulationConfig
+from ads_lab.config.simulate import SimulationConfig
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The `ads-demo` flow: `ads demo` from start to end, so that with PREFECT_API_URL set the whole demo shows in the
 UI (the build as its own `ads-build` subflow run, one task per training run, the comparison as an artifact).
 
-1. `demo-prepare`: the synthetic task, the warmed-up policy, the held-out eval set (``ads_core.demo``).
+1. `demo-prepare`: the synthetic task, the warmed-up policy, the held-out eval set (``ads_lab.demo``).
 2. `ads-build` (subflow): the real pipeline on the task (format, score with the policy, cluster, sort); cached.
 3. `train-<sampler>-seed<n>`: ADS and uniform from the same policy with the same seeds and steps, `jobs` at a
    time in worker processes (one thread each), validated on the held-out set as they train (eval.jsonl).
@@ -18,11 +18,11 @@ from typing import Any
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from ads_core.common.progress import phase
-from ads_core.config.demo import DemoConfig
-from ads_core.demo import runs
+from ads_lab.config.demo import DemoConfig
+from ads_lab.demo import runs
+from ads_lab.flows import demo_tasks as td
 from ads_prefect.flows.ads_build import ads_build
 from ads_prefect.flows.setup import flow, prepare_process
-from ads_prefect.tasks import demo as td
 
 
 def demo_run_name() -> str:
@@ -39,7 +39,7 @@ def ads_demo(demo: DemoConfig = DemoConfig()) -> dict[str, Any]:
     """Build a synthetic task with the real pipeline, train ADS and uniform from the same start, compare them.
 
     Args:
-        demo: `ads_core.config.demo.DemoConfig` (sizes, seeds, steps, where it writes).
+        demo: `ads_lab.config.demo.DemoConfig` (sizes, seeds, steps, where it writes).
     """
     prepare_process()
     cfg = demo.effective()
