@@ -201,12 +201,13 @@ def flags_by_field(root: type[BaseModel]) -> dict[str, str]:
 
 
 def validation_message(root: type[BaseModel], exc: ValidationError) -> str:
-    """`--clusters: Input should be greater than or equal to 1 (got 0)`, one clause per error."""
+    """`--clusters: Input should be greater than or equal to 1 (got 0)`, one clause per error; an error about the
+    whole config (a key it no longer has) is its message alone."""
     flags = flags_by_field(root)
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
-        parts.append(f"{flags.get(loc, loc)}: {err['msg']} (got {err.get('input')!r})")
+        parts.append(f"{flags.get(loc, loc)}: {err['msg']} (got {err.get('input')!r})" if loc else err["msg"])
     return "; ".join(parts)
 
 

@@ -13,14 +13,17 @@ K-Means, sort), so clusters and difficulties come from the real stages. Then, pe
 ``ADSGRPOTrainer``, its sampler feedback, the math reward) and validates on the held-out set as ``ads train
 --eval-set PATH --eval-steps N --eval-k 2 --eval-limit 0`` does: ``ads eval``'s code (``evaluate_policy``, the
 project's grader, ``ads eval``'s temperature and top-p), 2 completions per problem, mean@2, at step 0 and every
-``--eval-every`` steps, into each run's ``eval.jsonl``. Samplers: ``uniform``; ``ads`` (the reference window);
+``--eval-every`` steps, into each run's ``eval.jsonl``. Samplers are named by ``ads_lab.presets`` (the one table
+the studies and ``ads simulate`` use too; any preset that trains on the build's artifact runs here), by default:
+``uniform``; ``ads`` (the reference window);
 ``ads-frontier`` (``window="frontier"``); ``dots`` (DOTS: the trained difficulty predictor with reference rollouts
 every mu steps), ``dots+rr`` (the same with rollout replay, ``--replay``) and ``dots-lite`` (DOTS's selection rule
 alone); ``dynamic`` (DAPO-style dynamic sampling: groups
 whose rewards all agree are dropped and more generation batches are rolled out in the same step, so its
 rollouts are counted too); ``ads-skip`` and ``ads-frontier-skip`` (either window with pre-rollout skipping,
-``skip=True``: rows whose recent groups all agreed are skipped before rollout). Every sampler keeps its default
-knobs; a seed sets the samplers' and TRL's seeds. DOTS's predictor is trained once (``ads dots-train``'s code) on
+``skip=True``: rows whose recent groups all agreed are skipped before rollout). Every sampler keeps its preset's
+knobs (the ADS ones drop all-wrong groups from the gradient batch, as published); a seed sets the sampler's and
+TRL's seeds. DOTS's predictor is trained once (``ads dots-train``'s code) on
 labels from three source policies that are not the trained one: the tiny policy warmed up for a third and two
 thirds of the warm-up (seeds 1 and 2), and one held out (half the warm-up, seed 3) on which its rho is printed.
 
@@ -53,6 +56,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ads_lab import presets
 from ads_lab.config.demo import DemoPolicyConfig, DemoTaskConfig
 from ads_lab.demo.policy import build_policy
 from ads_lab.demo.task import make_task, write_heldout, write_source
@@ -60,19 +64,19 @@ from ads_lab.demo.task import make_task, write_heldout, write_source
 BASELINE = "uniform"
 HEADLINE = "ads-frontier"
 HELDOUT = "heldout"  # the held-out set's name in each run's eval.jsonl
-SAMPLERS: dict[str, dict[str, Any]] = {  # name -> TrainConfig.sampler, before the seed is set
-    "uniform": {"kind": "uniform"},
-    "ads": {"kind": "ads"},
-    "ads-frontier": {"kind": "ads", "ads": {"window": "frontier"}},
-    "dots": {"kind": "dots"},
-    "dots+rr": {"kind": "dots"},
-    "dots-lite": {"kind": "dots-lite"},
-    "dynamic": {"kind": "dynamic"},
-    "ads-skip": {"kind": "ads", "ads": {"skip": True}},
-    "ads-frontier-skip": {"kind": "ads", "ads": {"window": "frontier", "skip": True}},
-}
-
-TRL_EXTRA: dict[str, dict[str, Any]] = {"dots+rr": {"replay": True}}  # name -> TrainConfig.trl additions
+# the bench's samplers by default, presets of ads_lab.presets (every preset on the build's artifact can run)
+SAMPLERS = (
+    "uniform",
+    "ads",
+    "ads-frontier",
+    "dots",
+    "dots+rr",
+    "dots-lite",
+    "dynamic",
+    "ads-skip",
+    "ads-frontier-skip",
+)
+RUNNABLE = tuple(name for name, found in presets.PRESETS.items() if presets.ARTIFACT not in found)
 DOTS_CLOSING = ("dots", "dots+rr", "dots-lite")
 
 
@@ -114,14 +118,6 @@ def config_of(cfg: BenchConfig) -> dict[str, Any]:
     """The settings as grpo_curriculum.json records them (the task and policy sections as their fields)."""
     out: dict[str, Any] = {f.name: getattr(cfg, f.name) for f in fields(cfg)}
     return out | {"task": cfg.task.model_dump(mode="json"), "policy": cfg.policy.model_dump(mode="json")}
-
-
-def sampler_section(name: str, seed: int) -> dict[str, Any]:
-    """TrainConfig.sampler for NAME with every sampler's seed set to SEED (the knobs stay the defaults)."""
-    section = json.loads(json.dumps(SAMPLERS[name]))
-    for kind in ("ads", "uniform", "dots", "dots_lite", "dynamic"):
-        section.setdefault(kind, {})["seed"] = seed
-    return section
 
 
 def prepare_predictor(cfg: BenchConfig, artifact: Path, embed_model: Path, log: Any = print) -> Path:
@@ -173,7 +169,8 @@ def run_one(
     from ads_core.train.run import train
 
     run_dir = cfg.out / "runs" / f"{name}-seed{seed}"
-    sampler = sampler_section(name, seed)
+    found = presets.preset(name)
+    sampler = presets.resolve(found, seed, cfg.clusters)
     if sampler["kind"] == "dots":
         sampler["dots"]["predictor"] = str(predictor)
     train_cfg = TrainConfig(
@@ -185,7 +182,8 @@ def run_one(
         validation={"steps": cfg.eval_every, "limit": 0, "k": cfg.eval_samples},
         decontaminate="off",
         sampler=sampler,
-        trl=TRL_EXTRA.get(name, {})
+        **found.get(presets.TRAIN, {}),
+        trl=found.get(presets.TRAINER, {})
         | {
             "num_generations": cfg.num_generations,
             "max_completion_length": cfg.max_completion_length,
@@ -257,7 +255,9 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps per run (default 60)")
     parser.add_argument(
-        "--samplers", default=",".join(SAMPLERS), help=f"comma-separated, from {', '.join(SAMPLERS)} (uniform is added)"
+        "--samplers",
+        default=",".join(SAMPLERS),
+        help=f"comma-separated presets (ads_lab.presets), from {', '.join(RUNNABLE)} (uniform is added)",
     )
     parser.add_argument("--out", type=Path, default=BenchConfig.out, help="output folder (default %(default)s)")
     parser.add_argument("--eval-every", type=int, default=None, help="held-out evaluation every N steps (default 5)")
@@ -269,9 +269,9 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     )
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.samplers.split(",") if n.strip()]
-    unknown = [n for n in names if n not in SAMPLERS]
+    unknown = [n for n in names if n not in RUNNABLE]
     if unknown:
-        parser.error(f"--samplers: unknown {', '.join(unknown)}; choose from {', '.join(SAMPLERS)}")
+        parser.error(f"--samplers: unknown {', '.join(unknown)}; choose from {', '.join(RUNNABLE)}")
     samplers = tuple(dict.fromkeys([BASELINE, *names]))
     seeds = tuple(int(s) for s in args.seeds.split(","))
     cfg = BenchConfig(out=args.out, seeds=seeds, samplers=samplers, jobs=max(1, args.jobs))
@@ -307,7 +307,7 @@ def bench(cfg: BenchConfig) -> dict[str, Any]:
     cfg.out.mkdir(parents=True, exist_ok=True)
     heldout, policy, artifact = prepare(cfg)
     predictor = None
-    if any(SAMPLERS[n]["kind"] == "dots" for n in cfg.samplers):
+    if any(presets.PRESETS[n]["kind"] == "dots" for n in cfg.samplers):
         predictor = prepare_predictor(cfg, artifact, policy)
     jobs = [(name, seed) for seed in cfg.seeds for name in cfg.samplers]
     done: dict[tuple[str, int], Any] = {}

@@ -7,9 +7,10 @@ artifact built by the real pipeline (scored in float32), then every (sampler, se
 ``ads_core.train.run.train`` with TRL, validated on the held-out sets as it trains. The runs are tasks of the
 ``ads-study`` Prefect flow: ``--jobs`` at a time in local one-thread processes, or over a Dask cluster with
 ``--dask local`` or ``--dask tcp://HOST:8786`` (as ``ads build --run.dask`` spreads score shards), so that more
-machines run more seeds. Samplers are named as in ``bench/grpo_curriculum.py`` (its ``SAMPLERS`` and
-``TRL_EXTRA``); for ``dots`` and ``dots+rr`` the flow first trains DOTS's predictor for the study's artifact
-(``ads_lab.studies.predictor``: source policies other than the trained one), once, reused by every run.
+machines run more seeds. Samplers are the presets of ``ads_lab.presets`` (the one table of names that
+``bench/grpo_curriculum.py``, Experiment 2 and ``ads simulate`` use); for ``dots`` and ``dots+rr`` the flow first
+trains DOTS's predictor for the study's artifact (``ads_lab.studies.predictor``: source policies other than the
+trained one), once, reused by every run.
 
 What it writes to OUT: every run folder (``runs/<sampler>-seed<n>``, which ``ads compare`` reads), ``ads
 compare``'s compare.md, compare.json and compare.png, window_traces.png and .csv for the ADS runs, results.md
@@ -29,32 +30,20 @@ Run: ``.venv/bin/python bench/study.py [--pilot | --smoke] [--jobs 2] [--dask lo
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from ads_lab.config.study import REPORTED_SEEDS, StudyConfig
 
-HERE = Path(__file__).resolve().parent
-
 
 def named_samplers() -> dict[str, dict[str, Any]]:
-    """bench/grpo_curriculum.py's name -> TrainConfig.sampler map (one map for both benches), each with its
-    TrainConfig.trl additions under `trl` (DOTS+RR's replay)."""
-    module = sys.modules.get("grpo_curriculum")
-    if module is None:
-        spec = importlib.util.spec_from_file_location("grpo_curriculum", HERE / "grpo_curriculum.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["grpo_curriculum"] = module
-        spec.loader.exec_module(module)
-    extra = module.TRL_EXTRA
-    return {
-        name: {**section, **({"trl": extra[name]} if name in extra else {})}
-        for name, section in module.SAMPLERS.items()
-    }
+    """The sampler presets by name (``ads_lab.presets``: each a TrainConfig.sampler section with its extras,
+    DOTS+RR's replay under `trl`)."""
+    from ads_lab.presets import PRESETS, preset
+
+    return {name: preset(name) for name in PRESETS}
 
 
 def available(names: tuple[str, ...], known: dict[str, Any]) -> tuple[tuple[str, ...], list[str]]:
@@ -64,7 +53,7 @@ def available(names: tuple[str, ...], known: dict[str, Any]) -> tuple[tuple[str,
         if name in known:
             runnable.append(name)
         else:
-            notes.append(f"{name}: not a sampler name of bench/grpo_curriculum.py; skipped")
+            notes.append(f"{name}: not a sampler name of ads_lab.presets; skipped")
     return tuple(runnable), notes
 
 

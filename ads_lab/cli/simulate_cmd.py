@@ -122,5 +122,5 @@ def _split(text: str) -> list[str]:
 with_signature(
     simulate,
     config_parameters(SimulationConfig, ("", "ads"), exclude=("ads.seed",))
-    + common_parameters(SimulationConfig, "--set dots.memory_size=256"),
+    + common_parameters(SimulationConfig, "--set dots_lite.memory_size=256"),
 )

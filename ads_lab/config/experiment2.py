@@ -3,10 +3,11 @@ construction, eight arms, fresh seeds, and the knob sweep. Everything here was f
 pilot's amendment may set only what the design says it sets (the number of seeds, the static arm's share and
 the accuracy target).
 
-Each arm is a `TrainConfig.sampler` section (the flow sets its seed per run) with two optional additions:
-``train`` (top-level TrainConfig options: the all-wrong drop) and ``artifact: oracle`` (the run trains on the
-oracle artifact, clusters = the true families and rank = the true level, instead of the build's; ``nll_sum``: the
-same build ranked by the summed NLL, the product's default difficulty, instead of the published token mean).
+Each arm is a sampler preset of ``ads_lab.presets``: a `TrainConfig.sampler` section (the flow sets its seed per
+run) with ``train`` (top-level TrainConfig options: the all-wrong drop) and, for two arms, ``artifact`` (``oracle``:
+the run trains on the oracle artifact, clusters = the true families and rank = the true level, instead of the
+build's; ``nll_sum``: the same build ranked by the summed NLL, the product's default difficulty, instead of the
+published token mean).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from ads_lab.config.demo import DemoPolicyConfig, DemoTaskConfig
 from ads_lab.config.study import StudyConfig
+from ads_lab.presets import preset
 
 TASK_SEED = 61
 # task seeds used by earlier tasks (ads demo, the first study, bench/grpo_curriculum.py, tests): the gate refuses them
@@ -29,36 +31,32 @@ GATE_FALLBACKS = (500, 300)  # warm-up steps tried in this order when a gate fai
 # amendment 2: learning rates tried in this order when uniform does not learn in the pilot (was 1e-3 alone)
 VIABILITY_FALLBACKS = (1e-4, 3e-5)
 
-DROP, NO_DROP = {"drop_all_wrong": "on"}, {"drop_all_wrong": "off"}
+# the arms, by their names in ads_lab.presets (each a TrainConfig.sampler section with its extras)
 ARMS: dict[str, dict[str, Any]] = {
-    "uniform": {"kind": "uniform", "train": NO_DROP},
-    "uniform+drop": {"kind": "uniform", "train": DROP},
-    "ads": {"kind": "ads", "train": DROP},  # as published: the reference window and the all-wrong drop
-    "ads-nodrop": {"kind": "ads", "train": NO_DROP},
-    "ads-oracle": {"kind": "ads", "train": DROP, "artifact": "oracle"},
-    "ads-nllsum": {"kind": "ads", "train": DROP, "artifact": "nll_sum"},  # the product's default difficulty
-    "easiest": {"kind": "easiest", "easiest": {"share": 0.25}, "train": DROP},  # share: set by the pilot
-    "dynamic": {"kind": "dynamic", "train": NO_DROP},
+    name: preset(name)
+    for name in ("uniform", "uniform+drop", "ads", "ads-nodrop", "ads-oracle", "ads-nllsum", "easiest", "dynamic")
 }
 PILOT_ARMS = ("uniform", "ads", "ads-oracle")
 PRIMARY = ("ads", "ads-oracle")  # each against uniform, 97.5% t-intervals (Bonferroni over two)
 SMOKE_SWEEP = ("uniform", "ads", "ads-window4x2")  # the cells --smoke runs (every cell at the declared size)
 
 # The knob sweep (separate seeds): one knob at a time around ADS as published; every cell reported, none chosen.
-# window size x clusters per step keeps the step's 8 prompts.
 SWEEP: dict[str, dict[str, Any]] = {
-    "uniform": ARMS["uniform"],
-    "ads": ARMS["ads"],
-    "ads-window1x8": {"kind": "ads", "ads": {"mini_cluster_size": 1, "active_clusters": 8}, "train": DROP},
-    "ads-window4x2": {"kind": "ads", "ads": {"mini_cluster_size": 4, "active_clusters": 2}, "train": DROP},
-    "ads-window8x1": {"kind": "ads", "ads": {"mini_cluster_size": 8, "active_clusters": 1}, "train": DROP},
-    "ads-eps0.08": {"kind": "ads", "ads": {"boundary_eps": 0.08}, "train": DROP},
-    "ads-eps0.30": {"kind": "ads", "ads": {"boundary_eps": 0.3}, "train": DROP},
-    "ads-alpha0.1": {"kind": "ads", "ads": {"alpha": 0.1}, "train": DROP},
-    "ads-alpha0.7": {"kind": "ads", "ads": {"alpha": 0.7}, "train": DROP},
-    "ads-reset15": {"kind": "ads", "ads": {"reset_every": 15}, "train": DROP},
-    "ads-reset60": {"kind": "ads", "ads": {"reset_every": 60}, "train": DROP},
-    "ads-reset-never": {"kind": "ads", "ads": {"reset_every": 0}, "train": DROP},
+    name: preset(name)
+    for name in (
+        "uniform",
+        "ads",
+        "ads-window1x8",
+        "ads-window4x2",
+        "ads-window8x1",
+        "ads-eps0.08",
+        "ads-eps0.30",
+        "ads-alpha0.1",
+        "ads-alpha0.7",
+        "ads-reset15",
+        "ads-reset60",
+        "ads-reset-never",
+    )
 }
 
 

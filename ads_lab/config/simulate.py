@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from ads_core.config.base import FrozenSection, tuning
 from ads_core.config.sampler import ADSSamplerConfig, DifficultyTargetedConfig, DynamicSamplingConfig
+from ads_lab.config.renamed import RenamedKeys
 
-# Every sampler the simulator can run (ads_lab.simulator.run.SAMPLER_FACTORIES has one factory each).
+# Every sampler the simulator can run, by its name in ads_lab.presets (ads_lab.simulator.run builds each preset).
+# Not `dots`: DOTS proper needs a trained predictor, which the simulator has not; `dots-lite` is its rule alone.
 SimulatedSampler = Literal[
     "uniform",
-    "dots",
+    "dots-lite",
     "dynamic",
     "easiest",
     "ads",
@@ -31,7 +33,7 @@ SimulatedSampler = Literal[
 ]
 DEFAULT_SAMPLERS: tuple[SimulatedSampler, ...] = (
     "uniform",
-    "dots",
+    "dots-lite",
     "dynamic",
     "ads",
     "ads-frontier",
@@ -39,6 +41,10 @@ DEFAULT_SAMPLERS: tuple[SimulatedSampler, ...] = (
     "ads-inverse",
 )
 Learner = Literal["simple", "coupled"]
+NO_DOTS = (
+    "'dots' is DOTS with its trained predictor, which the simulator has not: run 'dots-lite' (its selection rule "
+    "alone; the simulator's 'dots' before the presets)"
+)
 
 
 class CoupledLearnerConfig(FrozenSection):
@@ -77,8 +83,11 @@ class CoupledLearnerConfig(FrozenSection):
     )
 
 
-class SimulationConfig(FrozenSection):
+class SimulationConfig(RenamedKeys):
     """World, learner and run settings of the synthetic learner (a model, not evidence about real LLMs)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    renamed = {"dots": "dots_lite (the knobs of the dots-lite sampler)"}
 
     n_clusters: int = Field(
         64, ge=1, description="Clusters in the synthetic world.", json_schema_extra={"flag": "--clusters"}
@@ -125,12 +134,19 @@ class SimulationConfig(FrozenSection):
         default_factory=CoupledLearnerConfig, description="The coupled learner's dynamics (used when learner=coupled)."
     )
     ads: ADSSamplerConfig = Field(default_factory=ADSSamplerConfig, description="ADS knobs (reference defaults).")
-    dots: DifficultyTargetedConfig = Field(
-        default_factory=DifficultyTargetedConfig, description="DOTS-style baseline knobs (its batch is ADS's)."
+    dots_lite: DifficultyTargetedConfig = Field(
+        default_factory=DifficultyTargetedConfig, description="dots-lite's knobs: DOTS's rule alone (batch: ADS's)."
     )
     dynamic: DynamicSamplingConfig = Field(
         default_factory=DynamicSamplingConfig, description="DAPO-style dynamic sampling knobs (its batch is ADS's)."
     )
+
+    @field_validator("samplers", "baseline", mode="before")
+    @classmethod
+    def _no_dots(cls, value: object) -> object:
+        if value == "dots" or (isinstance(value, list | tuple) and "dots" in value):
+            raise ValueError(NO_DOTS)
+        return value
 
     @field_validator("seeds")
     @classmethod

@@ -1,8 +1,8 @@
 """The study's settings (docs/study.md): the task, the policy, the training every sampler shares, the seeds, and
 where the runs go. The defaults are the declared size; `smoke` and `pilot` are the other two sizes.
 
-The samplers are named (``bench/grpo_curriculum.py``'s names); each run receives its resolved
-``TrainConfig.sampler`` section, so a Dask worker needs nothing but this package.
+The samplers are named by ``ads_lab.presets``; each run receives its preset (its resolved ``TrainConfig.sampler``
+section and extras), so a Dask worker needs nothing but the installed packages.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ads_lab.config.demo import STUDY_FAMILIES, DemoPolicyConfig, DemoTaskConfig
 
 REPORTED_SEEDS = tuple(range(1000, 1016))  # docs/study.md: 1000 .. 1000 + N - 1, N = 16 unless the pilot says more
 PILOT_SEEDS = (900, 901, 902, 903)
-STUDY_SAMPLERS = ("uniform", "ads", "ads-frontier", "dots", "dots+rr", "dynamic")
+STUDY_SAMPLERS = ("uniform", "ads", "ads-frontier", "dots", "dots+rr", "dynamic")  # names of ads_lab.presets
 PILOT_SAMPLERS = ("uniform", "ads", "ads-frontier")
 
 
@@ -37,7 +37,9 @@ class StudyConfig(Section):
 
     out: str = Field("bench-out/study", description="Output folder: runs, tables, plots, study.json.")
     seeds: tuple[int, ...] = Field(REPORTED_SEEDS, min_length=1, description="Training seeds (reported: 1000..).")
-    samplers: tuple[str, ...] = Field(STUDY_SAMPLERS, min_length=1, description="Sampler names; uniform first.")
+    samplers: tuple[str, ...] = Field(
+        STUDY_SAMPLERS, min_length=1, description="Sampler presets (ads_lab.presets) by name; uniform first."
+    )
     steps: int = Field(80, ge=1, description="GRPO optimizer steps per run (2 passes over 320 problems).")
     eval_every: int = Field(20, ge=1, description="Held-out validation every N steps (and at step 0).")
     eval_k: int = tuning(default=4, ge=1, description="Held-out samples per problem (mean@k).")

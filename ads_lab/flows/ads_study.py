@@ -20,6 +20,7 @@ from typing import Any
 from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from ads_lab import presets
 from ads_lab.config.study import StudyConfig
 from ads_lab.demo import runs
 from ads_lab.flows import study_tasks as ts
@@ -38,8 +39,8 @@ def ads_study(study_cfg: StudyConfig, sections: dict[str, dict[str, Any]]) -> di
 
     Args:
         study_cfg: `ads_lab.config.study.StudyConfig`.
-        sections: the samplers by name, each as its `TrainConfig.sampler` section (seeds are set per run), with
-            an optional `trl` entry of `TrainConfig.trl` additions (DOTS+RR's `replay`).
+        sections: the samplers by name, each a preset of ``ads_lab.presets``: its `TrainConfig.sampler` section
+            (seeds are set per run) with its extras (`train`, `trl`, `artifact`, `per_cluster`).
     """
     prepare_process()
     cfg = study_cfg
@@ -54,7 +55,7 @@ def ads_study(study_cfg: StudyConfig, sections: dict[str, dict[str, Any]]) -> di
     args = {name: sections[name] for name in cfg.samplers}
     if any(section.get("kind") == "dots" for section in args.values()):
         args = ts.with_predictor(cfg, args, artifacts["build"], prepared.policy)
-    wanted = {section.get(study.ARTIFACT_EXTRA) for section in args.values()}
+    wanted = {section.get(presets.ARTIFACT) for section in args.values()}
     if "oracle" in wanted:
         artifacts["oracle"] = ts.oracle_artifact(cfg, artifacts["build"])
     if study.NLL_SUM_ARTIFACT in wanted:  # the same build ranked by the summed NLL (the product's default)
@@ -69,7 +70,7 @@ def ads_study(study_cfg: StudyConfig, sections: dict[str, dict[str, Any]]) -> di
         return {"result": {"gates": checked, "trained": False}, "flow_run": {"id": _run_id(), "name": _run_name()}}
 
     def artifact_of(name: str) -> str:
-        return artifacts[args[name].get(study.ARTIFACT_EXTRA, "build")]
+        return artifacts[args[name].get(presets.ARTIFACT, "build")]
 
     def params(name: str, seed: int) -> dict[str, Any]:
         return {

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import get_args
 
 import numpy as np
@@ -22,6 +23,7 @@ from ads_core.sampler.dynamic import fill_step
 from ads_core.sampler.kinds import build_sampler
 from ads_core.sampler.plots import WindowTrace
 from ads_core.train.options import TrainSamplerConfig
+from ads_lab import presets
 from ads_lab.config.simulate import SimulatedSampler, SimulationConfig
 from ads_lab.simulator.learners import World, make_learner, make_world
 
@@ -95,38 +97,28 @@ class SimulationResult:
 SamplerFactory = Callable[[World, SimulationConfig, int], Sampler]
 
 
-def _build(kind: str, world: World, cfg: SimulationConfig, seed: int, **ads: object) -> Sampler:
-    """A sampler of KIND made as training makes it (`build_sampler`), every kind seeded with the run's seed and
-    drawing the ADS batch; ``ads`` overrides ADS knobs (the ``ads-*`` variants)."""
-    section = TrainSamplerConfig(
-        kind="ads",
-        ads=cfg.ads.replaced(seed=seed, **ads),
-        uniform=UniformSamplerConfig(seed=seed),
-        dots_lite=cfg.dots.replaced(seed=seed),
-        dynamic=cfg.dynamic.replaced(seed=seed),
-    )
-    return build_sampler(kind, world.cluster_of, world.rank_in_cluster, section, cfg.ads.batch_size)
-
-
-def _ads(world: World, cfg: SimulationConfig, seed: int, **overrides: object) -> Sampler:
-    return _build("ads", world, cfg, seed, **overrides)
+def build_preset(name: str, world: World, cfg: SimulationConfig, seed: int) -> Sampler:
+    """The preset NAME (``ads_lab.presets``) made as training makes it (`build_sampler`): the simulator's own knob
+    sections (`ads`, `dots_lite`, `dynamic`) under the preset's knobs, seeded with the run's seed (not `easiest`,
+    which keeps its default seed on every world, as it always has here), drawing the ADS batch; a per-cluster knob
+    is divided by the world's K. The preset's `train` options are the trainer's (the all-wrong drop), which the
+    simulator does not model."""
+    if not presets.simulable(name):
+        raise ValueError(
+            f"sampler preset {name!r} cannot be simulated (a trained predictor, replay or another artifact)"
+        )
+    found = presets.sampler_section(name, num_clusters=world.n_clusters)
+    knobs = {"ads": cfg.ads, "uniform": UniformSamplerConfig(), "dots_lite": cfg.dots_lite, "dynamic": cfg.dynamic}
+    seeded = {part: options.replaced(**found.get(part, {}), seed=seed) for part, options in knobs.items()}
+    unseeded = {part: value for part, value in found.items() if part not in ("kind", *knobs)}  # easiest's, as ever
+    section = TrainSamplerConfig(kind="ads", **seeded, **unseeded)
+    return build_sampler(found["kind"], world.cluster_of, world.rank_in_cluster, section, cfg.ads.batch_size)
 
 
 SAMPLER_FACTORIES: dict[str, SamplerFactory] = {
-    "uniform": lambda w, c, s: _build("uniform", w, c, s),
-    "dots": lambda w, c, s: _build("dots-lite", w, c, s),  # the rule alone: the simulator has no predictor
-    "dynamic": lambda w, c, s: _build("dynamic", w, c, s),
-    "easiest": lambda w, c, s: _build("easiest", w, c, s),
-    "ads": lambda w, c, s: _ads(w, c, s),
-    "ads-frontier": lambda w, c, s: _ads(w, c, s, window="frontier"),
-    "ads-learnability": lambda w, c, s: _ads(w, c, s, inter_cluster_weighting="learnability"),
-    "ads-inverse": lambda w, c, s: _ads(w, c, s, inter_cluster_weighting="inverse"),
-    "ads-noreset": lambda w, c, s: _ads(w, c, s, reset_every=0),
-    "ads-floor": lambda w, c, s: _ads(w, c, s, prob_floor=0.5 / w.n_clusters),
-    "ads-skip": lambda w, c, s: _ads(w, c, s, skip=True),
-    "ads-frontier-skip": lambda w, c, s: _ads(w, c, s, window="frontier", skip=True),
+    name: partial(build_preset, name) for name in get_args(SimulatedSampler)
 }
-assert set(SAMPLER_FACTORIES) == set(get_args(SimulatedSampler)), "one factory per SimulatedSampler name"
+assert all(name in presets.PRESETS for name in SAMPLER_FACTORIES), "every simulated sampler is a preset"
 
 
 @dataclass

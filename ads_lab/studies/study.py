@@ -19,16 +19,13 @@ from typing import Any
 
 from ads_core.config.build import BuildConfig
 from ads_core.train.options import TrainConfig
+from ads_lab import presets
 from ads_lab.config.study import StudyConfig
 from ads_lab.demo.runs import DATASET, fixed_threads, validated_run
 
 RUN_MARKER = "study_run.json"
 HELDOUT_PREFIX = "heldout-"  # one held-out eval set per family: heldout-max, heldout-min, ...
-TRAINER_EXTRA = "trl"  # a section's TrainConfig.trl additions (DOTS+RR's replay)
-TRAIN_EXTRA = "train"  # a section's top-level TrainConfig options (Experiment 2: drop_all_wrong)
-ARTIFACT_EXTRA = "artifact"  # which artifact the run trains on (Experiment 2): oracle, nll_sum; default the build's
 NLL_SUM_ARTIFACT = "nll_sum"  # the build with difficulty nll_sum (the product's default) instead of nll_mean
-EXTRAS = (TRAINER_EXTRA, TRAIN_EXTRA, ARTIFACT_EXTRA)
 
 
 @dataclass(frozen=True)
@@ -126,21 +123,18 @@ def with_predictor(cfg: StudyConfig, sections: dict[str, dict[str, Any]], artifa
 
 
 def with_seed(section: dict[str, Any], seed: int) -> dict[str, Any]:
-    """TrainConfig.sampler SECTION with every sampler kind's seed set to SEED (the knobs stay as given)."""
-    out = json.loads(json.dumps(section))
-    kind = out.get("kind", "ads")
-    out.setdefault(kind, {})["seed"] = seed
-    return out
+    """TrainConfig.sampler SECTION with its kind's seed set to SEED (the knobs stay as given)."""
+    return presets.resolve(section, seed)
 
 
 def train_config(
     cfg: StudyConfig, name: str, section: dict[str, Any], seed: int, policy: str, heldout: dict[str, str]
 ) -> TrainConfig:
     """One run, as ``ads train --trainer trl --eval-set ... --eval-steps N --eval-limit 0 --eval-k K``."""
-    sampler = with_seed({k: v for k, v in section.items() if k not in EXTRAS}, seed)
+    sampler = presets.resolve(section, seed, cfg.clusters)  # the preset's sampler section, without its extras
     folder = str(run_dir(cfg, name, seed))
-    run = validated_run(cfg, folder, list(heldout.values()), sampler, seed, policy, **section.get(TRAINER_EXTRA, {}))
-    return run.replaced(**section[TRAIN_EXTRA]) if section.get(TRAIN_EXTRA) else run
+    run = validated_run(cfg, folder, list(heldout.values()), sampler, seed, policy, **section.get(presets.TRAINER, {}))
+    return run.replaced(**section[presets.TRAIN]) if section.get(presets.TRAIN) else run
 
 
 def run_key(cfg: StudyConfig, name: str, section: dict[str, Any], seed: int, artifact: str) -> str:

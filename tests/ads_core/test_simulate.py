@@ -21,7 +21,7 @@ SMALL = SimulationConfig(
     steps=60,
     eval_every=10,
     seeds=(0, 1),
-    samplers=("uniform", "ads", "dots"),
+    samplers=("uniform", "ads", "dots-lite"),
 )
 
 
@@ -93,7 +93,7 @@ def test_learner_gains_only_from_informative_groups():
 def test_run_simulation_shapes_targets_and_report(tmp_path):
     result = run_simulation(SMALL)
     assert list(result.eval_steps) == [0, 10, 20, 30, 40, 50, 60]
-    assert set(result.curves) == {"uniform", "ads", "dots"}
+    assert set(result.curves) == {"uniform", "ads", "dots-lite"}
     for curve in result.curves.values():
         assert curve.shape == (2, 7) and np.all((curve > 0) & (curve < 1))
     for i in range(2):  # same world and starting policy for every sampler of a seed
@@ -115,7 +115,7 @@ def test_run_simulation_shapes_targets_and_report(tmp_path):
         np.mean([(s or 60) / b for s, b in zip(result.steps_to_target["ads"], base, strict=True)])
     )
     report = format_report(result)
-    for name in ("uniform", "ads", "dots", "ratio", "not evidence"):
+    for name in ("uniform", "ads", "dots-lite", "ratio", "not evidence"):
         assert name in report
     json.dumps(result.to_dict())
     save_plot(result, str(tmp_path / "plot.png"))
@@ -243,7 +243,7 @@ def test_coupled_forgetting_decays_towards_the_start():
 
 
 def test_coupled_learner_runs_every_sampler():
-    result = run_simulation(COUPLED.replaced(steps=40, seeds=(0,), samplers=("uniform", "ads", "dots")))
+    result = run_simulation(COUPLED.replaced(steps=40, seeds=(0,), samplers=("uniform", "ads", "dots-lite")))
     assert "'coupled'" in format_report(result)
     for curve in result.curves.values():
         assert np.all((curve > 0) & (curve < 1)) and curve[0, -1] != curve[0, 0]
@@ -301,12 +301,12 @@ def test_defaults_reproduce_the_simple_learner_claims_of_docs_sampler_md():
     ads-frontier reaches uniform's final accuracy in <= 0.55 of its steps, ahead of DOTS-style and dynamic
     sampling, in steps and in rollouts; ads-frontier-skip (pre-rollout skipping) in <= 0.45, with fewer rollouts
     than every other sampler."""
-    names = ("uniform", "dots", "dynamic", "ads", "ads-frontier", "ads-frontier-skip")
+    names = ("uniform", "dots-lite", "dynamic", "ads", "ads-frontier", "ads-frontier-skip")
     simple = run_simulation(SimulationConfig(samplers=names))
     assert simple.ratio("ads")[1] == 0 and simple.ratio("ads")[0] < 1.0
     ratio, missed = simple.ratio("ads-frontier")
     assert missed == 0 and ratio <= 0.55
-    for other in ("dots", "dynamic"):
+    for other in ("dots-lite", "dynamic"):
         assert (
             ratio < simple.ratio(other)[0] and simple.rollout_ratio("ads-frontier")[0] < simple.rollout_ratio(other)[0]
         )
@@ -320,7 +320,7 @@ def test_defaults_reproduce_the_coupled_learner_claims_of_docs_sampler_md():
     """docs/sampler.md, coupled learner, 5 seeds x 800 steps: ads-frontier beats uniform and the reference rule
     (steps to uniform's final accuracy, and final accuracy); ads-frontier-skip needs fewer steps than
     ads-frontier and rolls out fewer prompts than DOTS-style and dynamic sampling, but more steps than 0.45."""
-    names = ("uniform", "dots", "dynamic", "ads", "ads-frontier", "ads-frontier-skip")
+    names = ("uniform", "dots-lite", "dynamic", "ads", "ads-frontier", "ads-frontier-skip")
     coupled = run_simulation(SimulationConfig(learner="coupled", samplers=names))
     ratio, missed = coupled.ratio("ads-frontier")
     assert missed == 0 and ratio < 1.0 and ratio < coupled.ratio("ads")[0]
@@ -329,4 +329,4 @@ def test_defaults_reproduce_the_coupled_learner_claims_of_docs_sampler_md():
     skip = coupled.ratio("ads-frontier-skip")
     assert skip[1] == 0 and 0.45 < skip[0] < ratio
     rollouts = coupled.rollout_ratio("ads-frontier-skip")[0]
-    assert rollouts < coupled.rollout_ratio("dots")[0] and rollouts < coupled.rollout_ratio("dynamic")[0]
+    assert rollouts < coupled.rollout_ratio("dots-lite")[0] and rollouts < coupled.rollout_ratio("dynamic")[0]

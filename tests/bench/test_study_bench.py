@@ -1,10 +1,12 @@
-"""`bench/study.py`'s options without running anything: the sizes, the sampler names from
-bench/grpo_curriculum.py's map (DOTS+RR's replay as its trl addition), unknown names skipped with a line. The
-smoke run itself is tests/flows/test_study.py."""
+"""`bench/study.py`'s options without running anything: the sizes, the sampler names from the one table of presets
+(ads_lab.presets, DOTS+RR's replay as its trl addition) that bench/grpo_curriculum.py reads too, unknown names
+skipped with a line. The smoke run itself is tests/flows/test_study.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from ads_lab.presets import PRESETS
 
 
 def test_sizes_and_sampler_names(bench_module):
@@ -24,8 +26,10 @@ def test_sizes_and_sampler_names(bench_module):
     assert powered.seeds == tuple(range(1000, 1027)) and notes == []
     assert study.parse_args(["--seeds", "1000-1010"])[1] == ["seeds changed: not the declared study"]  # N < 16
     named, bench = study.named_samplers(), bench_module("grpo_curriculum")
-    assert named["dots+rr"] == {"kind": "dots", "trl": {"replay": True}}  # the replay rides with the sampler
-    assert {k: {n: v for n, v in s.items() if n != "trl"} for k, s in named.items()} == bench.SAMPLERS  # one map
+    # the replay rides with the sampler, and every preset says whether all-wrong groups leave the gradient batch
+    assert named["dots+rr"] == {"kind": "dots", "trl": {"replay": True}, "train": {"drop_all_wrong": "off"}}
+    assert named["ads"] == {"kind": "ads", "train": {"drop_all_wrong": "on"}}
+    assert named == PRESETS and set(bench.SAMPLERS) <= set(bench.RUNNABLE) <= set(PRESETS)  # one table
 
 
 def test_unknown_names_are_skipped_with_a_line_and_dots_runs(bench_module):
