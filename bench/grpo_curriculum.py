@@ -87,7 +87,7 @@ class BenchConfig:
     samplers: tuple[str, ...] = tuple(SAMPLERS)
     steps: int = 60
     eval_every: int = 5
-    clusters: int = 8
+    num_clusters: int = 8  # K, as the build names it (cluster.num_clusters)
     num_generations: int = 4
     max_completion_length: int = 12
     learning_rate: float = 3e-4
@@ -108,7 +108,7 @@ class BenchConfig:
             seeds=self.seeds[:1],
             steps=4,
             eval_every=2,
-            clusters=4,
+            num_clusters=4,
             task=self.task.replaced(train_per_cell=4, test_per_cell=2, warmup_per_cell=4),
             policy=self.policy.replaced(warmup_steps=4, warmup_batch=8),
         )
@@ -150,7 +150,7 @@ def prepare(cfg: BenchConfig, log: Any = print) -> tuple[Path, Path, Path]:
     build_cfg = BuildConfig(
         format={"name": "arith", "template": "plain"},
         score={"model": str(policy)},
-        cluster={"num_clusters": cfg.clusters},
+        cluster={"num_clusters": cfg.num_clusters},
         report={"decontaminate": False, "map_iterations": 250},
     )
     t0 = time.perf_counter()
@@ -170,7 +170,7 @@ def run_one(
 
     run_dir = cfg.out / "runs" / f"{name}-seed{seed}"
     found = presets.preset(name)
-    sampler = presets.resolve(found, seed, cfg.clusters)
+    sampler = presets.resolve(found, seed, cfg.num_clusters)
     if sampler["kind"] == "dots":
         sampler["dots"]["predictor"] = str(predictor)
     train_cfg = TrainConfig(

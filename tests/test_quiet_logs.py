@@ -52,6 +52,7 @@ def test_a_demo_run_interrupted_in_its_worker_is_named_and_stops_the_demo(
     which ones had stopped."""
     from ads_lab.config.demo import DemoConfig
     from ads_lab.flows import demo_tasks as demo
+    from ads_lab.flows import workers
     from ads_prefect.runtime import runner
 
     class Interrupted:
@@ -60,7 +61,7 @@ def test_a_demo_run_interrupted_in_its_worker_is_named_and_stops_the_demo(
 
     sent: list[tuple[int, int]] = []
     monkeypatch.setattr(demo.runs, "finished", lambda *_: False)
-    monkeypatch.setattr(demo, "_pool", SimpleNamespace(submit=lambda *_: Interrupted()))
+    monkeypatch.setattr(workers, "_pool", SimpleNamespace(submit=lambda *_: Interrupted()))
     monkeypatch.setattr(runner.os, "kill", lambda pid, sig: sent.append((pid, sig)))
     prepared = SimpleNamespace(policy="p", heldout="h")
     with pytest.raises(demo.DemoInterrupted, match="ads seed 3: interrupted in its worker process"):

@@ -14,7 +14,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from ads_core.config.base import FrozenSection, Section, tuning
+from ads_core.config.base import FrozenSection, tuning
+from ads_lab.config.renamed import RenamedKeys
 
 Family = Literal["max", "min", "sum", "range", "product", "sub", "digitsum", "lastdigit", "bigproduct"]
 STUDY_FAMILIES: tuple[Family, ...] = ("max", "min", "sum", "range", "product")
@@ -59,10 +60,12 @@ class DemoPolicyConfig(FrozenSection):
     seed: int = tuning(default=0, ge=0, description="Seed of the policy's init and warm-up.")
 
 
-class DemoConfig(Section):
+class DemoConfig(RenamedKeys):
     """`ads demo`: build the synthetic task with the real pipeline, then train GRPO (TRL) with ADS and with uniform
     sampling from the same warmed-up policy, same seeds and steps, validated on the held-out set as they train,
     and compare them with `ads compare`'s code."""
+
+    renamed = {"clusters": "num_clusters"}  # K is named as the build names it (cluster.num_clusters, --clusters)
 
     out: str = Field("ads-out", description="Output root; the demo writes OUT/demo/.")
     seeds: int = Field(6, ge=1, le=16, description="Seeds 0..N-1; each seed trains one ADS and one uniform run.")
@@ -70,7 +73,9 @@ class DemoConfig(Section):
     eval_every: int = Field(3, ge=1, description="Validate on the held-out set every N steps (and at step 0).")
     eval_k: int = tuning(default=2, ge=1, description="Completions per held-out problem (mean@k).")
     jobs: int = Field(2, ge=1, le=64, description="Runs trained at a time, each in its own one-thread process.")
-    clusters: int = tuning(default=8, ge=2, description="K-Means clusters of the build.")
+    num_clusters: int = Field(
+        8, ge=2, description="K-Means clusters (K) of the build.", json_schema_extra={"flag": "--clusters"}
+    )
     num_generations: int = tuning(default=4, ge=2, description="Completions per prompt (GRPO group size).")
     max_completion_length: int = tuning(default=12, ge=1, description="Tokens per completion.")
     learning_rate: float = tuning(default=3e-4, gt=0, description="GRPO learning rate.")
@@ -92,7 +97,7 @@ class DemoConfig(Section):
             seeds=1,
             steps=4,
             eval_every=2,
-            clusters=4,
+            num_clusters=4,
             jobs=1,  # one worker process trains both runs: a second would cost its start-up, not save time
             task=self.task.replaced(train_per_cell=4, test_per_cell=4, warmup_per_cell=40),
             # enough warm-up that held-out accuracy is not 0 at step 0, so the smoke run's numbers are real

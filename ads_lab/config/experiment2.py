@@ -87,7 +87,7 @@ def experiment2(out: str = "bench-out/experiment2", seeds: tuple[int, ...] = PIL
         steps=60,  # amendment 1: 2 passes (90 steps, 3 passes, did not fit the budget)
         eval_every=30,
         eval_k=4,
-        clusters=8,
+        num_clusters=8,
         num_generations=4,  # amendment 1: G = 4 (8, the paper's, cost 1.8 CPU-s a step: about 5 h in all)
         max_completion_length=52,  # the longest worked solution (min, level 4) is 47 tokens
         learning_rate=3e-4,
@@ -124,7 +124,7 @@ def smoke(cfg: StudyConfig) -> StudyConfig:
         steps=2,
         eval_every=2,
         eval_k=1,
-        clusters=4,
+        num_clusters=4,
         num_generations=2,
         max_completion_length=12,
         start_samples=2,

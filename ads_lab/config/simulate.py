@@ -87,10 +87,10 @@ class SimulationConfig(RenamedKeys):
     """World, learner and run settings of the synthetic learner (a model, not evidence about real LLMs)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    renamed = {"dots": "dots_lite (the knobs of the dots-lite sampler)"}
+    renamed = {"dots": "dots_lite", "n_clusters": "num_clusters"}
 
-    n_clusters: int = Field(
-        64, ge=1, description="Clusters in the synthetic world.", json_schema_extra={"flag": "--clusters"}
+    num_clusters: int = Field(
+        64, ge=1, description="Clusters (K) in the synthetic world.", json_schema_extra={"flag": "--clusters"}
     )
     median_cluster_size: int = Field(
         720,

@@ -11,8 +11,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from ads_core.config.base import Section, tuning
+from ads_core.config.base import tuning
 from ads_lab.config.demo import STUDY_FAMILIES, DemoPolicyConfig, DemoTaskConfig
+from ads_lab.config.renamed import RenamedKeys
 
 REPORTED_SEEDS = tuple(range(1000, 1016))  # docs/study.md: 1000 .. 1000 + N - 1, N = 16 unless the pilot says more
 PILOT_SEEDS = (900, 901, 902, 903)
@@ -31,9 +32,11 @@ def study_policy() -> DemoPolicyConfig:
     return DemoPolicyConfig(warmup_steps=300, boxed_share=0.3)
 
 
-class StudyConfig(Section):
+class StudyConfig(RenamedKeys):
     """`bench/study.py`: every sampler trained from the same warmed-up policy with the same seeds and steps,
     validated on the held-out families as it trains, analysed in pairs by seed."""
+
+    renamed = {"clusters": "num_clusters"}  # K is named as the build names it (cluster.num_clusters)
 
     out: str = Field("bench-out/study", description="Output folder: runs, tables, plots, study.json.")
     seeds: tuple[int, ...] = Field(REPORTED_SEEDS, min_length=1, description="Training seeds (reported: 1000..).")
@@ -43,7 +46,7 @@ class StudyConfig(Section):
     steps: int = Field(80, ge=1, description="GRPO optimizer steps per run (2 passes over 320 problems).")
     eval_every: int = Field(20, ge=1, description="Held-out validation every N steps (and at step 0).")
     eval_k: int = tuning(default=4, ge=1, description="Held-out samples per problem (mean@k).")
-    clusters: int = tuning(default=8, ge=2, description="K-Means clusters of the build.")
+    num_clusters: int = tuning(default=8, ge=2, description="K-Means clusters (K) of the build.")
     num_generations: int = tuning(default=8, ge=2, description="G: completions per prompt.")
     max_completion_length: int = tuning(default=12, ge=1, description="Tokens per completion.")
     learning_rate: float = tuning(default=3e-4, gt=0, description="GRPO learning rate.")
@@ -88,7 +91,7 @@ class StudyConfig(Section):
             steps=2,
             eval_every=2,
             eval_k=1,
-            clusters=4,
+            num_clusters=4,
             num_generations=2,
             start_samples=2,
             task=self.task.replaced(train_per_cell=2, test_per_cell=1, warmup_per_cell=4),

@@ -1,12 +1,13 @@
-"""What `ads demo` prints: what it measured, whichever way it came out, from ``ads compare``'s result
-(compare.json's numbers, nothing recomputed differently), and where the plot is."""
+"""What `ads demo` prints under ``ads compare``'s tables: what it measured, whichever way it came out, from
+``ads compare``'s result (compare.json's numbers, nothing recomputed differently), and where the plot is. The
+verdict is said once, in the tables' "Verdict" section (``ads compare``'s, by the one rule of
+``ads_core.evaluation.paired``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ads_core.evaluation.compare import ratio_text
-from ads_core.evaluation.paired import paired_verdict
 
 
 def _spread(values: list[float]) -> str:
@@ -18,8 +19,8 @@ def _spread(values: list[float]) -> str:
 
 def summary_lines(result: dict[str, Any], groups: dict[str, list[Any]], steps: int) -> list[str]:
     """What was measured in plain sentences: both final accuracies with their spread over seeds, the paired
-    difference, the steps and rollouts ADS needed to reach uniform's final accuracy, and the verdict, which names
-    a winner only when the paired 95% interval of the final accuracy excludes 0."""
+    difference, and the steps and rollouts ADS needed to reach uniform's final accuracy (the verdict is the
+    tables')."""
     key = result["headline"]
     rows = {row["name"]: row for row in result["reach"][key]}
     base_name, cand_name = list(groups)[:2]
@@ -44,8 +45,6 @@ def summary_lines(result: dict[str, Any], groups: dict[str, list[Any]], steps: i
             f"{sum(diffs) / len(diffs):+.3f} on average (from {min(diffs):+.3f} to {max(diffs):+.3f})"
         )
     lines.append("  " + reach_line(base, cand, base_name, cand_name, seeds))
-    verdict = paired_verdict(cand_name, base_name, diffs)
-    lines.append(f"  verdict (final held-out accuracy, paired by seed): {verdict['text']}")
     paths = result["paths"]
     lines.append(f"plot: {paths['plot']}")
     lines.append(f"table: {paths['markdown']}; numbers: {paths['json']}")

@@ -27,6 +27,7 @@ from ads_core.common import progress
 from ads_core.config.build import BuildConfig
 from ads_core.train.options import TrainConfig
 from ads_lab.config.demo import DemoConfig
+from ads_lab.config.renamed import dump_as_before
 
 HELDOUT = "heldout"  # the held-out set's name in each run's eval.jsonl
 BASELINE = "uniform"
@@ -109,7 +110,7 @@ def build_config(cfg: DemoConfig, policy: str) -> BuildConfig:
     return BuildConfig(
         format={"name": DATASET, "template": "plain"},
         score={"model": policy, "dtype": "float32", "difficulty": "nll_mean"},
-        cluster={"num_clusters": cfg.clusters},
+        cluster={"num_clusters": cfg.num_clusters},
         report={"decontaminate": False, "map_iterations": 250},
     )
 
@@ -157,7 +158,7 @@ def validated_run(
 
 def run_key(cfg: DemoConfig, sampler: str, seed: int) -> str:
     """What a run's result depends on: every setting but where it writes and how many run at a time."""
-    settings = cfg.model_dump(mode="json", exclude={"out", "jobs", "seeds", "smoke"})
+    settings = dump_as_before(cfg, mode="json", exclude={"out", "jobs", "seeds", "smoke"})
     blob = json.dumps({"demo": settings, "sampler": sampler, "seed": seed}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

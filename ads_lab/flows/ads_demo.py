@@ -21,6 +21,7 @@ from ads_core.common.progress import phase
 from ads_lab.config.demo import DemoConfig
 from ads_lab.demo import runs
 from ads_lab.flows import demo_tasks as td
+from ads_lab.flows.workers import worker_pool
 from ads_prefect.flows.ads_build import ads_build
 from ads_prefect.flows.setup import flow, prepare_process
 
@@ -55,13 +56,9 @@ def ads_demo(demo: DemoConfig = DemoConfig()) -> dict[str, Any]:
     pairs = [(sampler, seed) for seed in range(cfg.seeds) for sampler in (runs.BASELINE, runs.CANDIDATE)]
     todo = sum(not runs.finished(cfg, sampler, seed) for sampler, seed in pairs)  # no workers for a full rerun
     phase(f"demo: training {todo} of {len(pairs)} runs, {min(cfg.jobs, todo)} at a time", announce=False)
-    with runs.workers(min(cfg.jobs, todo)) as pool:
-        td.set_pool(pool)
-        try:
-            futures = [td.train_demo_run.submit(cfg, sampler, seed, artifact, prepared) for sampler, seed in pairs]
-            folders = [f.result() for f in futures]
-        finally:
-            td.set_pool(None)
+    with worker_pool(min(cfg.jobs, todo)):
+        futures = [td.train_demo_run.submit(cfg, sampler, seed, artifact, prepared) for sampler, seed in pairs]
+        folders = [f.result() for f in futures]
     phase("demo: comparing the runs", announce=False)
     result = td.compare_demo(cfg)
     return {

@@ -24,6 +24,7 @@ from ads_lab import presets
 from ads_lab.config.study import StudyConfig
 from ads_lab.demo import runs
 from ads_lab.flows import study_tasks as ts
+from ads_lab.flows.workers import worker_pool
 from ads_lab.studies import study
 from ads_prefect.flows.ads_build import ads_build
 from ads_prefect.flows.setup import flow, prepare_process
@@ -95,14 +96,10 @@ def ads_study(study_cfg: StudyConfig, sections: dict[str, dict[str, Any]]) -> di
             for future in as_completed(list(futures)):
                 say(*futures[future], future.result())
     elif todo:
-        with runs.workers(min(cfg.jobs, len(todo))) as pool:
-            ts.set_pool(pool)
-            try:
-                futures = {ts.train_study_run.submit(**params(*p)): p for p in todo}
-                for future in as_completed(list(futures)):
-                    say(*futures[future], future.result())
-            finally:
-                ts.set_pool(None)
+        with worker_pool(min(cfg.jobs, len(todo))):
+            futures = {ts.train_study_run.submit(**params(*p)): p for p in todo}
+            for future in as_completed(list(futures)):
+                say(*futures[future], future.result())
     cost = {f"{study.safe(n)}-seed{s}": study.run_cost(cfg, n, s) for n, s in pairs}
     extra = {"artifact": artifacts["build"], "artifacts": artifacts, "run_cost": cost, "sections": args}
     if checked is not None:

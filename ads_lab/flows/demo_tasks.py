@@ -4,7 +4,6 @@ validation curve published as an artifact), compare the runs (tables and plot pu
 from __future__ import annotations
 
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +13,9 @@ from prefect.cache_policies import NO_CACHE
 
 from ads_lab.config.demo import DemoConfig
 from ads_lab.demo import runs
-from ads_prefect.runtime.interrupts import run_interruptible
+from ads_lab.flows import workers
 from ads_prefect.tasks.artifact_keys import artifact_key
 from ads_prefect.tasks.publish import image_markdown
-
-_pool: ProcessPoolExecutor | None = None  # the flow's worker processes, set for the duration of its training
-
-
-def set_pool(pool: ProcessPoolExecutor | None) -> None:
-    global _pool
-    _pool = pool
 
 
 @task(name="demo-prepare", cache_policy=NO_CACHE, retries=0)
@@ -42,11 +34,8 @@ def train_demo_run(cfg: DemoConfig, sampler: str, seed: int, artifact: str, prep
         folder = str(runs.DemoPaths.of(cfg).run(sampler, seed))
         get_run_logger().info("%s seed %d: finished earlier, reused (%s)", sampler, seed, folder)
     else:
-        try:
-            if _pool is not None:  # in a worker process, whose SIGINT is told as such (runtime.interrupts)
-                folder = _pool.submit(run_interruptible, runs.train_run, *args).result()
-            else:
-                folder = runs.train_run(*args)
+        try:  # in a worker process of the flow's pool, whose SIGINT is told as such
+            folder = workers.in_worker(runs.train_run, *args, interruptible=True)
         except KeyboardInterrupt:  # its worker process got SIGINT: the demo stops, saying what it stopped
             raise stopped_in_worker(sampler, seed) from None
     from ads_core.evaluation.compare_report import validation_report

@@ -1,25 +1,19 @@
 """Prefect tasks of the `ads-study` flow: prepare the task, train one (sampler, seed) run, and write the results.
 
-A run goes to the flow's local worker pool when there is one, and otherwise runs where the task runs: in the
-flow's process, or on a Dask worker when the flow submits it to a Dask task runner (`StudyConfig.dask`)."""
+A run goes to the flow's local worker pool (``ads_lab.flows.workers``) when there is one, and otherwise runs where
+the task runs: in the flow's process, or on a Dask worker when the flow submits it to a Dask task runner
+(`StudyConfig.dask`)."""
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from ads_lab.config.study import StudyConfig
+from ads_lab.flows import workers
 from ads_lab.studies import study
-
-_pool: ProcessPoolExecutor | None = None  # the flow's local worker processes, while it trains without Dask
-
-
-def set_pool(pool: ProcessPoolExecutor | None) -> None:
-    global _pool
-    _pool = pool
 
 
 @task(name="study-prepare", cache_policy=NO_CACHE, retries=0)
@@ -65,9 +59,9 @@ def train_study_run(
 ) -> str:
     """One GRPO run with validation; reused when already finished."""
     args = (cfg, name, section, seed, artifact, policy, heldout)
-    if _pool is not None and not study.finished(cfg, name, section, seed, artifact):
-        return _pool.submit(study.train_study_run, *args).result()
-    return study.train_study_run(*args)
+    if study.finished(cfg, name, section, seed, artifact):  # reused: no worker process needed
+        return study.train_study_run(*args)
+    return workers.in_worker(study.train_study_run, *args)
 
 
 @task(name="study-results", cache_policy=NO_CACHE, retries=0)

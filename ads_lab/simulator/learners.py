@@ -54,7 +54,7 @@ def make_world(cfg: SimulationConfig, seed: int) -> World:
     difficulties and test set for a seed; only the ranks (noisier) and the hidden extras differ.
     """
     rng = np.random.default_rng([seed, 0])
-    k = cfg.n_clusters
+    k = cfg.num_clusters
     sizes = np.maximum(
         cfg.min_cluster_size, np.round(cfg.median_cluster_size * rng.lognormal(0.0, cfg.cluster_size_sd, k))
     ).astype(np.int64)

@@ -253,7 +253,7 @@ def format_curves(result: SimulationResult, columns: int = 9) -> str:
     lines = [
         f"Synthetic GRPO learner '{cfg.learner}' (a model, not evidence about LLMs): {len(cfg.seeds)} seeds, "
         f"{cfg.steps} steps, "
-        f"batch {cfg.ads.batch_size}, {cfg.n_clusters} clusters, |D| ~ {int(np.mean(result.n_rows))}, "
+        f"batch {cfg.ads.batch_size}, {cfg.num_clusters} clusters, |D| ~ {int(np.mean(result.n_rows))}, "
         f"n={cfg.n_rollouts}, transfer={cfg.transfer}, rank noise sd={cfg.rank_noise_sd}",
         "",
         "Held-out accuracy (mean over seeds) by step:",

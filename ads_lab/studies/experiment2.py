@@ -177,7 +177,7 @@ def pass_gate(cfg: StudyConfig, rows: int) -> dict[str, Any]:
     reset = max(1, rows // batch)
     out: dict[str, Any] = {"reset_every": reset, "passes": cfg.steps * batch / rows}
     ok = out["passes"] >= 2
-    for name, k in (("build", cfg.clusters), ("oracle", len(cfg.task.families))):
+    for name, k in (("build", cfg.num_clusters), ("oracle", len(cfg.task.families))):
         visits, middle = reset * active / k, rows / k / 2
         out[name] = {"clusters": k, "visits_per_reset": visits, "positions_to_middle": middle}
         ok = ok and visits >= middle

@@ -20,6 +20,7 @@ from typing import Any
 from ads_core.config.build import BuildConfig
 from ads_core.train.options import TrainConfig
 from ads_lab import presets
+from ads_lab.config.renamed import dump_as_before
 from ads_lab.config.study import StudyConfig
 from ads_lab.demo.runs import DATASET, fixed_threads, validated_run
 
@@ -93,7 +94,7 @@ def build_config(cfg: StudyConfig, policy: str) -> BuildConfig:
     return BuildConfig(
         format={"name": DATASET, "template": "plain"},
         score={"model": policy, "dtype": "float32", "difficulty": "nll_mean"},  # ADS as published
-        cluster={"num_clusters": cfg.clusters},
+        cluster={"num_clusters": cfg.num_clusters},
         report={"decontaminate": False, "map_iterations": 250},
     )
 
@@ -131,7 +132,7 @@ def train_config(
     cfg: StudyConfig, name: str, section: dict[str, Any], seed: int, policy: str, heldout: dict[str, str]
 ) -> TrainConfig:
     """One run, as ``ads train --trainer trl --eval-set ... --eval-steps N --eval-limit 0 --eval-k K``."""
-    sampler = presets.resolve(section, seed, cfg.clusters)  # the preset's sampler section, without its extras
+    sampler = presets.resolve(section, seed, cfg.num_clusters)  # the preset's sampler section, without its extras
     folder = str(run_dir(cfg, name, seed))
     run = validated_run(cfg, folder, list(heldout.values()), sampler, seed, policy, **section.get(presets.TRAINER, {}))
     return run.replaced(**section[presets.TRAIN]) if section.get(presets.TRAIN) else run
@@ -139,7 +140,8 @@ def train_config(
 
 def run_key(cfg: StudyConfig, name: str, section: dict[str, Any], seed: int, artifact: str) -> str:
     """What a run's result depends on: the settings that train it (not where runs go or how many run at once)."""
-    settings = cfg.model_dump(
+    settings = dump_as_before(
+        cfg,
         mode="json",
         exclude={
             "out",

@@ -98,7 +98,7 @@ def test_state_round_trips_and_bad_fields_are_named():
 
 def test_the_simulator_charges_dynamic_sampling_for_its_extra_rollouts():
     cfg = SimulationConfig(
-        n_clusters=8, median_cluster_size=120, steps=60, eval_every=10, seeds=(0, 1), samplers=("uniform", "dynamic")
+        num_clusters=8, median_cluster_size=120, steps=60, eval_every=10, seeds=(0, 1), samplers=("uniform", "dynamic")
     )
     result = run_simulation(cfg)
     batch = cfg.ads.batch_size

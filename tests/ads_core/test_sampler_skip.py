@@ -206,7 +206,7 @@ def test_invalid_knobs_are_refused_naming_the_field():
 
 def test_the_simulator_reports_steps_and_rollouts_with_their_spread():
     cfg = SimulationConfig(
-        n_clusters=6,
+        num_clusters=6,
         median_cluster_size=80,
         steps=60,
         eval_every=10,

@@ -16,7 +16,7 @@ from ads_lab.simulator.learners import CoupledLearner, ability_gain, group_signa
 from ads_lab.simulator.run import SAMPLER_FACTORIES, format_report, run_simulation, summary_rows, train
 
 SMALL = SimulationConfig(
-    n_clusters=8,
+    num_clusters=8,
     median_cluster_size=120,
     steps=60,
     eval_every=10,
@@ -182,7 +182,7 @@ def test_coupled_world_shares_the_simple_world_but_ranks_worse():
     for name in ("cluster_of", "difficulty", "test_cluster", "test_difficulty"):
         assert np.array_equal(getattr(simple, name), getattr(coupled, name)), name
     assert coupled.broken is not None and 0 < coupled.broken.mean() < 0.15
-    assert coupled.skill_pos is not None and coupled.skill_pos.shape == (SMALL.n_clusters, 2)
+    assert coupled.skill_pos is not None and coupled.skill_pos.shape == (SMALL.num_clusters, 2)
 
     def rank_corr(world):
         return np.mean(
@@ -227,7 +227,7 @@ def test_coupled_transfer_follows_skill_distance_and_repeats_teach_less():
     distance = np.linalg.norm(world.skill_pos - world.skill_pos[0], axis=1)
     near, far = np.argsort(distance)[1], np.argsort(distance)[-1]
     assert first[0] > first[near] > first[far] >= 0
-    assert first.sum() == pytest.approx(cfg.coupled.learning_rate * cfg.n_clusters * 0.25)  # signal is conserved
+    assert first.sum() == pytest.approx(cfg.coupled.learning_rate * cfg.num_clusters * 0.25)  # signal is conserved
     again = learner.theta.copy()
     learner.learn(rows, np.full(8, 0.5))  # the same rows, trained once before: 1 / (1 + 1/4) as much
     assert (learner.theta - again)[0] == pytest.approx(first[0] / (1 + 1 / cfg.coupled.repeat_scale))
@@ -257,7 +257,7 @@ def test_window_traces_follow_the_ads_windows_and_plot(tmp_path):
     assert set(result.window_traces) == {"ads", "ads-frontier"}  # ADS samplers only, first seed
     for trace in result.window_traces.values():
         position, success = np.asarray(trace.position), np.asarray(trace.success)
-        assert trace.steps == result.eval_steps.tolist() and position.shape == success.shape == (9, SMALL.n_clusters)
+        assert trace.steps == result.eval_steps.tolist() and position.shape == success.shape == (9, SMALL.num_clusters)
         assert np.all((position >= 0) & (position <= 1)) and np.all((success >= 0) & (success <= 1))
     frontier = np.asarray(result.window_traces["ads-frontier"].position)
     assert np.all(frontier[0] == 0) and frontier[-1].max() > 0.1  # starts on the easiest rows, then moves in

@@ -163,7 +163,7 @@ def test_every_simulated_sampler_is_made_by_build_sampler(monkeypatch: pytest.Mo
         return kinds.build_sampler(kind, *args, **kwargs)
 
     monkeypatch.setattr(sim, "build_sampler", counting)
-    cfg = SimulationConfig(n_clusters=4, median_cluster_size=40)
+    cfg = SimulationConfig(num_clusters=4, median_cluster_size=40)
     world = learners.make_world(cfg, seed=0)
     for factory in sim.SAMPLER_FACTORIES.values():
         assert factory(world, cfg, 0).batch_size == cfg.ads.batch_size
