@@ -22,7 +22,7 @@ from ads_core.common import progress
 from ads_core.common.text import last_boxed
 from ads_core.models.loading import load_for_training
 from ads_core.sampler.checkpoint import SamplerCheckpoint, has_checkpoint, read_checkpoint
-from ads_core.sampler.kinds import build_sampler
+from ads_core.sampler.kinds import REFERENCE_ROLLOUTS, build_sampler
 from ads_core.storage.manifest import has_checkpoint_manifest
 from ads_core.train.groups import drops_all_wrong
 from ads_core.train.plan import TrainPlan
@@ -32,6 +32,7 @@ from ads_core.train.trainers import TrainResult
 from ads_core.train.trl import final, settings
 from ads_core.train.trl.feed import FeedbackSampler, TrainRows, load_rows
 from ads_core.train.trl.plan import TRLPlan
+from ads_core.train.trl.reference import ReferenceRollouts
 from ads_core.train.trl.steps import StepWriter, keep_steps_up_to, read_steps
 from ads_core.train.trl.validate import start_validation
 
@@ -156,16 +157,17 @@ def run_trl(
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     from ads_core.train.trl import hooks
-    from ads_core.train.trl.replay.reference import attach_reference_rollouts
     from ads_core.train.trl.trainer import ADSGRPOTrainer
 
     started = time.perf_counter()
     Path(part.checkpoints_dir).mkdir(parents=True, exist_ok=True)
     rows: TrainRows = load_rows(plan.train_uri)
+    reference = ReferenceRollouts(rows.dataset)  # the need reference_rollouts (kind dots), met by the trainer below
 
     def make_sampler() -> Any:
         kind, batch = plan.sampler.kind, part.prompts_per_step
-        return build_sampler(kind, rows.cluster_ids, rows.rank_in_cluster, plan.sampler, batch)
+        provided = {REFERENCE_ROLLOUTS: reference}  # a kind gets what it declares it needs (ads_core.sampler.kinds)
+        return build_sampler(kind, rows.cluster_ids, rows.rank_in_cluster, plan.sampler, batch, provided)
 
     feed = FeedbackSampler(
         make_sampler(),
@@ -223,9 +225,9 @@ def run_trl(
         on_step=hooks.with_notices(on_step, hooks.StepNotices(plan.config, part.prompts_per_step), log),
         peft_config=settings.peft_config(plan.config.trl),
         drop_all_wrong=drops_all_wrong(plan.config),
+        reference=reference,
         **extension,
     )
-    attach_reference_rollouts(trainer)  # kind dots: its reference sets are rolled out by this policy
     if resumed is not None and extension:
         trainer.restore_buffer(resumed[1])
     trainer.schedule_steps = settings.schedule_horizon(plan.config, plan.run_dir)  # see settings: the horizon

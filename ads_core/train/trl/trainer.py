@@ -45,6 +45,7 @@ from ads_core.train.groups import groups_to_keep
 from ads_core.train.resume import checkpoints, saving
 from ads_core.train.trl.dynamic import fill_generation_batch, merge_groups
 from ads_core.train.trl.feed import Draw, Feedback, FeedbackSampler, TrainRows
+from ads_core.train.trl.reference import ReferenceRollouts
 from ads_core.train.trl.steps import StepWriter, window_position
 
 TRL_LOG_KEYS = {  # TRL's per-step log key -> our name
@@ -69,6 +70,7 @@ class ADSGRPOTrainer(GRPOTrainer):
         writer: StepWriter,
         on_step: OnStep | None = None,
         drop_all_wrong: bool = False,
+        reference: ReferenceRollouts | None = None,
         **kwargs: Any,
     ) -> None:
         self.feed = feed
@@ -82,13 +84,15 @@ class ADSGRPOTrainer(GRPOTrainer):
         self.schedule_steps: int | None = None  # the LR schedule's horizon (ads_core.train.trl.settings)
         self.record_extras: dict[str, Any] = {}  # added to the step's steps.jsonl line (ads_core.train.trl.hooks)
         self.step_extras: dict[str, Any] = {}  # the step's own additions (time split, replay), reset every step
-        self.reference_seconds = 0.0  # reference rollouts (kind dots) since the last step's line
+        self.reference = reference  # the need reference_rollouts (kind dots), rolled out through this trainer
         self.checkpoint_seconds = 0.0  # checkpoint writes since the last step's line
         self._clock: float | None = None  # when the last step's line was written (or training started)
         self._cpu_clock: float | None = None  # the process's CPU time then
         self.run_id = ""  # the run's identity, repeated in every checkpoint manifest (ads_core.train.resume)
         self.keep_checkpoints = 2  # checkpoints with a manifest that rotation keeps
         super().__init__(*args, **kwargs)
+        if reference is not None:
+            reference.bind(self)
 
     def _get_train_sampler(self, dataset: Any = None) -> FeedbackSampler:
         return self.feed
@@ -212,7 +216,8 @@ class ADSGRPOTrainer(GRPOTrainer):
         cpu_spent = cpu - (self._cpu_clock if self._cpu_clock is not None else cpu)
         self._cpu_clock = cpu
         fresh = float(self.step_extras.get("fresh_rollout_seconds", 0.0))
-        reference, self.reference_seconds, self._clock = self.reference_seconds, 0.0, now
+        reference = self.reference.take_seconds() if self.reference is not None else 0.0
+        self._clock = now
         saving, self.checkpoint_seconds = self.checkpoint_seconds, 0.0
         return {
             "step_seconds": round(wall, 4),
