@@ -1,13 +1,15 @@
 """Extension points are declared, never patched: no module outside ``ads_core/sampler`` sets, changes or deletes an
 attribute of a sampler object. A trainer meets a kind's needs through the sampler protocol (what it provides for a
 declared need reaches the factory, ``build_sampler(..., provided=...)``) or an explicit method of the sampler; a
-sampler's own methods set its own attributes (``self.x = ...`` is never flagged).
+sampler's own methods set its own attributes (``self.x = ...`` is never flagged). Likewise the TRL loop hands its
+trainer everything through the constructor: no module of ``ads_core/train/trl`` sets an attribute on a trainer.
 
 Read from the source with ``ast``. A sampler object is an expression named like one (``sampler``,
 ``train_sampler``, ``trainer.feed.sampler``), a name bound to a sampler's construction (``s = DotsSampler(...)``,
 ``build_sampler(...)``, ``make_sampler()``) or to another sampler (``s = feed.sampler``), or a name annotated with a
-sampler type (``s: Sampler``). Flagged: ``x.attr = ...``, ``x.attr += ...``, ``x.attr: T = ...``, ``del x.attr``,
-``x.__dict__[...] = ...``, ``setattr(x, ...)``, ``object.__setattr__(x, ...)`` and ``delattr(x, ...)``.
+sampler type (``s: Sampler``); a trainer object likewise, with "trainer" for "sampler". Flagged: ``x.attr = ...``,
+``x.attr += ...``, ``x.attr: T = ...``, ``del x.attr``, ``x.__dict__[...] = ...``, ``setattr(x, ...)``,
+``object.__setattr__(x, ...)`` and ``delattr(x, ...)``.
 """
 
 from __future__ import annotations
@@ -18,11 +20,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SCANNED = ("ads_core", "ads_prefect", "ads_cli", "bench")
 OWNER = REPO / "ads_core" / "sampler"  # the samplers' own package
+TRL = REPO / "ads_core" / "train" / "trl"  # the TRL loop: run_trl and the trainer's parts
 SETTERS = ("setattr", "__setattr__", "delattr", "__delattr__")
-
-
-def _samplerish(name: str) -> bool:
-    return "sampler" in name.lower()
 
 
 def _names_in(node: ast.AST) -> list[str]:
@@ -36,52 +35,52 @@ def _names_in(node: ast.AST) -> list[str]:
     return names
 
 
-def _makes_sampler(value: ast.AST) -> bool:
-    """A sampler made (``XSampler(...)``, ``XSampler.from_parquet(...)``, ``build_sampler(...)``) or taken from
-    another object (``feed.sampler``)."""
+def _makes(value: ast.AST, word: str) -> bool:
+    """An object made (``XSampler(...)``, ``XSampler.from_parquet(...)``, ``build_sampler(...)``) or taken from
+    another object (``feed.sampler``), WORD being the kind of object (``sampler``)."""
     if isinstance(value, ast.Call):
-        return any(_samplerish(n) for n in _names_in(value.func))
-    return isinstance(value, ast.Attribute) and _samplerish(value.attr)
+        return any(word in n.lower() for n in _names_in(value.func))
+    return isinstance(value, ast.Attribute) and word in value.attr.lower()
 
 
-def _typed_as_sampler(annotation: ast.AST | None) -> bool:
+def _typed(annotation: ast.AST | None, word: str) -> bool:
     if annotation is None:
         return False
     for node in ast.walk(annotation):
-        if isinstance(node, ast.Name) and _samplerish(node.id):
+        if isinstance(node, ast.Name) and word in node.id.lower():
             return True
-        if isinstance(node, ast.Attribute) and _samplerish(node.attr):
+        if isinstance(node, ast.Attribute) and word in node.attr.lower():
             return True
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _samplerish(node.value):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and word in node.value.lower():
             return True
     return False
 
 
-def _bound_samplers(tree: ast.AST) -> set[str]:
-    """Names the module binds to a sampler anywhere (assignment from a sampler, or a sampler annotation)."""
+def _bound(tree: ast.AST, word: str) -> set[str]:
+    """Names the module binds to such an object anywhere (assignment from one, or an annotation naming one)."""
     bound = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and _makes_sampler(node.value):
+        if isinstance(node, ast.Assign) and _makes(node.value, word):
             bound |= {t.id for t in node.targets if isinstance(t, ast.Name)}
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            if _typed_as_sampler(node.annotation) or (node.value is not None and _makes_sampler(node.value)):
+            if _typed(node.annotation, word) or (node.value is not None and _makes(node.value, word)):
                 bound.add(node.target.id)
-        elif isinstance(node, ast.arg) and _typed_as_sampler(node.annotation):
+        elif isinstance(node, ast.arg) and _typed(node.annotation, word):
             bound.add(node.arg)
     return bound - {"self", "cls"}
 
 
-def sampler_patches(source: str) -> list[tuple[int, str]]:
-    """(line, what) of every attribute of a sampler object that SOURCE sets, changes or deletes."""
+def sampler_patches(source: str, word: str = "sampler") -> list[tuple[int, str]]:
+    """(line, what) of every attribute of a sampler object (a WORD object) that SOURCE sets, changes or deletes."""
     tree = ast.parse(source)
-    bound = _bound_samplers(tree)
+    bound = _bound(tree, word)
 
     def is_sampler(node: ast.AST) -> bool:
         if isinstance(node, ast.Name):
-            return node.id not in ("self", "cls") and (_samplerish(node.id) or node.id in bound)
+            return node.id not in ("self", "cls") and (word in node.id.lower() or node.id in bound)
         if isinstance(node, ast.Attribute):
-            return _samplerish(node.attr)
-        return isinstance(node, ast.Call) and _makes_sampler(node)
+            return word in node.attr.lower()
+        return isinstance(node, ast.Call) and _makes(node, word)
 
     found = []
     for node in ast.walk(tree):
@@ -154,5 +153,17 @@ def test_no_module_outside_the_sampler_package_patches_a_sampler():
         for path in sorted((REPO / package).rglob("*.py"))
         if not path.is_relative_to(OWNER)
         for line, what in sampler_patches(path.read_text())
+    ]
+    assert found == []
+
+
+def test_the_trl_loop_hands_its_trainer_everything_through_the_constructor():
+    """run_trl made the trainer and then set its horizon, resume point, identity and rotation on it, and the hooks
+    and reference rollouts wrote its fields; now all of that is ``ADSGRPOTrainer(...)``'s arguments."""
+    assert [line for line, _ in sampler_patches("trainer = make()\ntrainer.run_id = 'r'\n", "trainer")] == [2]
+    found = [
+        f"{path.relative_to(REPO)}:{line}: {what}"
+        for path in sorted(TRL.rglob("*.py"))
+        for line, what in sampler_patches(path.read_text(), "trainer")
     ]
     assert found == []
