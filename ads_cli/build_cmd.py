@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -43,6 +44,7 @@ def format_cmd(
 ) -> None:
     """Turn a math dataset into verl's GRPO schema (OUT/formatted/train.parquet + rejects + manifest)."""
     from ads_core.ingest.convert import format_dataset
+    from ads_core.locks.manager import LockLost, LockWaitTimeout, owning
     from ads_core.pipeline.resolve import resolve
 
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
@@ -55,11 +57,13 @@ def format_cmd(
     from ads_core import storage
 
     storage.check_writable(out)  # a missing bucket, a dead endpoint or a full disk: one line, before any reading
-    try:
-        with progress_bar("format rows") as advance:
+    try:  # OUT's build lock, as a build takes it: never two writers of OUT/formatted, every publish fenced
+        with owning(out, f"format:{os.getpid()}"), progress_bar("format rows") as advance:
             manifest = format_dataset(source, out, cfg, progress=advance)
     except InputError as exc:
         raise fail(for_cli(exc)) from None
+    except (LockWaitTimeout, LockLost) as exc:  # a build holds OUT past ADS_LOCK_WAIT_S, or took it over
+        raise fail(str(exc)) from None
     print_format_summary(manifest)
 
 
@@ -75,15 +79,18 @@ def print_format_summary(manifest: Any) -> None:
     table.add_column("what")
     table.add_column("rows", justify="right")
     table.add_column("example")
-    table.add_row("read", str(counts["rows_in"]), "")
-    table.add_row("kept", str(counts["rows_out"]), "")
+    files = [str(f).rsplit("/", 1)[-1] for f in detected]
+    read = f"from {', '.join(files[:3])}" + (f" and {len(files) - 3} more files" if len(files) > 3 else "")
+    table.add_row("read", str(counts["rows_in"]), escape(read if files else "no file had rows"))
+    table.add_row("kept", str(counts["rows_out"]), escape(_first_question(train_uri) if counts["rows_out"] else "-"))
     examples = _reject_examples(rejects_uri) if counts.get("rows_rejected") else {}
     for reason, n in counts["rejects_by_reason"].items():
-        table.add_row(f"rejected: {escape(reason)}", str(n), escape(examples.get(reason, "")))
+        table.add_row(f"rejected: {escape(reason)}", str(n), escape(examples.get(reason, "-")))
     console.print(table)
+    from ads_core.ingest.detect import describe_in_words
+
     for file, layout in detected.items():
-        cols = escape(", ".join(f"{k}={v}" for k, v in layout.items() if v and k != "layout"))
-        console.print(f"[dim]{escape(file)}[/]: layout [bold]{layout['layout']}[/] ({cols})", highlight=False)
+        console.print(f"[dim]{escape(file)}[/]: {escape(describe_in_words(layout))}", highlight=False)
     skipped = manifest.extra.get("files_skipped")
     if skipped:
         names = ", ".join(skipped["names"][:10]) + (" ..." if skipped["count"] > 10 else "")
@@ -91,6 +98,18 @@ def print_format_summary(manifest: Any) -> None:
             escape(f"warning: {skipped['count']} file(s) not read (format not supported): {names}"), highlight=False
         )
     console.print(escape(f"output: {train_uri} (rejects: {rejects_uri})"), highlight=False)
+
+
+def _first_question(train_uri: str, limit: int = 80) -> str:
+    """The first kept row's question, cut to LIMIT characters: what a kept row looks like."""
+    from ads_core import storage
+
+    try:
+        rows = storage.read_parquet(train_uri, columns=["extra_info"]).slice(0, 1).to_pylist()
+    except (OSError, ValueError):
+        return "-"
+    question = " ".join(str((rows[0]["extra_info"] or {}).get("question") or "").split()) if rows else ""
+    return "-" if not question else question if len(question) <= limit else question[: limit - 1] + "…"
 
 
 def _reject_examples(rejects_uri: str) -> dict[str, str]:
@@ -190,7 +209,7 @@ def build_cmd(
     print_format_summary(mf.read(mf.stage_dir_of(result["outputs"]["format"])))
     print_build_summary(result["final_uri"])
     for line in result.get("summary_lines", []):
-        console.print(escape(line), highlight=False)
+        console.print(escape(line), highlight=False, soft_wrap=True)  # one line each, also in a log
     states = result["stages"]
     console.print("stages: " + ", ".join(f"{k} [bold]{v}[/]" for k, v in states.items()), highlight=False)
     where = f": {run.run_url}" if run.run_url else " (ephemeral mode: `ads server` keeps the runs and shows them)"
@@ -218,11 +237,13 @@ def for_cli(exc: Exception) -> str:
 
 
 def print_build_summary(final_uri: str) -> None:
-    """Cluster sizes and a difficulty histogram, as text."""
+    """Cluster sizes and a difficulty histogram, as text; the difficulty named as the final manifest records it."""
     import numpy as np
     import polars as pl
 
     from ads_core import storage
+    from ads_core.stages.report.stage import recorded_measure
+    from ads_core.stages.report.validity import describe_measure
 
     df = pl.from_arrow(storage.read_parquet(final_uri, columns=["cluster_id", "difficulty", "truncated"]))
     sizes = df.group_by("cluster_id").len().sort("cluster_id")["len"].to_numpy()
@@ -233,7 +254,9 @@ def print_build_summary(final_uri: str) -> None:
     )
     counts, edges = np.histogram(df["difficulty"].to_numpy(), bins=10)
     width = max(counts.max(), 1)
-    console.print("difficulty (token-mean NLL of the reference solution):")
+    console.print(f"difficulty ({escape(describe_measure(recorded_measure(final_uri)))}):", highlight=False)
+    digits = max(len(f"{edge:.3f}") for edge in edges)  # one column for every bin, whatever the scale
     for c, lo, hi in zip(counts, edges[:-1], edges[1:], strict=True):
-        console.print(f"  {lo:7.3f} - {hi:7.3f} | {'#' * int(40 * c / width):<40} {c}", highlight=False)
+        bar = "#" * int(40 * c / width)
+        console.print(f"  {lo:{digits}.3f} - {hi:{digits}.3f} | {bar:<40} {c}", highlight=False)
     console.print(f"final artifact: {final_uri}", highlight=False)

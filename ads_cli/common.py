@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,7 +32,9 @@ def _width() -> int | None:
     return int(os.environ.get("COLUMNS") or 200)
 
 
-console = Console(stderr=True, width=_width())
+# in a log (stderr not a terminal) a line of text stays one line, whatever its length: a wrapped "output: ...
+# (rejects: " line read as one that ends in nothing
+console = Console(stderr=True, width=_width(), soft_wrap=not sys.stderr.isatty())
 
 
 def fail(message: str) -> typer.Exit:
@@ -77,6 +80,37 @@ class OneLineErrors(typer.core.TyperGroup):
             raise fail(line) from None
 
 
+# a line rich draws for a bar (its bar, then done/total) or a spinner (a braille frame or the finished check):
+# what must never end up in a file
+BAR_LINE = re.compile(r"[━╸╺]+ +\d+/\d+|^[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏✓] ", re.M)
+
+
+def bars(*columns: Any) -> Progress:
+    """A rich Progress with COLUMNS on the console, drawn only on a terminal: in a file (a log, CI) a finished bar
+    would be left as one line of bar characters, and the plain progress lines (`ads_core.common.progress`, on
+    stdout) say the same in words."""
+    return Progress(*columns, console=console, transient=False, disable=not console.is_terminal)
+
+
+def stdout_is_stderr() -> bool:
+    """Whether stdout and stderr are one file (`> log 2>&1`): a line said on both would show twice."""
+    try:
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):  # captured (tests) or closed: not one file
+        return False
+    return (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino)
+
+
+def tell(text: str) -> None:
+    """A line that starts a long job (what it will do): on the console, and first in a log of stdout too (the
+    progress lines' file), once where both are one file."""
+    from ads_core.common import progress as progress_lines
+
+    progress_lines.say(text)
+    if not (progress_lines.enabled() and stdout_is_stderr()):
+        console.print(escape(text), highlight=False, soft_wrap=True)
+
+
 def bar_columns(*extra: TextColumn) -> tuple[Any, ...]:
     """A bar's columns: description, bar, done/total, elapsed, ETA (then EXTRA): every bar of the CLI looks alike."""
     return (
@@ -108,8 +142,7 @@ def progress_bar(description: str, total: int | None = None, unit: str = "rows")
     from ads_core.common import progress as progress_lines
 
     lines = progress_lines.ChunkLines(description, total, unit)  # stdout to a file: a line per chunk there
-    progress_lines.phase(description, announce=False)
-    with Progress(*columns, console=console, transient=False) as progress:
+    with progress_lines.working_on(description), bars(*columns) as progress:
         task = progress.add_task(description, total=total, count="")
 
         def advance(n: int) -> None:

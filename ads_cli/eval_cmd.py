@@ -15,7 +15,6 @@ from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
-    Progress,
     ProgressColumn,
     TextColumn,
     TimeElapsedColumn,
@@ -24,7 +23,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from ads_cli.common import console, fail
+from ads_cli.common import bars, console, fail, tell
 from ads_cli.options import common_parameters, config_parameters, resolve_config, with_signature
 from ads_core.common.errors import InputError
 from ads_core.config.eval import EvalConfig
@@ -35,6 +34,16 @@ DEFAULT_ROOT = "ads-eval"
 
 def register(app: typer.Typer) -> None:
     app.command("eval")(eval_cmd)
+
+
+class NowColumn(ProgressColumn):
+    """Where the batch in progress stands (its tokens so far), as the heartbeat says it in a log."""
+
+    def render(self, task: Any) -> Text:
+        from ads_core.common import progress as progress_lines
+
+        now = progress_lines.current()
+        return Text(now.split(" (", 1)[1].rstrip(")") if " (" in now else "")
 
 
 class RateColumn(ProgressColumn):
@@ -91,6 +100,7 @@ def eval_cmd(
     and table.md name it. The same command again resumes a killed evaluation from the completions it wrote;
     one ads eval per --out at a time.
     """
+    from ads_core.common import progress as progress_lines
     from ads_core.evaluation import backends, outfolder
     from ads_core.evaluation import policies as pol
     from ads_core.evaluation.api import evaluate_model
@@ -99,6 +109,7 @@ def eval_cmd(
     from ads_core.evaluation.sets.templates import choose_template
     from ads_core.models import ModelLoadError
 
+    progress_lines.enable_when_logged()  # stdout to a file: the start line, a line per batch and the heartbeat there
     config_file = options.pop("config_file", None)
     cfg = resolve_config(EvalConfig, options, config_file, None)
     try:  # everything that does not need a model, before any model loads
@@ -138,11 +149,7 @@ def eval_cmd(
         folder = folders[policy.name]
         if warning:
             console.print(f"[yellow]{escape(warning)}[/yellow]", soft_wrap=True)
-        console.print(
-            f"evaluating {escape(policy.name)} ({escape(policy.path)}) with {backend}: k={cfg.k}, sets "
-            f"{', '.join(resolved_sets)}, template {escape(template.describe())} -> {escape(folder)}",
-            highlight=False,
-        )
+        tell(start_line(policy, backend, cfg, resolved_sets, template.describe(), folder))
         run_cfg = cfg.replaced(template=template.text)
         label = {"name": template.name, "source": template.source}
         try:
@@ -172,6 +179,19 @@ def eval_cmd(
         console.print(f"published: {escape(url)}", highlight=False)
 
 
+def start_line(policy: Any, backend: str, cfg: EvalConfig, sets: dict[str, str], template: str, folder: str) -> str:
+    """What an evaluation will do, before the policy loads: the sets, k, the most tokens a completion may take
+    (resolved for the device it will run on), the problems per set and the template."""
+    from ads_core.evaluation.api import device_of
+
+    resolved = cfg.for_device(device_of(cfg))
+    limit = f", at most {cfg.limit} problems per set" if cfg.limit else ""
+    return (
+        f"evaluating {policy.name} ({policy.path}) with {backend}: sets {', '.join(sets)}{limit}, k={cfg.k}, "
+        f"max_tokens={resolved.max_tokens}, template {template} -> {folder}"
+    )
+
+
 def storage_is_local(uri: str) -> bool:
     from ads_core import storage
 
@@ -189,14 +209,14 @@ def _run(
         TimeElapsedColumn(),
         TextColumn("eta"),
         TimeRemainingColumn(),
+        NowColumn(),
     )
     from ads_core.common import progress as progress_lines
     from ads_core.train.resume.identity import trained_facts
 
-    progress_lines.enable_when_logged()  # stdout to a file: problems done and the ETA there, every few seconds
     lines = progress_lines.ChunkLines(f"eval {policy.name}", None, "problems")
     with (
-        Progress(*columns, console=console, transient=False) as progress,
+        bars(*columns) as progress,
         progress_lines.heartbeat(f"eval {policy.name}: loading the policy and the sets"),
     ):
         task = progress.add_task(f"{policy.name} problems", total=None)
@@ -207,7 +227,7 @@ def _run(
 
         def on_problems(total: int) -> None:
             lines.set_total(total)
-            progress_lines.phase(f"eval {policy.name}: generating", announce=False)
+            progress_lines.phase(f"eval {policy.name}: loading the policy", announce=False)
             progress.update(task, total=total)
 
         return evaluate_model(
@@ -229,6 +249,13 @@ def _summary(result: Any) -> dict[str, Any]:
     return storage.read_json(result.files["summary.json"])  # type: ignore[no-any-return]
 
 
+def interval_text(values: dict[str, Any]) -> str:
+    """A set's 95% interval in percent; "-" where its number of problems allows none (the average has none)."""
+    if values.get("ci_low") is None or values.get("ci_high") is None:
+        return "-"
+    return f"[{100 * values['ci_low']:.1f}, {100 * values['ci_high']:.1f}]"
+
+
 def show(name: str, result: Any, k: int) -> None:
     """The per set table (percent) and where the files went."""
     table = Table(title=f"{name}: {result.generated} problems generated, {result.seconds:.1f} s", show_header=True)
@@ -236,7 +263,7 @@ def show(name: str, result: Any, k: int) -> None:
         table.add_column(col, justify="left" if col == "set" else "right")
     rows = [*result.per_set.items(), ("average", result.overall)]
     for set_name, v in rows:
-        ci = f"[{100 * v['ci_low']:.1f}, {100 * v['ci_high']:.1f}]" if "ci_low" in v else ""
+        ci = interval_text(v)
         table.add_row(
             set_name,
             str(v["n"]),
@@ -246,6 +273,12 @@ def show(name: str, result: Any, k: int) -> None:
             f"{100 * v['maj_at_k']:.2f}",
         )
     console.print(table)
+    from ads_core.evaluation.metrics import MIN_INTERVAL_PROBLEMS
+
+    if any(v.get("ci_low") is None for _, v in result.per_set.items()):
+        console.print(
+            f"95% CI -: fewer than {MIN_INTERVAL_PROBLEMS} problems, too few for an interval", highlight=False
+        )
     for label, uri in result.files.items():
         console.print(f"{label}: {escape(uri)}", highlight=False)
 

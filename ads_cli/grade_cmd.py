@@ -72,6 +72,10 @@ def grade_cmd(
         f"{result.slowest_s:.2f} s (limit {cfg.timeout_s:g} s)",
         highlight=False,
     )
+    if result.first_error:  # no ground truth, or one that is not a string, a number or a list of them
+        errors = result.reasons.get("error", 0)
+        rows = f"{errors} row{'s' if errors != 1 else ''}"
+        console.print(f"note: {rows} with reason error, the first: {result.first_error}", highlight=False)
     console.print(f"wrote {result.out}", highlight=False)
 
 

@@ -255,15 +255,17 @@ def chosen_in(args: list[str], flags: dict[str, str]) -> tuple[dict[str, Any], d
     return data, overrides
 
 
-def command_with(func: Callable[..., Any], name: str, params: list[inspect.Parameter], context: dict[str, Any]) -> Any:
+def command_with(
+    func: Callable[..., Any], name: str, params: list[inspect.Parameter], context: dict[str, Any], more_help: str = ""
+) -> Any:
     """A click command NAME that calls FUNC (made by `with_signature`) with its own parameters and PARAMS instead
-    of its generated ones (typer builds it, as it builds a registered command)."""
+    of its generated ones (typer builds it, as it builds a registered command); MORE_HELP ends its help text."""
     import typer.main
 
     def command(**kwargs: Any) -> Any:
         return func(**kwargs)
 
-    command.__doc__ = func.__doc__
+    command.__doc__ = (func.__doc__ or "") + (f"\n\n{more_help}" if more_help else "")
     command.__signature__ = inspect.Signature([*func.own_parameters, *params])  # type: ignore[attr-defined]
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     app.command(name, context_settings=context)(command)

@@ -186,6 +186,9 @@ def dots_train_cmd(
         fit=FitSettings(hidden=hidden, epochs=epochs, reference_size=reference_size, seed=seed),
         eval_reference_size=reference_size,
     )
+    from ads_core.grading.api import start_verifier
+
+    start_verifier()  # the labels' grades: answers that need math-verify must not meet it still starting
     result = train_predictor(
         artifact, list(policy), held_out, str(embed_model), folder, settings, log=err_console.print
     )

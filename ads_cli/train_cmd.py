@@ -30,7 +30,7 @@ from ads_cli.options import (
 )
 from ads_core.common import defaults
 from ads_core.common import progress as progress_lines
-from ads_core.common.errors import InputError
+from ads_core.common.errors import InputError, render_options
 from ads_core.train.options import TrainConfig, model_for
 
 # fields set by this command's own options, for error messages (`error_text`)
@@ -50,12 +50,20 @@ def _all_fields() -> dict[str, str]:
 
 def spell_flag(field: str) -> str:
     """How `ads train` spells a training option: ``dry_run`` -> ``--dry-run``, ``n_gpus_per_node`` -> ``--gpus``,
-    a knob without a flag -> ``--set trl.gradient_accumulation_steps``."""
+    an ADS knob -> ``-s boundary_eps (or --set sampler.ads.boundary_eps)``, another knob without a flag ->
+    ``--set trl.gradient_accumulation_steps``."""
+    from ads_core.train.trainers import sampler_keys
+
     if field in OWN_FLAGS:
         return OWN_FLAGS[field]
     flags = flags_by_field(TrainConfig)
     dotted = _all_fields().get(field, field)
-    return flags.get(dotted) or f"--set {dotted}"
+    if dotted in flags:
+        return flags[dotted]
+    section, _, name = dotted.rpartition(".")
+    if section == "sampler.ads" or sampler_keys().get(name) == section:  # what `-s KEY=VALUE` sets
+        return f"-s {name} (or --set {dotted})"
+    return f"--set {dotted}"
 
 
 CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -125,7 +133,7 @@ def train_cmd(
     only_rank_zero_speaks()
     progress_lines.enable_when_logged()  # stdout to a file: a line per step there, as the run goes
     config_file, assignments = options.pop("config_file", None), options.pop("assignments", None)
-    beside_ads = sampler_keys()  # a trainer's options that sit among the ADS knobs (verl: data.ads_sampler.*)
+    beside_ads = sampler_keys()  # a trainer's options that sit among the ADS knobs (verl: its sampler adapter's)
     for key, value in parse_assignments(ads_knobs, "--ads").items():
         options[f"{beside_ads.get(key, 'sampler__ads')}__{key}"] = value
     cfg = resolve_config(TrainConfig, options, config_file, assignments, model_for=model_for)
@@ -157,6 +165,8 @@ def train_cmd(
         raise fail(error_text(exc, spell_flag)) from None
     for warning in plan.warnings_for(spell_flag):
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    for note in plan.notes:
+        console.print(f"note: {escape(render_options(note, ('eval_sets',), spell_flag))}", highlight=False)
     if dry_run:
         show_dry_run(plan)
         return
@@ -244,10 +254,31 @@ def command_for_args(args: list[str]) -> Any:
     """`ads train` with the flags of a trainer or sampler kind that ARGS name by class path (None: the registered
     ones suffice, or it can't be imported, which the command then reports in one line)."""
     try:
-        model = model_for(*chosen_in(args, {"--trainer": "trainer", "--sampler": "sampler.kind"}))
+        chosen = chosen_in(args, {"--trainer": "trainer", "--sampler": "sampler.kind"})
+        model = model_for(*chosen)
+        knobs = knobs_help(str(chosen[1].get("sampler.kind") or (chosen[0].get("sampler") or {}).get("kind") or ""))
     except Exception:  # noqa: BLE001 - reported by the command itself, with the option to fix
         return None
-    return None if model is TrainConfig else command_with(train_cmd, "train", config_flags(model), CONTEXT)
+    if model is TrainConfig:
+        return None
+    return command_with(train_cmd, "train", config_flags(model), CONTEXT, knobs)
+
+
+def knobs_help(kind: str) -> str:
+    """A class-path sampler kind's knobs for `--help` (they have no flags: the trainers' flags take the common
+    names), each with its description and default, and how to set them."""
+    from ads_core.sampler.kinds import kind_spec
+
+    if ":" not in kind and "." not in kind:
+        return ""
+    spec = kind_spec(kind)
+    if spec.options is None:
+        return f"Sampler kind {kind}: no knobs."
+    knobs = "; ".join(
+        f"{name} (default {field.get_default(call_default_factory=True)}): {(field.description or '').rstrip('.')}"
+        for name, field in spec.options.model_fields.items()
+    )
+    return f"Sampler kind {kind}, knobs set with --set sampler.{spec.section}.KNOB=VALUE: {knobs}."
 
 
 with_signature(train_cmd, config_flags(TrainConfig))

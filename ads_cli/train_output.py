@@ -8,10 +8,10 @@ from typing import Any
 
 import typer
 from rich.markup import escape
-from rich.progress import Progress, TextColumn
+from rich.progress import TextColumn
 from rich.table import Table
 
-from ads_cli.common import bar_columns, console, fail
+from ads_cli.common import bar_columns, bars, console, fail
 from ads_core.common import progress as progress_lines
 from ads_core.common.errors import InputError, render_options
 
@@ -47,6 +47,15 @@ def interrupted(run_dir: str) -> typer.Exit:
     return typer.Exit(code=130)
 
 
+def step_text(record: dict[str, Any]) -> str:
+    """The bar's note on a step: its reward, and the ADS feedback lag and window where the trainer logs them (a
+    plug-in trainer logs what it has)."""
+    parts = [f"reward {record['reward_mean']:.3f}"] if isinstance(record.get("reward_mean"), int | float) else []
+    parts += [f"lag {record['lag']}"] if record.get("lag") is not None else []
+    window = record.get("window_position")
+    return " ".join(parts + ([f"window {window:.2f}"] if window is not None else []))
+
+
 def train_with_progress(plan: Any, trun: Any, spell_flag: Callable[[str], str]) -> None:
     """A trainer that reports its steps: a bar over the steps, then where everything went."""
     from ads_core.train.errors import error_text
@@ -56,7 +65,7 @@ def train_with_progress(plan: Any, trun: Any, spell_flag: Callable[[str], str]) 
         highlight=False,
     )
     columns = bar_columns(TextColumn("{task.fields[last]}"))
-    with Progress(*columns, console=console, transient=False) as progress:
+    with bars(*columns) as progress:
         task = progress.add_task("GRPO steps", total=plan.config.steps, last="")
 
         step_lines = progress_lines.StepLines(plan.config.steps)
@@ -64,10 +73,7 @@ def train_with_progress(plan: Any, trun: Any, spell_flag: Callable[[str], str]) 
         def on_step(record: dict[str, Any], trainer: Any) -> None:
             step_lines(record)
             progress_lines.phase(f"training after step {record['step']}", announce=False)
-            window = record.get("window_position")
-            shown = f"reward {record['reward_mean']:.3f} lag {record['lag']}" + (
-                f" window {window:.2f}" if window is not None else ""
-            )
+            shown = step_text(record)
             progress.update(task, completed=record["step"], last=shown)
             if record.get("eval"):  # this step's validation (ads_core.train.trl.validate)
                 scores = ", ".join(f"{name} {value:.3f}" for name, value in record["eval"].items())

@@ -31,6 +31,7 @@ from typing import Any
 
 from ads_core.config import experiment2 as e2
 from ads_core.config.study import StudyConfig
+from ads_core.demo.study import safe
 
 VOID = 3  # exit status of an experiment a gate voided
 
@@ -125,6 +126,40 @@ def gates_only(cfg: StudyConfig) -> dict[str, Any]:
     )
 
 
+def viable_pilot(run: Any, base: StudyConfig, smoke: bool) -> tuple[StudyConfig, dict[str, Any]] | None:
+    """The pilot at the declared learning rate, then at each declared fallback (e2.VIABILITY_FALLBACKS) until uniform
+    learns (the viability gate); a failed attempt's runs and results are moved to OUT/pilot-attempts/lr<rate>/ (kept,
+    never deleted) before the next. Returns the viable config and the pilot's rules, or None (void)."""
+    import shutil
+
+    for rate in (base.learning_rate, *e2.VIABILITY_FALLBACKS):
+        cfg = base.replaced(learning_rate=rate)
+        pilot = sized(e2.pilot(cfg), smoke)
+        kept = Path(cfg.out) / "pilot-attempts" / f"lr{rate:g}"
+        if (kept / "pilot" / "rules.json").is_file():  # an attempt that failed the gate earlier
+            print(f"pilot at learning rate {rate:g}: failed the viability gate earlier ({kept})", flush=True)
+            continue
+        gated(run, pilot, e2.ARMS)
+        rules_file = Path(pilot.out) / pilot.report / "rules.json"
+        if rules_file.is_file():
+            rules = json.loads(rules_file.read_text())
+        else:
+            rules = pilot_rules(pilot)
+            rules_file.write_text(json.dumps(rules, indent=1, default=str))
+        print(f"pilot at learning rate {rate:g}: {json.dumps({k: v for k, v in rules.items() if k != 'viability'})}")
+        print(f"viability gate: {rules['viability']['text']}", flush=True)
+        if rules["uniform_learns"] or smoke:
+            return cfg, rules
+        (kept / "runs").mkdir(parents=True, exist_ok=True)
+        for name in pilot.samplers:
+            for seed in pilot.seeds:
+                folder = Path(cfg.out) / "runs" / f"{safe(name)}-seed{seed}"
+                if folder.exists():
+                    shutil.move(str(folder), str(kept / "runs" / folder.name))
+        shutil.move(str(Path(pilot.out) / pilot.report), str(kept / "pilot"))
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -143,19 +178,13 @@ def main(argv: list[str] | None = None) -> int:
     from ads_prefect.flows.launch import study_session
 
     with study_session() as run:
-        pilot = sized(e2.pilot(base), args.smoke)
-        gated(run, pilot, e2.ARMS)
-        rules_file = Path(pilot.out) / pilot.report / "rules.json"
-        if rules_file.is_file():
-            rules = json.loads(rules_file.read_text())
-        else:
-            rules = pilot_rules(pilot)
-            rules_file.write_text(json.dumps(rules, indent=1, default=str))
-        print(f"pilot: {json.dumps({k: v for k, v in rules.items() if k != 'viability'}, default=str)}", flush=True)
-        print(f"viability gate: {rules['viability']['text']}", flush=True)
-        if not rules["uniform_learns"] and not args.smoke:
-            print("the experiment is void: uniform does not learn in the pilot (viability gate)", flush=True)
+        found = viable_pilot(run, base, args.smoke)
+        if found is None:
+            print(
+                "the experiment is void: uniform does not learn in the pilot at any declared learning rate", flush=True
+            )
             return VOID
+        base, rules = found
         if args.pilot:
             return 0
         arms = {name: dict(section) for name, section in e2.ARMS.items()}

@@ -18,7 +18,9 @@ Reports per context: p50/p99/max seconds per completion (wall time of the call, 
 included), the slowest case, the reasons, how many completions went over the limit + 0.5 s, and how many
 adversarial verdicts differ from the main thread's (a verdict that depends on load). Child processes: the parent
 starts its verifier as an entry point does (`start_verifier`), then each child times its first grade (one that
-needs math-verify) and then the adversarial answers. The last lines: the target (every completion <= limit +
+needs math-verify) and then the adversarial answers. Fresh processes: standalone ones that share no verifier
+(nothing started, nothing in the environment) each time one first grade (decided without math-verify, needing it
+while their own verifier starts, or junk). The last lines: the target (every completion <= limit +
 0.5 s in every context) met or not, and the ratio of the baseline's time per ordinary completion to the grader's.
 Baseline (run back to back, main thread, ordinary pairs only): the reward before the grader, math-verify in this
 process with its own signal timeouts (5 s), which a thread pool cannot use.
@@ -45,7 +47,7 @@ from ads_core.config.eval import GraderConfig  # noqa: E402
 from ads_core.evaluation.sets.catalog import packaged_data_dir  # noqa: E402
 from ads_core.grading import api, configure, grade  # noqa: E402
 from ads_core.grading.api import start_verifier  # noqa: E402
-from ads_core.grading.pool import get_pool  # noqa: E402
+from ads_core.grading.pool import ZYGOTE_ENV, get_pool  # noqa: E402
 from ads_core.grading.text import as_number, normalize_answer  # noqa: E402
 
 EXPLODING = ["9^{9^{9^{9}}}", "2^{1000000000}", "((5!)!)!", "10^{-10^{10}}"]
@@ -66,6 +68,20 @@ ADVERSARIAL = [
 ]  # 16 distinct answers
 JUNK = ["1+" * 3000 + "1", "\\frac{" * 40 + "1" + "}{2}" * 40, "x" * 20000]
 FIRST = ("\\boxed{\\sqrt{8}}", "2\\sqrt{2}")  # a child's first grade: one that needs math-verify
+FRESH = [  # a fresh process's first grade (it shares no verifier): decided here, needs math-verify, junk
+    ("\\boxed{\\frac{1}{\\frac{1}{2}}}", "2", "right"),
+    ("\\boxed{x⁻¹}", "\\frac{1}{x}", "right"),
+    ("\\boxed{((x+1)^{30}+1)^{30}}", "1", "wrong"),
+]
+FRESH_SCRIPT = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from ads_core.grading import grade
+completion, truth, limit = json.loads(sys.argv[2])
+start = time.perf_counter()
+got = grade(completion, truth, timeout_s=limit)
+print(json.dumps([time.perf_counter() - start, got.correct, got.extracted, got.reason, got.detail]))
+"""
 ALTERNATIVES = json.dumps(["5", "7", "9", "11", "13", "15"])
 FILLER = "Let me think step by step. First we simplify, then we check the cases. A first guess: \\boxed{0}. "
 
@@ -211,6 +227,24 @@ def children(method: str, count: int, pairs: list[tuple[str, str, str]], limit: 
     return out
 
 
+def fresh_first_grades(count: int, limit: float) -> tuple[list[tuple[str, str, str]], list[tuple[float, api.Grade]]]:
+    """Each FRESH pair as the first grade of COUNT standalone processes that share no verifier (none started,
+    none in the environment): whatever starts the verifier, that call keeps the limit."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != ZYGOTE_ENV}
+    root = str(Path(__file__).resolve().parents[1])
+    pairs, results = [], []
+    for completion, truth, label in FRESH * count:
+        args = [sys.executable, "-c", FRESH_SCRIPT, root, json.dumps([completion, truth, limit])]
+        out = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600, check=True)
+        took, correct, extracted, reason, detail = json.loads(out.stdout.splitlines()[-1])
+        pairs.append((completion, truth, label))
+        results.append((took, api.Grade(correct, extracted, reason, detail, took)))
+    return pairs, results
+
+
 def baseline_is_correct(prediction: str, truth: str) -> bool:
     """The reward before the grader (its essentials): string-equal after normalisation, else math-verify in
     this process with its signal timeouts of 5 s (main thread only)."""
@@ -339,6 +373,8 @@ def main() -> None:
         rest = [pair for r in runs for pair in r[1 : 1 + len(adversarial)]]
         over += report(f"adversarial, child ({method})", adversarial * len(runs), rest, limit)
         differing(f"child ({method})", main_adversarial * len(runs), [g for _, g in rest], adversarial * len(runs))
+    fresh_pairs, fresh = fresh_first_grades(args.children, limit)
+    over += report("fresh process, first grade", fresh_pairs, fresh, limit)
     verdict = "met" if over == 0 else f"NOT met ({over} over)"
     print(f"target: every completion <= {limit + 0.5:g} s (limit + 0.5 s) in every context: {verdict}")
 

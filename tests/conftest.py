@@ -52,6 +52,16 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture(scope="session")
+def grader_verifier() -> None:
+    """The grader's verifier started as entry points start it (`start_verifier`), for tests that check verdicts
+    math-verify gives: in a process that has none, answers that need it while it starts (seconds) are timeouts.
+    Not shared with the processes tests start (they test a fresh process's own start)."""
+    from ads_core.grading.api import start_verifier
+
+    start_verifier(share_with_children=False)
+
+
 def copy_prefect_home(source: Path, home: Path) -> Path:
     """A new PREFECT_HOME holding a consistent copy (SQLite's backup, safe while a server writes) of SOURCE's
     database, migrations done: a process that starts its own temporary server there skips the ~13 CPU-s a fresh

@@ -205,10 +205,10 @@ def test_a_broken_entry_point_is_skipped_with_one_warning_and_naming_it_says_why
         assert kinds.kind_names() == [
             "ads",
             "uniform",
-            "easiest",
             "dots",
             "dots-lite",
             "dynamic",
+            "easiest",
         ]  # the rest still work
         assert trainers.trainer_names() == ["verl", "trl"]
         kinds.kind_names(), trainers.trainer_names()  # read once: no second warning

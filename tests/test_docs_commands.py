@@ -109,3 +109,11 @@ def test_the_checker_catches_rot(root: Any):
     assert "no option --no-such-flag" in check(root, lines[0][1])
     assert "no command 'nosuchcommand'" in check(root, lines[1][1])
     assert check(root, lines[2][1]) is None
+
+
+def test_the_readme_names_the_build_stages_in_the_order_the_code_runs_them():
+    """Regression (issue 52): the README's chain omitted `merge`. The chain is ads_core.config.stage_order's."""
+    from ads_core.config.stage_order import STAGE_NAMES
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "**" + " → ".join(STAGE_NAMES) + "**" in readme

@@ -215,6 +215,24 @@ def test_what_a_trainer_provides_for_a_need_reaches_the_kinds_factory_and_only_a
     assert build_sampler("plugin_module:coin", cid, rank, coin, 8, provided).batch_size == 8  # four arguments
 
 
+def test_a_class_path_kinds_knobs_reach_verls_task_in_the_sampler_file(plugin_path: Path, tmp_path: Path):
+    """verl's task reads a kind named by class path with its own section, as the plan resolved it; a kind whose
+    needs verl lacks is refused when the file is read (a file written by hand)."""
+    from ads_core.train.options import load_train_config
+    from ads_core.train.verl import sampler_file as sf
+
+    path = str(tmp_path / sf.FILE)
+    cfg = load_train_config({"trainer": "verl", "sampler": {"kind": "plugin_module:coin"}}, {"sampler.coin.knob": 7})
+    sf.write(path, sf.RunSampler.of(cfg.sampler, cfg.verl))
+    read = sf.read(path)
+    assert (read.sampler.kind, read.sampler.coin.knob, read.sampler.ads.alpha) == ("plugin_module:coin", 7, 0.3)
+    cfg = load_train_config({"sampler": {"kind": "plugin_module:replayed"}})
+    sf.write(path, sf.RunSampler.of(cfg.sampler, cfg.verl))
+    with pytest.raises(sf.SamplerFileError) as caught:
+        sf.read(path)
+    assert str(caught.value) == f"{path}: sampler kind plugin_module:replayed needs rollout_replay: train it with trl"
+
+
 def test_no_code_outside_a_trainers_package_names_it():
     """`"trl"` / `"verl"` as a string appear only in the trainers' own packages, the demo's choice of trainer,
     the list of third-party private APIs (there they are the pip packages) and the build's input layouts (a

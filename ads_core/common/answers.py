@@ -7,7 +7,9 @@ One answer is a plain string. Several accepted answers (alternatives) are a JSON
 
 from __future__ import annotations
 
+import decimal
 import json
+import numbers
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -36,6 +38,38 @@ def is_missing_answer(value: Any) -> bool:
         return True
     text = strip_math_delimiters(str(value)).strip("$ \t\n")
     return not text or text.casefold() in MISSING_VALUE_TEXTS
+
+
+def _is_scalar(value: Any) -> bool:
+    """A string or a real number (numpy's too), not a bool: what one accepted answer may be."""
+    return isinstance(value, str | decimal.Decimal) or (isinstance(value, numbers.Real) and not isinstance(value, bool))
+
+
+def _kind(value: Any) -> str:
+    name = type(value).__name__
+    return "a bool" if "bool" in name else f"a {name}"
+
+
+def ground_truth_problem(ground_truth: Any) -> str | None:
+    """Why GROUND_TRUTH cannot be graded against (one line), or None: a ground truth is a string, a number or a
+    flat list of them (missing items in a list are skipped). A dict, a nested list or a bool is refused, never
+    read as text (a dict's keys would become accepted answers)."""
+    value = ground_truth
+    if hasattr(value, "tolist") and not isinstance(value, str):
+        value = value.tolist()  # a numpy array or scalar from a Parquet column
+    if value is None or _is_scalar(value):
+        return None
+    if isinstance(value, list | tuple):
+        bad = [item for item in value if item is not None and not _is_scalar(item)]
+        if not bad:
+            return None
+        return f"ground truth is a list holding {_kind(bad[0])}, not a flat list of strings or numbers"
+    return f"ground truth is {_kind(value)} ({_short(value)}), not a string, a number or a list of them"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def ground_truth_answers(ground_truth: Any) -> list[str]:

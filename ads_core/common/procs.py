@@ -5,9 +5,9 @@ Child processes that die with the process that started them, kill -9 included (n
 - `die_with_parent`: a `preexec_fn` for children we start ourselves: Linux sends the child SIGTERM when the
   thread that started it ends, however it ends (PR_SET_PDEATHSIG). Start such children from a thread that lives
   as long as they should (the main thread, or the one that waits for them).
-- `reap_with_me(pid)`: for a child started by a library (Prefect's temporary server): a small watchdog process
-  reads a pipe from us; when we exit, however we exit, the pipe closes and the watchdog stops that process
-  (SIGTERM, then SIGKILL after a grace), if it is still the same process (its start time is unchanged).
+- `reap_with_me(pid)`: for a child started by a library (Prefect's temporary server): a watchdog process (in a
+  session of its own: a kill -9 of our process group spares it) reads a pipe from us; when we exit, however we
+  exit, the pipe closes and it stops that process (SIGTERM, then SIGKILL) if its start time is unchanged.
 
 Warm workers forked on request, each stoppable at a CPU-time budget or a deadline (the grader's verifiers):
 - `Zygote`: a process that loads a library once and forks ready workers on request over a Unix socket; other
@@ -100,13 +100,14 @@ def reap_with_me(pid: int, grace_s: float = 3.0) -> int | None:
     if started is None:
         return None
     read_end, write_end = os.pipe()  # not inheritable: later children do not keep it open
-    try:
+    try:  # its own session: `kill -9 -PGID` of ours took it along and left a server in its own session running
         watchdog = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(pid), started, str(grace_s)],
             stdin=read_end,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             close_fds=True,
+            start_new_session=True,
         )
     except BaseException:
         os.close(write_end)
@@ -291,14 +292,14 @@ class Zygote:
                 return
             except OSError:
                 self.join = None  # the zygote we were to share is gone: start our own
-        if self.proc is None or self.proc.poll() is not None:
+        if self._starting is None and (self.proc is None or self.proc.poll() is not None):
             self.stop()
             if self._starter is None:
                 self._starter = threading.Thread(target=self._start_in_starter, name="ads-zygote", daemon=True)
                 self._starter.start()
-            if self._starting is None:
-                self._starting = Future()
-                self._jobs.put(self._starting)
+            self._starting = Future()
+            self._jobs.put(self._starting)
+        if self._starting is not None:  # a start under way (a caller before us gave up at its deadline): wait
             try:
                 self._starting.result(timeout=max(0.0, deadline - time.monotonic()))
             except FutureTimeout:

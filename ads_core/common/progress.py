@@ -23,6 +23,7 @@ CHUNK_SECONDS = 5.0  # a chunk line at most this often (and the last one always)
 HEARTBEAT_SECONDS = 25.0  # a quiet phase says it is still going after this long
 _last_line = time.monotonic()
 _phase = ""
+_detail = ""  # where the phase stands (a generation's tokens so far), said with it by the heartbeat
 
 
 def enabled() -> bool:
@@ -48,10 +49,34 @@ def say(line: str) -> None:
 
 def phase(what: str, announce: bool = True) -> None:
     """A long phase begins (loading the policy, warming it up): said now (ANNOUNCE), and named by the heartbeat."""
-    global _phase
-    _phase = what
+    global _phase, _detail
+    _phase, _detail = what, ""
     if announce:
         say(f"{what} ...")
+
+
+def detail(text: str) -> None:
+    """Where the current phase stands (``312 of at most 512 tokens``): cheap enough to call every decoding step;
+    the heartbeat says it after the phase."""
+    global _detail
+    _detail = text
+
+
+def current() -> str:
+    """The work in progress as the heartbeat names it: the phase, and where it stands."""
+    return f"{_phase} ({_detail})" if _phase and _detail else _phase
+
+
+@contextmanager
+def working_on(what: str, announce: bool = False) -> Iterator[None]:
+    """WHAT is the work in progress for the block (a stage, a bar's job); the phase before it is named again after,
+    so a heartbeat never names work that has finished."""
+    before = _phase
+    phase(what, announce)
+    try:
+        yield
+    finally:
+        phase(before, announce=False)
 
 
 def clock(seconds: float) -> str:
@@ -92,11 +117,18 @@ class StepLines:
 
 class ChunkLines:
     """Lines for work done in chunks (rows formatted, problems evaluated): done/total and the ETA, at most every
-    CHUNK_SECONDS, and always when the total is reached."""
+    CHUNK_SECONDS, and always when the total is reached.
 
-    def __init__(self, what: str, total: int | None = None, unit: str = "rows") -> None:
-        self.what, self.total, self.unit = what, total, unit
-        self.done, self.started, self.shown = 0, time.monotonic(), 0.0
+    The ETA is the work left at the throughput measured since the first chunk (what came before it, loading a
+    model, is not work the rest repeats). It converges when the chunks come in an order that does not run from
+    cheap to dear: the scorer runs its length-sorted batches in a seeded shuffle for this (`stages.score.scorer.
+    run_order`); in length order the first rows were the shortest, and the ETA ran 3-4x short."""
+
+    def __init__(
+        self, what: str, total: int | None = None, unit: str = "rows", clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.what, self.total, self.unit, self.clock = what, total, unit, clock
+        self.done, self.started, self.shown = 0, clock(), -CHUNK_SECONDS
         self.first: tuple[float, int] | None = None  # (time, count) at the first chunk: the rate is from there on
 
     def set_total(self, total: int | None) -> None:
@@ -104,7 +136,7 @@ class ChunkLines:
 
     def advance(self, n: int) -> None:
         self.done += int(n)
-        now = time.monotonic()
+        now = self.clock()
         if self.first is None:  # what came before it (loading a model) is not in the rate
             self.first = (now, self.done)
         finished = self.total is not None and self.done >= self.total
@@ -113,14 +145,22 @@ class ChunkLines:
         self.shown = now
         say(self.text(now))
 
+    def eta_seconds(self, now: float) -> float | None:
+        """Seconds left at the measured throughput; None before two chunks give one (or without a total)."""
+        if not self.total:
+            return None
+        if self.done >= self.total:
+            return 0.0
+        since, before = self.first or (self.started, 0)
+        rate = (self.done - before) / (now - since) if now > since and self.done > before else 0.0
+        return (self.total - self.done) / rate if rate > 0 else None
+
     def text(self, now: float) -> str:
         elapsed = now - self.started
         if not self.total:
             return f"{self.what}: {self.done} {self.unit} ({clock(elapsed)})"
-        since, before = self.first or (self.started, 0)
-        rate = (self.done - before) / (now - since) if now > since and self.done > before else 0.0
-        eta = clock((self.total - self.done) / rate) if rate > 0 else ("0:00" if self.done >= self.total else "?")
-        return f"{self.what}: {self.done}/{self.total} {self.unit}, eta {eta}"
+        eta = self.eta_seconds(now)
+        return f"{self.what}: {self.done}/{self.total} {self.unit}, eta {'?' if eta is None else clock(eta)}"
 
 
 def _quiet_for() -> float:
@@ -150,7 +190,7 @@ def heartbeat(what: str, every: float = HEARTBEAT_SECONDS) -> Iterator[Callable[
     def beat() -> None:
         while not stop.wait(min(every, 5.0)):
             if _quiet_for() >= every:
-                say(f"{_phase or what}: still working ({clock(time.monotonic() - started)} elapsed)")
+                say(f"{current() or what}: still working ({clock(time.monotonic() - started)} elapsed)")
 
     thread = threading.Thread(target=beat, name="ads-heartbeat", daemon=True)
     thread.start()

@@ -26,6 +26,8 @@ FIRST_REPORTED_SEED = 3000
 SWEEP_SEEDS = (4000, 4001, 4002)  # amendment 1: three seeds (five did not fit the budget)
 MIN_REPORTED_SEEDS = 10
 GATE_FALLBACKS = (500, 300)  # warm-up steps tried in this order when a gate fails at the declared 400
+# amendment 2: learning rates tried in this order when uniform does not learn in the pilot (was 1e-3 alone)
+VIABILITY_FALLBACKS = (1e-4, 3e-5)
 
 DROP, NO_DROP = {"drop_all_wrong": "on"}, {"drop_all_wrong": "off"}
 ARMS: dict[str, dict[str, Any]] = {

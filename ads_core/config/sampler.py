@@ -2,8 +2,8 @@
 
 Each class is registered with its kind (`ads_core.sampler.kinds`: `register_kind("ads",
 options=ADSSamplerConfig)`), which makes it the section `sampler.<kind>` of the training config tree; training
-(verl and TRL), the verl YAML (`data.ads_sampler.*`, checked against these defaults by a test), the `ads-train`
-flow and `ads simulate` all take their sampler settings from these classes. The ADS defaults are the reference's.
+(verl and TRL; verl's task reads them back from the run's sampler.json), the `ads-train` flow and `ads simulate`
+all take their sampler settings from these classes. The ADS defaults are the reference's.
 Instances are frozen: a sampler keeps its config for the whole run, and a saved state records it.
 """
 

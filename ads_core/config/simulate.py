@@ -19,6 +19,7 @@ SimulatedSampler = Literal[
     "uniform",
     "dots",
     "dynamic",
+    "easiest",
     "ads",
     "ads-frontier",
     "ads-learnability",

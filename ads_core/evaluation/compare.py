@@ -8,11 +8,12 @@ reached" when none of its seeds does); when the baseline's final accuracy is no 
 (reached at step 0) there is nothing to reach and the ratio is "n/a". The headline is the ``average`` over the sets
 every run evaluated (the paper's average column); each set has its own rows too.
 
-A comparison entry is a group of runs: one run for ``ads compare``, one run per seed for the benchmark, which then
-reports the mean and sd over seeds, seed i of a group measured against seed i of the baseline, and each ratio's 95%
-interval: a percentile bootstrap over the seeds (``metrics.mean_interval``: 2000 resamples, seeded, so the same runs
-give the same interval). With few seeds it is optimistic (it cannot be wider than the seeds' own range); read it as
-the least uncertainty there is, and claim no order that it does not support.
+A comparison entry is a group of runs: one run per seed (``ads compare NAME=RUN,RUN,...``, the demo, the
+benchmark; a plain ``RUN`` is a group of one), reported as the mean and sd over seeds, seed i of a group measured
+against seed i of the baseline. Each ratio's 95% interval over seeds is the t-interval (``paired.t_interval``), given
+only from ``paired.MIN_VERDICT_SEEDS`` seeds on: below that a percentile bootstrap is little more than the seeds'
+own range. The verdict on the final accuracy is ``paired.paired_verdict``'s, the one rule of every comparison here:
+a winner only with at least that many paired seeds and a t-interval that excludes 0.
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ from ads_core.common.errors import InputError
 from ads_core.common.jsonl import read_steps
 from ads_core.evaluation.evallog import EVAL_FILE, check_evals, read_evals
 from ads_core.evaluation.metrics import BOOTSTRAP_RESAMPLES, mean_interval
+from ads_core.evaluation.paired import MIN_VERDICT_SEEDS, paired_verdict, t_interval
 
 AVERAGE = "average"
 RUNS_ROOT = "ads-runs"
 STEPS_FILE = "steps.jsonl"
 RUN_FILE = "run.json"  # what the run is (its "about": sampler, trainer, model, seed); ads_core.train.resume.identity
-ABOUT = ("sampler", "trainer", "model", "seed")
+ABOUT = ("sampler", "trainer", "model", "seed")  # the tables' columns
+RECORDED = (*ABOUT, "drop_all_wrong", "code")  # what read_about returns (code: the commit and dirty flag)
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,7 @@ def read_about(folder: Path) -> dict[str, Any]:
             "model": trajectory.get("model"),
             "seed": trajectory.get(f"{trainer}.seed"),
         }
-    return {key: about.get(key) for key in ABOUT}
+    return {key: about.get(key) for key in RECORDED}
 
 
 def _nan(value: Any) -> bool:
@@ -163,6 +166,37 @@ def load_runs(refs: Sequence[str], runs_root: str = RUNS_ROOT) -> list[RunData]:
             run.name, i = f"{base}-{i}", i + 1
         runs.append(run)
     return runs
+
+
+def load_groups(refs: Sequence[str], runs_root: str = RUNS_ROOT) -> dict[str, list[RunData]]:
+    """``ads compare``'s arguments as groups, the first the baseline: ``NAME=RUN,RUN,...`` is one group, its runs
+    paired with the other groups' by seed (the seeds their run.json records, else the order given); a plain RUN is
+    a group of one (two with one folder name are told apart as run and run-2)."""
+    groups: dict[str, list[RunData]] = {}
+    for ref in refs:
+        if _is_group(ref):
+            name, _, members = ref.partition("=")
+            folders = [m for m in members.split(",") if m]
+            if not name or not folders:
+                raise InputError(f"{ref}: a group is NAME=RUN,RUN,... (one run per seed)")
+            runs = [load_run(m, name=f"{name}-{i}", runs_root=runs_root) for i, m in enumerate(folders)]
+            seeds = [r.about.get("seed") for r in runs]
+            if all(isinstance(s, int) for s in seeds) and len(set(seeds)) == len(seeds):
+                runs.sort(key=lambda r: int(r.about["seed"]))
+        else:
+            runs = [load_run(ref, runs_root=runs_root)]
+            name = runs[0].name
+        base, i = name, 2
+        while name in groups:
+            name, i = f"{base}-{i}", i + 1
+        if not _is_group(ref):
+            runs[0].name = name
+        groups[name] = runs
+    return groups
+
+
+def _is_group(ref: str) -> bool:
+    return "=" in ref and not Path(ref).exists()
 
 
 def first_reach(curve: Sequence[Point], target: float) -> Point | None:
@@ -257,7 +291,29 @@ def _ratio_fields(key: str, per_seed: list[float]) -> dict[str, Any]:
     """KEY (the mean over seeds), KEY_per_seed and KEY_interval; all None where the baseline had nothing to reach."""
     if any(math.isnan(v) for v in per_seed):
         return {key: None, f"{key}_per_seed": None, f"{key}_interval": None}
-    return {key: _mean(per_seed), f"{key}_per_seed": per_seed, f"{key}_interval": bootstrap_interval(per_seed)}
+    interval = t_interval(per_seed) if len(per_seed) >= MIN_VERDICT_SEEDS else None  # fewer: none (see the module)
+    return {key: _mean(per_seed), f"{key}_per_seed": per_seed, f"{key}_interval": interval}
+
+
+def verdicts(groups: dict[str, list[RunData]], set_name: str) -> dict[str, dict[str, Any]]:
+    """Each group against the baseline (the first): ``paired_verdict`` on the final accuracy of SET_NAME, seed i
+    against seed i. Groups of different sizes are not paired: no verdict, said why."""
+    names = list(groups)
+    sets = common_sets([r for runs in groups.values() for r in runs])
+    finals = {name: [r.curve(set_name, sets)[-1].accuracy for r in runs] for name, runs in groups.items()}
+    base = names[0]
+    out = {}
+    for name in names[1:]:
+        if len(finals[name]) != len(finals[base]):
+            text = (
+                f"no verdict: {name} has {len(finals[name])} run(s) and {base} {len(finals[base])}; a verdict "
+                f"pairs one run per seed in each (at least {MIN_VERDICT_SEEDS} seeds)"
+            )
+            out[name] = {"winner": None, "n": 0, "text": text}
+            continue
+        diffs = [c - b for c, b in zip(finals[name], finals[base], strict=True)]
+        out[name] = paired_verdict(name, base, diffs)
+    return out
 
 
 def ratio_text(row: dict[str, Any], key: str, interval: bool = False) -> str:
@@ -306,6 +362,7 @@ def compare(groups: dict[str, list[RunData]]) -> dict[str, Any]:
         ],
         "headline": AVERAGE if len(sets) > 1 else sets[0],
         "reach": reach,
+        "verdicts": verdicts(groups, AVERAGE if len(sets) > 1 else sets[0]),
         "notes": notes,
     }
 

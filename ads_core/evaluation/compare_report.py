@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ads_core.evaluation.compare import ABOUT, AVERAGE, RunData, common_sets, compare, ratio_text
+from ads_core.evaluation.paired import MIN_VERDICT_SEEDS
 
 
 def _cell(record: dict[str, Any] | None) -> str:
@@ -82,8 +83,9 @@ def reach_table(result: dict[str, Any], key: str | None = None) -> str:
     lines += [
         "",
         "at step: the first evaluation at or above the target (mean over the runs that reach it). steps / prompts: "
-        f"the run's steps (prompts rolled out) to the target over {base}'s, mean over seeds [95% bootstrap interval "
-        f"over seeds]; '>=': some runs never reached it (counted as the whole run); n/a: {base} ended no better than "
+        f"the run's steps (prompts rolled out) to the target over {base}'s, mean over seeds [95% t-interval over "
+        f"seeds, from {MIN_VERDICT_SEEDS} seeds on]; '>=': some runs never reached it (counted as the whole run); "
+        f"n/a: {base} ended no better than "
         "it started. wall time: the same for the training wall seconds logged to reach it (rollouts, reference "
         "rollouts, updates). informative: share of rolled-out groups whose rewards disagree. time: seconds of its "
         "logged steps.",
@@ -113,8 +115,21 @@ def curve_table(groups: dict[str, list[RunData]], key: str, columns: int = 8) ->
     return "\n".join(lines)
 
 
+def verdict_lines(result: dict[str, Any]) -> str:
+    """Each run (group) against the baseline on the final accuracy, by the one rule (``paired.paired_verdict``)."""
+    lines = [
+        f"Verdict on the final accuracy on {result['headline']}, paired by seed (a winner needs at least "
+        f"{MIN_VERDICT_SEEDS} paired seeds and a 95% t-interval of the difference that excludes 0):",
+        "",
+    ]
+    lines += [f"- {verdict['text']}" for verdict in result.get("verdicts", {}).values()]
+    return "\n".join(lines)
+
+
 def markdown(groups: dict[str, list[RunData]], result: dict[str, Any]) -> str:
     parts = [finals_table(result), curve_table(groups, result["headline"]), reach_table(result)]
+    if result.get("verdicts"):
+        parts.append(verdict_lines(result))
     parts += [reach_table(result, s) for s in result["sets"] if s != result["headline"]]
     return "\n\n".join(parts) + "\n"
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ads_core.common import progress
 from ads_core.evaluation.backends import Problem, Sample, problem_key, row_seeds, uniforms
 
 NUCLEUS_CANDIDATES = 1024
@@ -77,6 +78,18 @@ def eos_ids(model: Any, tokenizer: Any) -> list[int]:
             if token is not None and int(token) not in found:
                 found.append(int(token))
     return found
+
+
+class TokenCount:
+    """A logits processor that changes nothing and says how far the batch's generation is: the heartbeat names it
+    (``312 of at most 512 tokens``), so a long batch is not minutes of silence."""
+
+    def __init__(self, prompt_width: int, most: int) -> None:
+        self.prompt_width, self.most = prompt_width, most
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        progress.detail(f"{int(input_ids.shape[1]) - self.prompt_width + 1} of at most {self.most} tokens")
+        return scores
 
 
 class TransformersBackend:
@@ -140,7 +153,7 @@ class TransformersBackend:
         gen = GenerationConfig(
             do_sample=False, num_beams=1, max_new_tokens=max_new, pad_token_id=pad, eos_token_id=eos, use_cache=True
         )
-        processors = LogitsProcessorList()
+        processors = LogitsProcessorList([TokenCount(width, max_new)])
         if not cfg.greedy:
             keys = [problem_key(problems[i]) for i, _ in rows]
             seeds = row_seeds(cfg.seed, keys, [s for _, s in rows])

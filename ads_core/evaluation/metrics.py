@@ -8,7 +8,9 @@ flag and ``extracted`` answer), so ``summary.json`` can always be recomputed fro
 * **maj@k**: the most frequent extracted answer among a problem's samples (ties: the answer seen first, by
   sample index) is graded; no extracted answer at all counts as wrong;
 * **ci_low / ci_high**: a 95% percentile bootstrap over problems of mean@k, with a fixed seed, so the same
-  completions always give the same interval.
+  completions always give the same interval; None below ``MIN_INTERVAL_PROBLEMS`` problems (a bootstrap over two
+  problems is their range, over two equal ones a point), and the exact binomial bound when every problem scored
+  0 (or every one 1), where the bootstrap would say [0, 0] whatever n.
 
 Only numpy and pyarrow.
 """
@@ -24,6 +26,9 @@ import pyarrow as pa
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
+# below this many problems no interval is given: the percentile bootstrap of a mean of n values is sqrt((n-1)/n)
+# times a z-interval, about 0.8 of the t-interval's width at n = 10 and narrower below (it undercovers there)
+MIN_INTERVAL_PROBLEMS = 10
 METRIC_KEYS = ("mean_at_k", "pass_at_k", "maj_at_k")
 
 
@@ -74,6 +79,18 @@ def mean_interval(
     return float(low), float(high)
 
 
+def problem_interval(scores: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
+    """The LEVEL interval of mean@k over problems, where their number allows one (see the module docstring)."""
+    values = np.asarray(scores, dtype=np.float64)
+    n = values.size
+    if n < MIN_INTERVAL_PROBLEMS:
+        return None
+    if np.all(values == 0.0) or np.all(values == 1.0):  # Clopper-Pearson for 0 (or n) of n problems solved
+        edge = 1.0 - ((1.0 - level) / 2.0) ** (1.0 / n)
+        return (0.0, edge) if values[0] == 0.0 else (1.0 - edge, 1.0)
+    return mean_interval(values, level)
+
+
 def problem_metrics(correct: Sequence[bool], answers: Sequence[str | None], k: int) -> tuple[float, float, float]:
     """(mean, pass@k, maj) of one problem's samples, in sample order."""
     n, c = len(correct), int(sum(bool(x) for x in correct))
@@ -86,9 +103,9 @@ def summarize_problems(problems: Iterable[tuple[Sequence[bool], Sequence[str | N
     """One set's metrics from its problems' (correct flags, extracted answers), each in sample order."""
     rows = [problem_metrics(correct, answers, k) for correct, answers in problems]
     if not rows:
-        return {"mean_at_k": 0.0, "pass_at_k": 0.0, "maj_at_k": 0.0, "n": 0, "k": k, "ci_low": 0.0, "ci_high": 0.0}
+        return {"mean_at_k": 0.0, "pass_at_k": 0.0, "maj_at_k": 0.0, "n": 0, "k": k, "ci_low": None, "ci_high": None}
     means, passes, majs = (np.asarray(col, dtype=np.float64) for col in zip(*rows, strict=True))
-    low, high = mean_interval(means)
+    low, high = problem_interval(means) or (None, None)
     return {
         "mean_at_k": float(means.mean()),
         "pass_at_k": float(passes.mean()),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ads_core.evaluation.metrics import MIN_INTERVAL_PROBLEMS
 from ads_core.evaluation.sets.catalog import PAPER_SETS, PAPER_TITLES
 
 TITLES = {"mean_at_k": "mean@{k}", "pass_at_k": "pass@{k}", "maj_at_k": "maj@{k}"}
@@ -29,6 +30,12 @@ def _cell(values: Mapping[str, Any] | None, metric: str) -> str:
     if values is None:
         return "–"
     return f"{100 * values[metric]:.2f}"
+
+
+def _interval(values: Mapping[str, Any]) -> str:
+    if values.get("ci_low") is None or values.get("ci_high") is None:
+        return f"none (fewer than {MIN_INTERVAL_PROBLEMS} problems)"
+    return f"[{100 * values['ci_low']:.1f}, {100 * values['ci_high']:.1f}]"
 
 
 def template_line(summary: Mapping[str, Any]) -> str:
@@ -58,7 +65,7 @@ def markdown_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
             lines.append(
                 "95% intervals (bootstrap over problems): "
                 + "; ".join(
-                    f"{policy} {name} [{100 * v['ci_low']:.1f}, {100 * v['ci_high']:.1f}] (n={v['n']})"
+                    f"{policy} {name} {_interval(v)} (n={v['n']})"
                     for policy, summary in summaries.items()
                     for name, v in summary["sets"].items()
                 )

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from ads_core import storage
+from ads_core.common import progress as progress_lines
 from ads_core.common.errors import InputError
 from ads_core.evaluation import outfolder
 from ads_core.evaluation.backends import Backend, Problem, Sample
@@ -81,20 +82,28 @@ def evaluate(
         advance(resumed)
     generated = 0
     per_chunk = max(1, cfg.batch_size // cfg.k)
-    for set_problems in problems.values():
+    chunks = []
+    for name, set_problems in problems.items():
         todo_order = sorted(range(len(set_problems)), key=lambda i: (order(set_problems[i]) if order else 0, i))
         for start in range(0, len(todo_order), per_chunk):
             chunk = [set_problems[i] for i in todo_order[start : start + per_chunk]]
             todo = [p for p in chunk if (p.set, p.problem_id) not in done]
-            if not todo:
-                continue
-            rows = grade_rows(todo, backend.generate(todo, cfg), cfg)
-            part = pa.Table.from_pylist(rows, schema=SCHEMA)
-            if out:
-                storage.write_parquet(outfolder.next_part(out), part)
-            outfolder.remember(done, part)
-            generated += len(todo)
-            advance(len(todo))
+            if todo:
+                chunks.append((name, start, len(set_problems), todo))
+    for number, (name, start, size, todo) in enumerate(chunks, 1):
+        # the heartbeat names the batch in progress (the backend adds its tokens so far)
+        progress_lines.phase(
+            f"eval {policy}: generating {name} problems {start + 1}-{start + len(todo)} of {size}, "
+            f"{len(todo) * cfg.k} completions (batch {number} of {len(chunks)})",
+            announce=False,
+        )
+        rows = grade_rows(todo, backend.generate(todo, cfg), cfg)
+        part = pa.Table.from_pylist(rows, schema=SCHEMA)
+        if out:
+            storage.write_parquet(outfolder.next_part(out), part)
+        outfolder.remember(done, part)
+        generated += len(todo)
+        advance(len(todo))
     table = _ordered(problems, done)
     per_set = summarize_table(table, cfg.k)
     per_set = {name: per_set.get(name, summarize_problems([], cfg.k)) for name in problems}

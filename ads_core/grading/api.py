@@ -3,10 +3,10 @@
 A completion's answer is the content of its last complete ``\\boxed{}``. It is compared with each accepted
 answer of the ground truth, first hit wins:
 
-1. the normalised strings are equal (after NFKC and Unicode digits, spacing, ``\\left``/``\\right``,
-   ``\\dfrac``, ``\\text{}``, degrees, thousands separators, a leading ``x =``);
-2. both are plain numbers (integers, decimals, ``a/b``, ``\\frac{a}{b}``): exact comparison here, except that
-   unequal decimals go on to math-verify, which compares them rounded;
+1. the normalised strings are equal (after NFKC and Unicode digits, superscripts as powers, ``√`` as a root,
+   spacing, ``\\left``/``\\right``, ``\\dfrac``, ``\\text{}``, degrees, thousands separators, a leading ``x =``);
+2. both are plain numbers (integers, decimals, ``a/b``, ``\\frac{a}{b}``) or small arithmetic of them (``3^{2}``,
+   `arith`): exact comparison here, except that unequal decimals go on to math-verify, which compares them rounded;
 3. the pre-check refuses an answer whose evaluation would explode (reason ``too_complex``);
 4. math-verify in a verifier process (reason ``timeout`` when it is cut).
 
@@ -17,15 +17,20 @@ not eat into it), and every call has a wall-clock deadline of limit + `GRACE_S` 
 worker, starting the verifier, the check): past it the verdict is ``timeout`` with a detail saying the machine
 was too busy, and that verdict is not cached. A check that used its CPU budget is cached as a timeout.
 Starting the verifier (seconds) is no answer's time: entry points call `start_verifier()` first, and child
-processes share their parent's verifier (`pool`), so that their first grade is as fast as any other.
-Answers sympy would need long for are refused first, the same way everywhere (`precheck`).
+processes share their parent's verifier (`pool`), so that their first grade is as fast as any other. A process
+that has none starts it with its first answer that needs it, and waits for it no longer than that answer's
+deadline (a `timeout` saying so, not cached); `grade_many` grades such answers again once it runs.
+Answers sympy would need long for are refused first, the same way everywhere (`precheck`); an answer the fast
+path cannot read goes on to the checker, and a checker that fails on a read answer makes it ``wrong`` (detail).
 
 A percentage reads as its number and as its fraction (``50\\%`` equals ``50`` and ``0.5``). Ground truths with
 several answers follow `ads_core.common.answers` (a JSON list: any one of them; a comma-separated string: the
-set of them). A missing ground truth (None, NaN, empty, or a missing value written as text: ``nan``, ``None``,
-``null``, ``N/A``, see `ads_core.common.answers.is_missing_answer`) is never graded correct (reason ``error``);
-the format stage and the eval-set reader refuse such rows when a set or artifact is checked. Verdicts are
-cached per (answer, ground truth).
+set of them); a ground truth that is not a string, a number or a flat list of them (a dict, a nested list, a
+bool) is refused with reason ``error``, never read as text. A missing ground truth (None, NaN, empty, or a
+missing value written as text: ``nan``, ``None``, ``null``, ``N/A``, see
+`ads_core.common.answers.is_missing_answer`) is never graded correct (reason ``error``); the format stage and
+the eval-set reader refuse such rows when a set or artifact is checked. Verdicts are cached per (answer, ground
+truth).
 """
 
 from __future__ import annotations
@@ -39,9 +44,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
-from ads_core.common.answers import ground_truth_answers, is_missing_answer, strip_math_delimiters
+from ads_core.common.answers import (
+    ground_truth_answers,
+    ground_truth_problem,
+    is_missing_answer,
+    strip_math_delimiters,
+)
 from ads_core.config.eval import GraderConfig
 from ads_core.grading.choice import grade_choice, parse_truth
 from ads_core.grading.pool import ZYGOTE_ENV, Late, WorkerUnavailable, cpu_cores, get_pool, shutdown
@@ -53,6 +64,7 @@ MAX_CACHED_CHARS = 2_000  # the cache holds short (answer, ground truth) pairs o
 REASONS = ("correct", "wrong", "no_answer", "timeout", "too_complex", "error")
 HUGE_BITS = 200  # exact numbers past 2^200 (60 digits) are compared here only, never sent to math-verify
 GRACE_S = 0.3  # the deadline past the limit: limit + 0.5 s is promised, the rest is for stopping and returning
+STARTING = "the verifier was still starting (this process started none before; entry points call start_verifier())"
 
 
 @dataclass(frozen=True)
@@ -150,12 +162,21 @@ def grade_many(
     timeout_s: float | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> list[Grade]:
-    """`grade` for each pair, in order, several at once (one thread per verifier process, at least two)."""
+    """`grade` for each pair, in order, several at once (one thread per verifier process, at least two).
+
+    A batch's verdicts do not depend on when its process started: an answer cut because this process's verifier
+    was still starting is graded again once it runs (its `elapsed_s` is that second call's)."""
     if len(completions) != len(ground_truths):
         raise ValueError(f"{len(completions)} completions but {len(ground_truths)} ground truths")
 
     def one(pair: tuple[str, Any]) -> Grade:
         result = grade(pair[0], pair[1], timeout_s=timeout_s)
+        if result.reason == "timeout" and STARTING in result.detail:
+            try:
+                get_pool(pool_size()).start()  # waits for the start under way (seconds), once per process
+            except WorkerUnavailable:
+                pass  # the second try says so (reason error)
+            result = grade(pair[0], pair[1], timeout_s=timeout_s)
         if progress is not None:
             progress(1)
         return result
@@ -168,8 +189,16 @@ def grade_many(
         return list(executor.map(one, pairs))
 
 
+class BadTruth(ValueError):
+    """A ground truth that is not a string, a number or a flat list of them (the message says what it is)."""
+
+
 def gold_answers(ground_truth: Any) -> tuple[str, ...] | None:
-    """The accepted answers (several answers also together, as one set), or None when there is none."""
+    """The accepted answers (several answers also together, as one set), or None when there is none. Raises
+    BadTruth for a dict, a nested list, a bool and the like: never read as text."""
+    problem = ground_truth_problem(ground_truth)
+    if problem is not None:
+        raise BadTruth(problem)
     if ground_truth is None or (isinstance(ground_truth, float) and math.isnan(ground_truth)):
         return None
     if hasattr(ground_truth, "tolist") and not isinstance(ground_truth, str):
@@ -187,7 +216,10 @@ def gold_answers(ground_truth: Any) -> tuple[str, ...] | None:
 def _grade_answer(
     answer: str | None, ground_truth: Any, timeout_s: float | None, start: float
 ) -> tuple[bool, str, str]:
-    golds = gold_answers(ground_truth)
+    try:
+        golds = gold_answers(ground_truth)
+    except BadTruth as exc:
+        return False, "error", str(exc)
     if golds is None:
         return False, "error", "no ground truth"
     if answer is None or not answer.strip():
@@ -221,16 +253,16 @@ def _judge(answer: str, golds: tuple[str, ...], limit: float, deadline: float) -
         if answer.strip() in {g.strip() for g in golds}:
             return (True, "correct", ""), True
         return (False, "too_complex", f"answer longer than {MAX_NORMALIZED_CHARS} characters"), True
-    preds = readings(answer)
+    preds = _readings(answer)
     if not any(p.norm for p in preds):
         return (False, "no_answer", ""), True
-    truths = [r for g in golds for r in (readings(g) if len(g) <= MAX_NORMALIZED_CHARS else [Reading(g, g)])]
+    truths = [r for g in golds for r in (_readings(g) if len(g) <= MAX_NORMALIZED_CHARS else [Reading(g, g)])]
     undecided: dict[tuple[str, str], None] = {}
     for p in preds:
         for g in truths:
             if p.norm and p.norm == g.norm:
                 return (True, "correct", ""), True
-            pv, gv = as_number(p.norm), as_number(g.norm)
+            pv, gv = _number(p.norm), _number(g.norm)
             if pv is not None and gv is not None:
                 if pv == gv:
                     return (True, "correct", ""), True
@@ -239,23 +271,21 @@ def _judge(answer: str, golds: tuple[str, ...], limit: float, deadline: float) -
             if _huge(pv) or _huge(gv):
                 continue  # a number of 60+ digits (999!!) against an expression: no answer is that, decided here
             if p.text and g.text:
-                undecided[(for_math_verify(p.text), for_math_verify(g.text))] = None
+                undecided[(_for_verifier(p.text), _for_verifier(g.text))] = None
     if not undecided:
         return (False, "wrong", ""), True
-    refused = too_complex(answer)
-    if refused is not None:
+    refused = too_complex(answer) or next(filter(None, map(too_complex, {p: None for p, _ in undecided})), None)
+    if refused is not None:  # what sympy would see (x⁹⁹⁹⁹⁹⁹⁹ is x^{9999999}), and the answer as written
         return (False, "too_complex", refused), True
+    pool = get_pool(pool_size())
+    starting = not pool.started  # neither started nor joined: it starts now, and no answer waits past its deadline
     try:
-        pool = get_pool(pool_size())
-        if not pool.started:  # this process neither started nor joined a verifier: its start is no answer's time
-            before = time.monotonic()
-            pool.start()
-            deadline += time.monotonic() - before
         reply, why = pool.ask({"pairs": [list(pair) for pair in undecided]}, limit, deadline)
     except WorkerUnavailable as exc:
         return (False, "error", str(exc)), False
     except Late as exc:
-        return (False, "timeout", f"no verdict within limit + {GRACE_S:g} s: {exc} (a busy machine)"), False
+        late = STARTING if starting else f"{exc} (a busy machine)"
+        return (False, "timeout", f"no verdict within limit + {GRACE_S:g} s: {late}"), False
     if why == "cpu":
         return (False, "timeout", f"math-verify used its {limit:g} s of CPU time (the limit)"), True
     if why:
@@ -263,6 +293,30 @@ def _judge(answer: str, golds: tuple[str, ...], limit: float, deadline: float) -
         return (False, "timeout", busy), False
     if reply.get("match"):
         return (True, "correct", ""), True
-    if reply.get("error") and "verifier process" in reply["error"]:
-        return (False, "error", reply["error"]), False
+    if reply.get("error"):  # the answer was read; the checker failed on it: wrong, saying why
+        if "verifier process" in reply["error"]:
+            return (False, "wrong", f"the verifier failed on this answer: {reply['error']}"[:200]), False
+        return (False, "wrong", f"math-verify could not compare it: {reply['error']}"[:200]), True
     return (False, "wrong", ""), True
+
+
+def _readings(text: str) -> list[Reading]:
+    """`readings`, or the text as written when it cannot be read here (it goes on to the checker as it is)."""
+    try:
+        return readings(text)
+    except Exception:  # noqa: BLE001 - an answer the fast path cannot read is the checker's to judge
+        return [Reading(text.strip(), text.strip())]
+
+
+def _number(norm: str) -> Fraction | None:
+    try:
+        return as_number(norm)
+    except Exception:  # noqa: BLE001 - not a number this module reads: the checker judges it
+        return None
+
+
+def _for_verifier(text: str) -> str:
+    try:
+        return for_math_verify(text)
+    except Exception:  # noqa: BLE001
+        return text

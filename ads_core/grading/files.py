@@ -14,7 +14,6 @@ strings as they are, anything else as its JSON.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ class FileGrades:
     out: str
     reasons: dict[str, int] = field(default_factory=dict)
     slowest_s: float = 0.0  # the longest time one row took (waiting for a verifier included)
+    first_error: str = ""  # "row N: detail" of the first row with reason error (the output has no detail column)
 
 
 @dataclass
@@ -54,7 +54,8 @@ def default_out(path: Path) -> Path:
 
 
 def check_out(path: Path, out: Path | None) -> Path:
-    """The output path, once it is known to be writable (InputError naming it otherwise): run before grading."""
+    """The output path, once a file could be written in its folder (InputError naming it otherwise: permission
+    denied, a read-only filesystem, a full disk, in `ads format`'s words): run before grading."""
     target = out or default_out(path)
     if target.is_dir():
         raise InputError(f"{target}: is a folder; name the output file", ["out"])
@@ -65,10 +66,12 @@ def check_out(path: Path, out: Path | None) -> Path:
         folder = folder.parent
     if not folder.is_dir():
         raise InputError(f"{target}: {folder} is not a folder", ["out"])
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise InputError(f"{target}: cannot write in {folder} (permission denied)", ["out"])
-    if target.exists() and not os.access(target.parent, os.W_OK):
-        raise InputError(f"{target}: cannot replace it (permission denied)", ["out"])
+    from ads_core.storage import StorageError, check_writable
+
+    try:  # a file written and removed there, as `ads format` checks its OUT: the same words for the same problem
+        check_writable(str(folder))
+    except StorageError as exc:
+        raise InputError(f"{target}: cannot write in {folder}: {exc.problem}; {exc.fix}", ["out"]) from None
     return target
 
 
@@ -187,6 +190,7 @@ def grade_file(
     reasons: dict[str, int] = {}
     rows = correct = 0
     slowest = 0.0
+    first_error = ""
     with atomic_local_file(str(target)) as tmp:
         writer = _Writer(tmp, target.suffix, plan)
         try:
@@ -194,16 +198,18 @@ def grade_file(
                 completions = [completion_text(row.get(completion_col)) for row in batch]
                 grades = grade_many(completions, [row.get(answer_col) for row in batch], timeout_s=timeout_s)
                 writer.write(batch, grades)
-                for g in grades:
+                for i, g in enumerate(grades):
                     reasons[g.reason] = reasons.get(g.reason, 0) + 1
                     slowest = max(slowest, g.elapsed_s)
+                    if g.reason == "error" and not first_error:
+                        first_error = f"row {rows + i}: {g.detail}"
                 rows += len(batch)
                 correct += sum(g.correct for g in grades)
                 if progress is not None:
                     progress(len(batch))
         finally:
             writer.close()
-    return FileGrades(rows, correct, str(target), reasons, slowest)
+    return FileGrades(rows, correct, str(target), reasons, slowest, first_error)
 
 
 class _Writer:

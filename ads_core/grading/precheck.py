@@ -24,7 +24,7 @@ MAX_FACTORIAL = 3_000.0  # n! beyond this has over ~9000 digits (n!! beyond twic
 MAX_BOUND = 1_000.0  # \sum, \prod, \int with a numeric bound beyond this are refused
 MAX_TRIG_ARGUMENT = 1e15  # \sin(10^{100}) needs 100 digits of pi
 
-_TOKEN = re.compile(r"\s*(!!|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|\\[a-zA-Z]+|\\.|.)", re.DOTALL)
+_TOKEN = re.compile(r"\s*(!!|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|\\[a-zA-Z]+|\\.|.)", re.DOTALL | re.ASCII)
 _CONSTANTS = {"e": math.log10(math.e), "\\pi": math.log10(math.pi)}
 _BIG_OPERATORS = {"\\sum", "\\prod", "\\int", "\\iint", "\\iiint", "\\oint"}
 _BINOMIALS = {"\\binom", "\\dbinom", "\\tbinom"}
@@ -38,7 +38,8 @@ class _Big(Exception):
 
 
 def too_complex(answer: str) -> str | None:
-    """Why ANSWER must not reach sympy (a short phrase), or None when it may."""
+    """Why ANSWER must not reach sympy (a short phrase), or None when it may. Never raises: what it cannot read
+    it lets through (the checker's CPU budget and deadline still hold)."""
     if len(answer) > MAX_ANSWER_CHARS:
         return f"answer longer than {MAX_ANSWER_CHARS} characters"
     depth = deepest = 0
@@ -54,6 +55,8 @@ def too_complex(answer: str) -> str | None:
         _Estimator(answer).run()
     except _Big as exc:
         return str(exc)
+    except Exception:  # noqa: BLE001 - unreadable here is not a refusal
+        return None
     return None
 
 
@@ -232,7 +235,7 @@ class _Estimator:
 
 
 def _log10_literal(tok: str) -> float | None:
-    if tok[0].isdigit() or tok[0] == ".":
+    if tok[0] in "0123456789.":  # ASCII only: str.isdigit is true for ² too, which float() refuses
         mantissa, _, exponent = tok.lower().partition("e")
         digits = mantissa if len(mantissa) < 300 else "1" + "0" * 300
         value = float(digits)

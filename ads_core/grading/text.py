@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ads_core.common.answers import strip_math_delimiters
+from ads_core.grading.arith import exact_value
 
 _BOX_TOKENS = ("\\boxed", "\\fbox")
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox) *\{")
 _BRACE = re.compile(r"[{}]")
 _TEXT = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")
 _SPACES = re.compile(r"\s+|\\[,;:! ]|~")
+_ONE_CHAR_GROUP = re.compile(r"([\^_])\{([a-zA-Z0-9])\}(?![a-zA-Z0-9])")  # x^{2} is x^2, a_{n} is a_n
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _LEADING_VAR = re.compile(r"^[a-zA-Z]\s*(?:=|\\in)\s*(?=\S)")
 _DEGREES = re.compile(r"\^\s*\{?\\circ\}?|°")
@@ -34,10 +36,51 @@ MAX_EXPONENT = 400  # 1e400 is still read exactly; larger exponents go to the pr
 MAX_FACTORIAL_DIGITS = 10_000  # n! and n!! as a number up to this many digits (as the pre-check allows)
 WRITTEN_OUT_DIGITS = 60  # ... and written out for math-verify (which reads n!! as (n!)!) up to this many
 _FRACTION = re.compile(r"(-?)\\frac\{(-?\d+)\}\{(-?\d+)\}|(-?\d+)/(\d+)")
-_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
-_SUPERSCRIPT_RUN = re.compile("[⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻]+")
-# Characters NFKC leaves alone but that only ever mean one ASCII thing in an answer.
-_SYMBOLS = str.maketrans({"−": "-", "–": "-", "⁄": "/", "∕": "/", "×": "\\times ", "÷": "/", "·": "\\cdot "})
+
+
+def _scripts(tag: str) -> str:
+    """The superscript (or subscript) characters that stand for a digit, a sign, a bracket or a letter: NFKC
+    turns each into its plain character (``²`` -> ``2``, ``ⁿ`` -> ``n``, ``₁`` -> ``1``, ``⁻`` -> ``−``)."""
+    blocks = ((0xB2, 0xBA), (0x2B0, 0x2E5), (0x1D2C, 0x1DC0), (0x2070, 0x20A0), (0x2C7C, 0x2C7E))
+    found = []
+    for low, high in blocks:
+        for ch in map(chr, range(low, high)):
+            plain = unicodedata.normalize("NFKC", ch)
+            if unicodedata.decomposition(ch).startswith(tag) and (plain.isalnum() or plain in "+−=()"):
+                found.append(ch)
+    return "".join(found)
+
+
+_SUPER_RUN = re.compile(f"\\^?[{re.escape(_scripts('<super>'))}]+")  # x², x⁻¹, 2ⁿ⁺¹ (x^² too)
+_SUB_RUN = re.compile(f"_?[{re.escape(_scripts('<sub>'))}]+")  # x₁, a_ₙ
+_VULGAR = "¼½¾⅐⅑⅒⅓⅔⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞↉"  # NFKC writes each as a⁄b; a digit before one makes a mixed number (2½)
+_VULGAR_RUN = re.compile(f"(?<![\\d.])(\\d+ ?)?([{_VULGAR}])")
+_ROOTS = {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}
+_ROOT_OPERAND = re.compile(r" *(-?(?:\d+(?:\.\d+)?|\.\d+|\\[a-zA-Z]+|[a-zA-Z]))")
+# Characters NFKC leaves alone but that only ever mean one thing in an answer.
+_SYMBOLS = str.maketrans(
+    {
+        "−": "-",
+        "–": "-",
+        "⁄": "/",
+        "∕": "/",
+        "÷": "/",
+        "×": "\\times ",
+        "·": "\\cdot ",
+        "⋅": "\\cdot ",
+        "∙": "\\cdot ",
+        "∗": "*",
+        "π": "\\pi ",
+        "∞": "\\infty ",
+        "±": "\\pm ",
+        "≤": "\\le ",
+        "≥": "\\ge ",
+        "≠": "\\ne ",
+        "∪": "\\cup ",
+        "∩": "\\cap ",
+        "∅": "\\emptyset ",
+    }
+)
 MAX_NUMBER_CHARS = 60  # longer numerals go to math-verify (int() of huge strings is slow or refused)
 
 
@@ -98,14 +141,67 @@ def extract_answer(completion: str) -> str | None:
 
 
 def fold_unicode(text: str) -> str:
-    """NFKC, every Unicode decimal digit as its ASCII digit (５, 𝟓, ٥ -> 5), superscripts as powers."""
+    """What people write, as the grader reads it: NFKC, every Unicode decimal digit as its ASCII digit (５, 𝟓, ٥
+    -> 5), superscripts as powers and subscripts as indices (``x²`` -> ``x^{2}``, ``x⁻¹`` -> ``x^{-1}``, ``x₁``
+    -> ``x_{1}``), vulgar fractions as fractions (``½`` -> ``\\frac{1}{2}``, ``2½`` -> ``\\frac{5}{2}``), ``√``
+    as a square root and ``−``, ``×``, ``·``, ``π``, ``∞`` as their LaTeX."""
     if text.isascii():
         return text
-    s = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + m.group().translate(_SUPERSCRIPTS) + "}", text)  # NFKC: ² -> 2
+    s = _VULGAR_RUN.sub(_vulgar, text.replace("º", "°"))  # º: the degree sign in answers, not NFKC's "o"
+    s = _SUPER_RUN.sub(lambda m: "^{" + m.group().lstrip("^") + "}", s)  # before NFKC, which reads x² as x2
+    s = _SUB_RUN.sub(lambda m: "_{" + m.group().lstrip("_") + "}", s)
     s = unicodedata.normalize("NFKC", s).translate(_SYMBOLS)
+    if any(root in s for root in _ROOTS):
+        s = _roots(s)
     if s.isascii():
         return s
     return "".join(str(unicodedata.decimal(ch)) if not ch.isascii() and ch.isdecimal() else ch for ch in s)
+
+
+def _vulgar(m: re.Match[str]) -> str:
+    """``½`` -> ``\\frac{1}{2}``; after a whole number a mixed number: ``2½`` -> ``\\frac{5}{2}``."""
+    num, _, den = unicodedata.normalize("NFKC", m.group(2)).partition("⁄")
+    value = Fraction(int(num), int(den)) + (int(m.group(1)) if m.group(1) else 0)
+    return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+
+
+def _roots(s: str) -> str:
+    """``√2`` -> ``\\sqrt{2}``, ``√(x+1)`` -> ``\\sqrt{x+1}``, ``∛x`` -> ``\\sqrt[3]{x}``: the operand is the
+    bracketed group, number, letter or command right after the sign; a sign with none stays ``\\sqrt``."""
+    out = []
+    i = 0
+    while i < len(s):
+        root = _ROOTS.get(s[i])
+        i += 1
+        if root is None:
+            out.append(s[i - 1])
+            continue
+        j = i
+        while j < len(s) and s[j] == " ":
+            j += 1
+        if j < len(s) and s[j] in "({[":
+            close = _closing(s, j)
+            if close is not None:
+                out.append(f"{root}{{{s[j + 1 : close]}}}")
+                i = close + 1
+                continue
+        m = _ROOT_OPERAND.match(s, i)
+        out.append(f"{root}{{{m.group(1)}}}" if m else root)
+        i = m.end() if m else i
+    return "".join(out)
+
+
+def _closing(s: str, start: int) -> int | None:
+    """Where the bracket opened at START closes (any of ``)}]`` closes any of ``({[``), or None."""
+    depth = 0
+    for k in range(start, len(s)):
+        if s[k] in "({[":
+            depth += 1
+        elif s[k] in ")}]":
+            depth -= 1
+            if depth == 0:
+                return k
+    return None
 
 
 def normalize_answer(text: str) -> str:
@@ -118,6 +214,7 @@ def normalize_answer(text: str) -> str:
     s = _DEGREES.sub("", s)
     s = _TEXT.sub(r"\1", s)
     s = _SPACES.sub("", s)
+    s = _ONE_CHAR_GROUP.sub(r"\1\2", s)
     s = _THOUSANDS.sub("", s)
     s = _LEADING_VAR.sub("", s)
     s = s.rstrip(".")
@@ -159,7 +256,8 @@ def _decimal(value: Fraction) -> str:
 
 def as_number(normalized: str) -> Fraction | None:
     """The exact value of a plain numeral (``-12``, ``0.5``, ``\\frac{3}{4}``, ``3/4``, ``1e-3``,
-    ``2.5\\times10^{4}``, ``10^{-3}``, ``5!!``, ``6!``), else None."""
+    ``2.5\\times10^{4}``, ``10^{-3}``, ``5!!``, ``6!``) or of a small arithmetic expression of them (``3^{2}``,
+    ``\\frac{1}{\\frac{1}{2}}``, ``2\\times3+1``: `arith`), else None."""
     if len(normalized) > MAX_NUMBER_CHARS:
         return None
     if _NUMBER.fullmatch(normalized):
@@ -174,7 +272,7 @@ def as_number(normalized: str) -> Fraction | None:
         return factorial_value(int(m.group(1)), double=m.group(2) == "!!", max_digits=MAX_FACTORIAL_DIGITS)
     m = _FRACTION.fullmatch(normalized)
     if m is None:
-        return None
+        return exact_value(normalized)  # 3^{2}, \frac{1}{\frac{1}{2}}, 2\times3+1
     sign, num, den = (m.group(1), m.group(2), m.group(3)) if m.group(2) else ("", m.group(4), m.group(5))
     if int(den) == 0:
         return None

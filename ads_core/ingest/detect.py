@@ -32,6 +32,30 @@ DATA_SOURCE_COLUMN = "data_source"
 log = logging.getLogger("ads.format")
 
 
+# each layout in words, for the lines a person reads (`ads format`, `ads build`): what the file was read as
+LAYOUT_TEXT = {
+    "qa": "question, solution and answer columns (MATH style)",
+    "marker": "a question and an answer that ends in '#### <result>' (GSM8K style)",
+    "boxed": "a question and a worked solution ending in \\boxed{} (no answer column)",
+    "mcq": "multiple choice: a question, its options and the answer",
+    "body_question": "a word problem in two fields, its body and its question",
+    "chat": "chat messages (the last user turn is the question)",
+    "verl": "rows already in verl's schema (kept as they are)",
+}
+ROLE_TEXT = {"question": "the question", "solution": "the solution", "answer": "the answer", "options": "the options"}
+ROLE_TEXT |= {"body": "the body", "messages": "the messages"}
+
+
+def describe_in_words(described: dict[str, Any]) -> str:
+    """`Layout.describe()` as a sentence: ``read as a question and an answer that ends in '#### <result>' (GSM8K
+    style): the question from column 'question', the answer from column 'answer'``."""
+    kind = str(described.get("layout"))
+    columns = [
+        f"{ROLE_TEXT[role]} from column {value!r}" for role, value in described.items() if role in ROLE_TEXT and value
+    ]
+    return f"read as {LAYOUT_TEXT.get(kind, kind)}" + (f": {', '.join(columns)}" if columns else "")
+
+
 @dataclass
 class Layout:
     kind: str

@@ -1,8 +1,9 @@
 """Build locks that cannot outlive their holder, with fencing tokens: a build that lost its lock publishes nothing.
 
-A build holds one lock on its OUT for the whole build (`owning`), keyed on OUT's canonical location
-(`ads_core.storage.fencing.canonical_location`), so every spelling of one folder or bucket prefix is one lock.
-Its record (in a `LockStore`, see `store.py`) names the holder: host, pid, the process's start time, a nonce
+A build (and `ads format`) holds one lock on its OUT for the whole build (`owning`), keyed on OUT's canonical
+location (`ads_core.storage.fencing.canonical_location`), so every spelling of one folder or bucket prefix is one
+lock, and kept with OUT (`place.py`: `OUT/.lock`, or OUT's bucket), so builds meet there whatever their cache
+folder. Its record (in a `LockStore`, see `store.py`) names the holder: host, pid, the process's start time, a nonce
 and a lease expiry that a heartbeat thread renews while the build runs. A lock is taken over, with a warning
 naming the old holder, when
 - its holder is on this host and dead (pid gone, or reused by a process that started later), or
@@ -42,6 +43,7 @@ from ads_core.locks.store import (
     process_start,
 )
 from ads_core.storage import fencing
+from ads_core.storage.errors import translating
 from ads_core.storage.fencing import LockLost
 
 log = logging.getLogger("ads.locks")
@@ -257,7 +259,7 @@ class BuildLockManager:
 
 
 OUT_LOCKS = BuildLockManager()
-SECOND_OUT_LOCKS = BuildLockManager()  # the lock a build without ADS_LOCK_DIR takes, held as well (`place.also_for`)
+SECOND_OUT_LOCKS = BuildLockManager()  # a local OUT's second lock, in ADS_LOCK_DIR when set (`place.also_for`)
 
 
 def held_locks(store: Any = None) -> dict[str, dict[str, Any]]:
@@ -285,12 +287,13 @@ def owning(out: str, holder: str) -> Iterator[Ownership]:
     into OUT from this process is fenced while the block runs; pass `fence.to_dict()` to work done elsewhere."""
     key = out_lock_key(out)
     OUT_LOCKS.taken_over.pop(key, None)
-    OUT_LOCKS.acquire_lock(key, holder, label=out, store=store_for(out))  # an object-store OUT: in its bucket
+    with translating(out):  # OUT/.lock in a read-only OUT: the storage layer's one line, not a traceback
+        OUT_LOCKS.acquire_lock(key, holder, label=out, store=store_for(out))  # OUT/.lock, or OUT's bucket
     fence = OUT_LOCKS.fence(key)
     assert fence is not None
     checks, held, second = [fence.check], [OUT_LOCKS], also_for(out)
     try:
-        if second is not None:  # ADS_LOCK_DIR adds a lock, never moves it: also the one a build without it takes
+        if second is not None:  # ADS_LOCK_DIR adds a lock there, never moves OUT's own
             SECOND_OUT_LOCKS.acquire_lock(key, holder, label=out, store=second)
             held.append(SECOND_OUT_LOCKS)
             second_fence = SECOND_OUT_LOCKS.fence(key)
@@ -309,3 +312,5 @@ def owning(out: str, holder: str) -> Iterator[Ownership]:
                 manager.release_lock(key, holder)
             except ValueError:  # taken over meanwhile (our lease lapsed): nothing of ours to release
                 log.warning("the lock on %s was no longer ours at the end of the build", out)
+            except Exception as exc:  # noqa: BLE001 - a full or read-only OUT: the build's own error must show
+                log.warning("could not release the lock on %s (free once this process ends): %s", out, exc)

@@ -66,7 +66,8 @@ def lock_settings() -> LockSettings:
 
 
 def lock_dir() -> Path:
-    """ADS_LOCK_DIR (a folder; `place.store_at` also takes an s3:// prefix), else `<ADS cache dir>/locks`.
+    """ADS_LOCK_DIR (a folder; `place.store_at` also takes an s3:// prefix), else `<ADS cache dir>/locks`: the
+    store of a lock taken without naming one (an OUT's lock lives with the OUT: `place.own_store`).
 
     Read from the environment at every call and never set by any module: which layers a process imported does
     not move its locks (before, importing `ads_prefect` moved them to $PREFECT_HOME/ads-locks)."""
@@ -77,7 +78,7 @@ def lock_dir() -> Path:
 
 
 def default_lock_dir() -> Path:
-    """`<ADS cache dir>/locks`: where a local OUT's lock lives without ADS_LOCK_DIR."""
+    """`<ADS cache dir>/locks`: `lock_dir()` without ADS_LOCK_DIR."""
     from ads_core.common.defaults import cache_dir
 
     return cache_dir().expanduser().resolve() / "locks"

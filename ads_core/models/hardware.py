@@ -3,22 +3,36 @@
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from typing import Any
 
 from ads_core.models.tiny import cached_model_dir, preset_of
 
-# Device nodes some GPU stack needs (NVIDIA, NVIDIA Jetson, WSL2's GPU bridge, AMD ROCm). On Linux without any of
-# them torch cannot see a GPU, so `auto` is "cpu" without importing torch (~3 CPU-s per process): a build whose
-# rows all come from the score cache never loads it.
-GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvhost-ctrl", "/dev/dxg", "/dev/kfd")
+# Device nodes some GPU stack needs (NVIDIA, any NVIDIA GPU's node, NVIDIA Jetson, WSL2's GPU bridge, AMD ROCm, the
+# NVIDIA driver's proc folder), as glob patterns. On Linux without any of them torch cannot see a GPU, so `auto` is
+# "cpu" without importing torch (~3 CPU-s per process): a build whose rows all come from the score cache never loads
+# it. The one probe: training's choice of trainer (ads_core.train.choice) asks it too.
+GPU_DEVICE_NODES = (
+    "/dev/nvidiactl",
+    "/dev/nvidia[0-9]*",
+    "/dev/nvhost-ctrl",
+    "/dev/dxg",
+    "/dev/kfd",
+    "/proc/driver/nvidia",
+)
+
+
+def gpu_devices_present(nodes: tuple[str, ...] = GPU_DEVICE_NODES) -> bool:
+    """Whether this machine shows any GPU device node (always True off Linux, where torch must be asked)."""
+    import glob
+
+    return not sys.platform.startswith("linux") or any(glob.glob(node) for node in nodes)
 
 
 def pick_device(device: str = "auto", nodes: tuple[str, ...] = GPU_DEVICE_NODES) -> str:
     if device != "auto":
         return device
-    if sys.platform.startswith("linux") and not any(os.path.exists(node) for node in nodes):
+    if not gpu_devices_present(nodes):
         return "cpu"
     import torch
 

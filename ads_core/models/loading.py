@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ads_core.models.hardware import pick_device, pick_dtype
+from ads_core.models.smollm2 import bpe_cleanup_off
 from ads_core.models.tiny import resolve_model
 
 
@@ -51,7 +52,7 @@ def _from_pretrained(name: str, torch_dtype: Any, trust_remote_code: bool = Fals
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+        tokenizer = bpe_cleanup_off(AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code))
         lm = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype, trust_remote_code=trust_remote_code)
     except OSError as exc:
         raise ModelLoadError(

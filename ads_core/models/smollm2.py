@@ -92,6 +92,7 @@ def convert_gguf(source: Path, target: Path) -> Path:
         tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
         model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name, dtype=torch.float32)
         _fix_special_tokens(tokenizer, model)
+        bpe_cleanup_off(tokenizer)  # saved off: BPE ignores it, and transformers warns in every process that decodes
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         meta = {"name": NAME, "gguf_file": source.name, "gguf_sha256": digest, "conversion": CONVERSION_VERSION}
@@ -104,6 +105,20 @@ def convert_gguf(source: Path, target: Path) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def bpe_cleanup_off(tokenizer: Any) -> Any:
+    """TOKENIZER with ``clean_up_tokenization_spaces`` off where it is a BPE tokenizer (SmolLM2's, converted from its
+    GGUF file, asks for it; every policy load applies this, `models.loading`): transformers ignores the setting for
+    BPE anyway and says so in every process that decodes, so every log of a SmolLM2 run (each demo worker, each
+    eval) repeated the warning. Decoding is unchanged."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if (
+        getattr(tokenizer, "clean_up_tokenization_spaces", False)
+        and type(getattr(backend, "model", None)).__name__ == "BPE"
+    ):
+        tokenizer.clean_up_tokenization_spaces = False
+    return tokenizer
 
 
 def _fix_special_tokens(tokenizer: Any, model: Any) -> None:

@@ -14,6 +14,7 @@ import polars as pl
 
 from ads_core import storage
 from ads_core.stages.base import StageContext
+from ads_core.stages.report.validity import summary_line
 from ads_core.stages.score.cache import row_key
 from ads_core.storage import manifest as mf
 
@@ -52,6 +53,7 @@ class RefreshSummary:
     contaminated: int | None = None  # final rows matching a packaged eval set (report.decontaminate)
     label_agreement: dict[str, Any] | None = None  # clusters vs the source's own labels (column, nmi, values)
     difficulty_validity: dict[str, Any] | None = None  # Spearman of each difficulty measure vs the source's labels
+    same_as_eval: list[str] = field(default_factory=list)  # the eval sets the training set is (decontam.same_as_eval)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,8 +79,10 @@ class RefreshSummary:
             f"training: {self.training}",
         ]
         if self.contaminated is not None:
+            same = "; ".join(self.same_as_eval)
             lines.append(
                 f"decontamination: {self.contaminated} rows match an eval question (OUT/report/decontamination.json)"
+                + (f": {same}, so evaluating on it measures recall, not learning" if same else "")
             )
         if self.label_agreement:
             agreement = self.label_agreement
@@ -87,9 +91,8 @@ class RefreshSummary:
                 f"({agreement['values']} labels)"
             )
         if self.difficulty_validity:
-            rhos = self.difficulty_validity["spearman"]
-            shown = ", ".join(f"{name} {rho:+.3f}" if rho is not None else f"{name} n/a" for name, rho in rhos.items())
-            lines.append(f"difficulty validity (Spearman rho, OUT/report/difficulty_validity.json): {shown}")
+            line = summary_line(self.difficulty_validity)
+            lines += [line] if line else []
         return lines
 
 
@@ -129,6 +132,7 @@ def summarize(
         contaminated=report.counts.get("contaminated"),
         label_agreement=report.extra.get("label_agreement"),
         difficulty_validity=report.extra.get("difficulty_validity"),
+        same_as_eval=list(report.extra.get("same_as_eval") or []),
     )
     if previous is not None and current is not None:
         joined = previous.join(current, on="sample_id", how="full", suffix="_new", coalesce=True)

@@ -220,13 +220,6 @@ def _uniform(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) 
     return UniformSampler(cluster_ids, rank_in_cluster, cfg.uniform.replaced(batch_size=batch_size))
 
 
-@register_kind("easiest", options=EasiestShareConfig)
-def _easiest(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
-    from ads_core.sampler.baselines import EasiestShareSampler
-
-    return EasiestShareSampler(cluster_ids, rank_in_cluster, cfg.easiest.replaced(batch_size=batch_size))
-
-
 @register_kind("dots", options=DotsSamplerConfig, needs=(REFERENCE_ROLLOUTS,))
 def _dots(
     cluster_ids: Any,
@@ -253,3 +246,10 @@ def _dynamic(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) 
     from ads_core.sampler.dynamic import DynamicSamplingSampler
 
     return DynamicSamplingSampler(cluster_ids, rank_in_cluster, cfg.dynamic.replaced(batch_size=batch_size))
+
+
+@register_kind("easiest", options=EasiestShareConfig)
+def _easiest(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
+    from ads_core.sampler.baselines import EasiestShareSampler
+
+    return EasiestShareSampler(cluster_ids, rank_in_cluster, cfg.easiest.replaced(batch_size=batch_size))

@@ -116,6 +116,7 @@ SAMPLER_FACTORIES: dict[str, SamplerFactory] = {
     "uniform": lambda w, c, s: _build("uniform", w, c, s),
     "dots": lambda w, c, s: _build("dots-lite", w, c, s),  # the rule alone: the simulator has no predictor
     "dynamic": lambda w, c, s: _build("dynamic", w, c, s),
+    "easiest": lambda w, c, s: _build("easiest", w, c, s),
     "ads": lambda w, c, s: _ads(w, c, s),
     "ads-frontier": lambda w, c, s: _ads(w, c, s, window="frontier"),
     "ads-learnability": lambda w, c, s: _ads(w, c, s, inter_cluster_weighting="learnability"),

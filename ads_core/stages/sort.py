@@ -115,10 +115,15 @@ def sort_stage(
 
 
 def recorded(ctx: StageContext, _: int | None = None) -> dict[str, Any]:
-    """What training reads from the final manifest: the policy the difficulties were scored with, the dataset."""
+    """What training and the report read from the final manifest: the policy the difficulties were scored with,
+    the measure they are (score.difficulty: every label of the difficulty is read from here), the dataset."""
     from ads_core.models import resolve_model
 
-    return {"extra.policy_model": resolve_model(ctx.config.score.model), "extra.dataset": ctx.dataset}
+    return {
+        "extra.policy_model": resolve_model(ctx.config.score.model),
+        "extra.difficulty_measure": ctx.config.score.difficulty,
+        "extra.dataset": ctx.dataset,
+    }
 
 
 def run(ctx: StageContext, _: int | None) -> mf.Manifest:

@@ -117,6 +117,8 @@ def artifact_hash(uri: str) -> str:
 
 
 def input_entry(uri: str, sha256: str | None = None) -> dict[str, Any]:
+    """Describe one input: its URI (a local one absolute, see `anchored`) and content hash."""
+    uri = anchored(uri)
     return {"uri": uri, "sha256": sha256 or artifact_hash(uri)}
 
 

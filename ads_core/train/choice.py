@@ -7,16 +7,9 @@ from __future__ import annotations
 
 import importlib.util
 
+from ads_core.models.hardware import gpu_devices_present  # the one device probe (the score stage's too)
+
 ROLLOUT_ENGINES = ("vllm", "sglang")
-
-
-def gpu_devices_present() -> bool:
-    """Whether the kernel shows any GPU device (NVIDIA's /dev/nvidia*, AMD ROCm's /dev/kfd): without one there is
-    nothing for torch to find, and importing it (seconds) is not needed to say so."""
-    import glob
-    import os
-
-    return bool(glob.glob("/dev/nvidia[0-9]*")) or os.path.exists("/dev/kfd") or os.path.isdir("/proc/driver/nvidia")
 
 
 def cuda_gpu_count() -> int:

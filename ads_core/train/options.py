@@ -75,7 +75,10 @@ def _sampler_model(extra_kind: str | None) -> type[SamplerSection]:
         if spec.options is None:
             continue
         if spec.section in fields or spec.section in SamplerSection.model_fields:
-            raise ValueError(f"sampler kind {kind!r}: its section sampler.{spec.section} is taken")
+            raise ValueError(
+                f"sampler kind {kind!r}: its section sampler.{spec.section} is taken; give it a section of its own "
+                f'with section= (@sampler_kind(options=..., section="my_{spec.section}"))'
+            )
         fields[spec.section] = _section(spec.options, f"{kind} knobs: {_summary(spec.options)}")
     return create_model("TrainSamplerConfig", __base__=_KnownKind, __module__=__name__, **fields)
 
@@ -90,7 +93,10 @@ def _config_model(extra_trainer: str | None, extra_kind: str | None) -> type[Neu
             continue
         section = section_of_trainer(name)
         if section in fields or section in NeutralTrainConfig.model_fields:
-            raise ValueError(f"trainer {name!r}: its section {section} is taken")
+            raise ValueError(
+                f"trainer {name!r}: its section {section} is taken; give the class another name (its class "
+                f'attribute name = "my_{section}")'
+            )
         fields[section] = _section(options, f"{name} options: {_summary(options)}")
     return create_model("TrainConfig", __base__=_Complete, __module__=__name__, **fields)
 

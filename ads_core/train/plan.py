@@ -49,6 +49,7 @@ class TrainPlan:
     warnings: list[str] = field(default_factory=list)
     decontamination: dict[str, Any] | None = None
     part: TrainerPart | None = None
+    notes: list[str] = field(default_factory=list)  # what the user should know (the training set is an eval set)
 
     @property
     def prompts_per_step(self) -> int:
@@ -201,6 +202,24 @@ def size_warnings(info: ArtifactInfo, sampler: TrainSamplerConfig) -> list[str]:
     return warnings
 
 
+def eval_set_notes(info: ArtifactInfo, decon: dict[str, Any] | None) -> list[str]:
+    """A note for each eval set the training set is: from this run's decontamination against its eval sets, and
+    from the build's own check (OUT/report/decontamination.json), which sees the packaged sets even when OUT/eval
+    has none (a MATH-500 build: MATH-500 is the packaged math500 set)."""
+    found = decontam.same_as_eval(decon) if decon else []
+    if info.out_root:
+        report = storage.join(info.out_root, "report", "decontamination.json")
+        try:
+            found += decontam.same_as_eval(storage.read_json(report)) if storage.exists(report) else []
+        except (OSError, ValueError):  # an unreadable report: the build's own summary said it already
+            pass
+    return [
+        f"{sentence} (the build's and this run's decontamination checks): validation on it measures recall of "
+        "the training problems, not learning; validate on another set (eval_sets)"
+        for sentence in dict.fromkeys(found)
+    ]
+
+
 def default_name(dataset: str | None, sampler_kind: str, trainer: Any) -> str:
     """DATASET-SAMPLER, plus -TRAINER unless it is the fallback trainer (priority 0, TRL): a uniform baseline and
     an ADS run of one dataset get two run folders, so neither resumes the other."""
@@ -257,4 +276,5 @@ def plan_training(artifact_uri: str, cfg: TrainConfig, materialize: bool = True)
         eval_uris=evals,
         warnings=warnings,
         decontamination=decon,
+        notes=eval_set_notes(info, decon),
     )

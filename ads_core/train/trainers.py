@@ -172,7 +172,7 @@ def section_of_trainer(name: str) -> str:
 
 def sampler_keys() -> dict[str, str]:
     """Option -> its trainer's section, for the trainer options that sit among the ADS knobs (``sampler_keys``:
-    verl's YAML declares cluster_metrics_interval and strict_ids under data.ads_sampler)."""
+    verl's sampler adapter's cluster_metrics_interval and strict_ids, set with `-s` like a knob)."""
     return {
         key: section_of_trainer(n) for n in trainer_names() for key in getattr(trainer_class(n), "sampler_keys", ())
     }

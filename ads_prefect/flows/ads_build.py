@@ -24,7 +24,7 @@ import inspect
 import re
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import get_run_logger
 
 from ads_core import storage
 from ads_core.common.errors import InputError
@@ -40,7 +40,7 @@ from ads_core.stages.base import StageContext
 from ads_core.storage import manifest as mf
 from ads_core.storage.errors import StorageError
 from ads_prefect.flows.params import with_config_parameters
-from ads_prefect.flows.setup import prepare_process
+from ads_prefect.flows.setup import flow, prepare_process
 from ads_prefect.flows.stage_runs import PrefectExecutor
 from ads_prefect.runtime.prefect_env import BUILD_TIMEOUT_ENV, BUILD_TIMEOUT_S, flow_timeout
 from ads_prefect.runtime.runs import mark_crashed, run_url

@@ -10,10 +10,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
-
 from ads_core.common.errors import InputError
-from ads_prefect.flows.setup import prepare_process
+from ads_prefect.flows.setup import flow, prepare_process
 from ads_prefect.tasks import train as tt
 
 
@@ -21,7 +19,8 @@ def compare_run_name() -> str:
     """``compare-<first run>-vs-<second>...-<UTC time>``, as the other flows' runs are named (build-, train-, demo-)."""
     from prefect.runtime import flow_run
 
-    names = [Path(str(r)).name for r in flow_run.parameters.get("runs") or []]
+    refs = [str(r) for r in flow_run.parameters.get("runs") or []]
+    names = [r.partition("=")[0] if "=" in r else Path(r).name for r in refs]  # a group by its name
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", "-vs-".join(names)).strip("-")[:80] or "runs"
     return f"compare-{slug}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}"
 
@@ -31,7 +30,8 @@ def ads_compare(runs: list[str], out: str) -> dict[str, Any]:
     """Compare training runs and publish the comparison.
 
     Args:
-        runs: run folders (or names under ./ads-runs); the first is the baseline.
+        runs: run folders (or names under ./ads-runs), or groups NAME=RUN,RUN,... of one run per seed; the first
+            is the baseline.
         out: folder for compare.png, compare.json and compare.md.
     """
     prepare_process()

@@ -15,13 +15,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from ads_core.common.progress import phase
 from ads_core.config.demo import DemoConfig
 from ads_core.demo import runs
 from ads_prefect.flows.ads_build import ads_build
-from ads_prefect.flows.setup import prepare_process
+from ads_prefect.flows.setup import flow, prepare_process
 from ads_prefect.tasks import demo as td
 
 
@@ -44,14 +44,17 @@ def ads_demo(demo: DemoConfig = DemoConfig()) -> dict[str, Any]:
     prepare_process()
     cfg = demo.effective()
     paths = runs.DemoPaths.of(cfg)
+    phase("demo: the task and the warmed-up policy", announce=False)
     prepared = td.prepare_demo(cfg)
     build_cfg = runs.build_config(cfg, prepared.policy)
     sections = {name: getattr(build_cfg, name) for name in build_cfg.model_fields}
+    phase("demo: building the task", announce=False)
     with runs.fixed_threads():  # the build's numbers (NLL, embeddings, K-Means) do not depend on the core count
         built = ads_build(source=prepared.source, dataset=runs.DATASET, out=str(paths.build), **sections)
     artifact = built["final_uri"]
     pairs = [(sampler, seed) for seed in range(cfg.seeds) for sampler in (runs.BASELINE, runs.CANDIDATE)]
     todo = sum(not runs.finished(cfg, sampler, seed) for sampler, seed in pairs)  # no workers for a full rerun
+    phase(f"demo: training {todo} of {len(pairs)} runs, {min(cfg.jobs, todo)} at a time", announce=False)
     with runs.workers(min(cfg.jobs, todo)) as pool:
         td.set_pool(pool)
         try:
@@ -59,6 +62,7 @@ def ads_demo(demo: DemoConfig = DemoConfig()) -> dict[str, Any]:
             folders = [f.result() for f in futures]
         finally:
             td.set_pool(None)
+    phase("demo: comparing the runs", announce=False)
     result = td.compare_demo(cfg)
     return {
         "out": str(paths.root),

@@ -9,12 +9,13 @@ import datetime as dt
 import re
 from typing import Any
 
-from prefect import flow, task
+from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from ads_core import storage
 from ads_core.common.errors import InputError
+from ads_prefect.flows.setup import flow
 from ads_prefect.tasks.artifact_keys import artifact_key
 
 

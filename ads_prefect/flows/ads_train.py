@@ -28,7 +28,7 @@ import inspect
 from datetime import UTC, datetime
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.states import Completed, Failed, State
 from pydantic import ValidationError
@@ -38,7 +38,7 @@ from ads_core.config.base import error_line
 from ads_core.train import run as trun
 from ads_core.train.options import TrainConfig, load_train_config
 from ads_prefect.flows.params import with_config_parameters
-from ads_prefect.flows.setup import prepare_process
+from ads_prefect.flows.setup import flow, prepare_process
 from ads_prefect.runtime.prefect_env import TRAIN_TIMEOUT_ENV, TRAIN_TIMEOUT_S, flow_timeout
 from ads_prefect.tasks import train as tt
 from ads_prefect.tasks.handoff import RUN_NAME

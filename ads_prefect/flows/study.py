@@ -17,14 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
 from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from ads_core.config.study import StudyConfig
 from ads_core.demo import runs, study
 from ads_prefect.flows.ads_build import ads_build
-from ads_prefect.flows.setup import prepare_process
+from ads_prefect.flows.setup import flow, prepare_process
 from ads_prefect.tasks import study as ts
 
 

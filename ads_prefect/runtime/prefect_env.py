@@ -68,11 +68,33 @@ def prepare_prefect_env(cache_dir: Path) -> str | None:
     if os.environ.get("PREFECT_HOME"):
         # Prefect creates its home without parents; on a fresh machine the ADS cache dir may not exist yet.
         Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault(ANALYTICS_ENV, "false")
     if url:
         return url
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")  # slow, shared CI boxes
     return None
+
+
+ANALYTICS_ENV = "PREFECT_SERVER_ANALYTICS_ENABLED"
+
+
+@contextmanager
+def quiet_temporary_server() -> Iterator[None]:
+    """While a flow is called in this process: the temporary server Prefect may start for it (ephemeral mode)
+    runs without its telemetry service, as `ads build`'s does (`prepare_prefect_env`), unless the user set
+    PREFECT_SERVER_ANALYTICS_ENABLED. That service reads and then writes in one deferred SQLite transaction, which
+    fails at once with `database is locked` while the server's start-up writes, and the server printed that
+    traceback on our stderr before the first flow calls' clean states (issue 51); an offline tool phones nobody.
+    The server reads the variable when Prefect starts it, inside the outermost call."""
+    if ANALYTICS_ENV in os.environ:
+        yield
+        return
+    os.environ[ANALYTICS_ENV] = "false"
+    try:
+        yield
+    finally:
+        if os.environ.get(ANALYTICS_ENV) == "false":
+            del os.environ[ANALYTICS_ENV]
 
 
 @contextmanager

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ads_core.common.errors import InputError
+from ads_core.common.progress import working_on
 from ads_core.config.build import BuildConfig
 from ads_core.storage.errors import StorageError
 from ads_core.storage.fencing import LockLost
@@ -182,7 +183,8 @@ def flow_session(cache_dir: Path, progress: Any, say: Say, what: str, hint: str)
         previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             if api_url is None:
-                start_temporary_server()  # stopped with this process, kill -9 included
+                with working_on(f"starting a temporary Prefect server for {what}"):  # what the heartbeat names
+                    start_temporary_server()  # stopped with this process, kill -9 included
             yield api_url
         except (KeyboardInterrupt, TerminationSignal):  # Ctrl-C, or SIGTERM (Prefect's handler while the flow runs)
             stop_now(say, what=what)
@@ -194,12 +196,28 @@ def flow_session(cache_dir: Path, progress: Any, say: Say, what: str, hint: str)
                 stop_temporary_server()  # its goodbye line would otherwise follow the summary or the error
 
 
+_interrupting = threading.Event()  # a SIGINT / SIGTERM reached this process's handler: it is unwinding
+
+
+def interrupting() -> bool:
+    """Whether this process is already stopping on SIGINT / SIGTERM (a second signal would only cut its cleanup)."""
+    return _interrupting.is_set()
+
+
+def interrupt_this_process() -> None:
+    """Stop this process as Ctrl-C would (its handler unwinds the flow, releases the locks and exits with 130), once:
+    for work in a worker process that was interrupted alone."""
+    if not interrupting():
+        os.kill(os.getpid(), signal.SIGINT)
+
+
 def _interrupt(say: Say, what: str) -> Callable[[int, object], None]:
     """A SIGINT / SIGTERM handler that unwinds like Ctrl-C; if a stage computing in a worker thread (or a task
     waiting on a training worker) keeps the flow from unwinding, a timer marks the run Crashed, releases our
     locks and exits after GRACE_S."""
 
     def handler(signum: int, frame: object) -> None:
+        _interrupting.set()
         try:
             from prefect.context import FlowRunContext
 
@@ -239,4 +257,20 @@ def stop_now(say: Say = say_stderr, crashed_run: str | None = None, what: str = 
     except Exception:  # noqa: BLE001 - best effort: the run's state is already recorded
         pass
     sys.stderr.flush()
+    unlink_semaphores()
     os._exit(EXIT_INTERRUPTED)
+
+
+def unlink_semaphores() -> None:
+    """Unlink the named semaphores of this process's worker pools (the demo's training workers), as a normal exit's
+    finalizers would: `os._exit` skips them, and the resource tracker then warned "There appear to be 5 leaked
+    semaphore objects to clean up at shutdown" after every Ctrl-C."""
+    from multiprocessing import synchronize, util
+
+    registry = getattr(util, "_finalizer_registry", {})  # CPython's finalizers: SemLock registers its unlink there
+    for finalizer in list(registry.values()):
+        if getattr(finalizer, "_callback", None) is synchronize.SemLock._cleanup:
+            try:
+                finalizer()
+            except OSError:  # already gone: nothing to unlink
+                pass

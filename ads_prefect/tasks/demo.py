@@ -3,6 +3,7 @@ validation curve published as an artifact), compare the runs (tables and plot pu
 
 from __future__ import annotations
 
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from prefect.cache_policies import NO_CACHE
 
 from ads_core.config.demo import DemoConfig
 from ads_core.demo import runs
+from ads_prefect.runtime.interrupts import run_interruptible
 from ads_prefect.tasks.artifact_keys import artifact_key
 from ads_prefect.tasks.publish import image_markdown
 
@@ -40,7 +42,13 @@ def train_demo_run(cfg: DemoConfig, sampler: str, seed: int, artifact: str, prep
         folder = str(runs.DemoPaths.of(cfg).run(sampler, seed))
         get_run_logger().info("%s seed %d: finished earlier, reused (%s)", sampler, seed, folder)
     else:
-        folder = _pool.submit(runs.train_run, *args).result() if _pool is not None else runs.train_run(*args)
+        try:
+            if _pool is not None:  # in a worker process, whose SIGINT is told as such (runtime.interrupts)
+                folder = _pool.submit(run_interruptible, runs.train_run, *args).result()
+            else:
+                folder = runs.train_run(*args)
+        except KeyboardInterrupt:  # its worker process got SIGINT: the demo stops, saying what it stopped
+            raise stopped_in_worker(sampler, seed) from None
     from ads_core.evaluation.compare_report import validation_report
 
     report = validation_report(folder)
@@ -52,6 +60,24 @@ def train_demo_run(cfg: DemoConfig, sampler: str, seed: int, artifact: str, prep
             description=f"held-out accuracy of the demo's {sampler} run, seed {seed}",
         )
     return folder
+
+
+class DemoInterrupted(Exception):
+    """A training run of the demo was interrupted in its worker process; the demo stops."""
+
+
+def stopped_in_worker(sampler: str, seed: int) -> DemoInterrupted:
+    """Say which run a SIGINT stopped in its worker and stop the whole demo as Ctrl-C does (exit 130, finished runs
+    kept), instead of moving on to the next runs with one missing."""
+    from ads_prefect.runtime.runner import interrupt_this_process
+
+    sys.stderr.write(
+        f"interrupted: the {sampler} run, seed {seed}, stopped in its worker process (SIGINT); stopping the demo "
+        "(finished runs are kept)\n"
+    )
+    sys.stderr.flush()
+    interrupt_this_process()
+    return DemoInterrupted(f"{sampler} seed {seed}: interrupted in its worker process")
 
 
 @task(name="demo-compare", cache_policy=NO_CACHE, retries=0)

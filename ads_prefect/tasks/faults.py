@@ -10,7 +10,7 @@ from pathlib import Path
 from ads_core.common.progress import ProgressFactory, after_each_tick
 
 FAULT_ENV = "ADS_TEST_FAIL_STAGE"  # test-only: comma-separated stage names that raise InjectedFault
-PAUSE_ENV = "ADS_TEST_PAUSE_STAGE"  # test-only: "stage[@progress]:marker-file[:seconds]": touch the file, then sleep
+PAUSE_ENV = "ADS_TEST_PAUSE_STAGE"  # test-only: "stage[@progress]:marker-file[:seconds]": touch the file, then wait
 
 
 class InjectedFault(RuntimeError):
@@ -25,8 +25,8 @@ def fault_point(stage: str) -> None:
 
 
 def pause_point(stage: str) -> None:
-    """Test-only hook: with ADS_TEST_PAUSE_STAGE=stage:FILE[:SECONDS], create FILE and sleep (600 s), so a test can
-    kill -9 or SIGSTOP the build here."""
+    """Test-only hook: with ADS_TEST_PAUSE_STAGE=stage:FILE[:SECONDS], create FILE and wait SECONDS (600), so a test
+    can kill -9 or SIGSTOP the build here, or until the test deletes FILE (the build then goes on)."""
     wanted, _, marker = os.environ.get(PAUSE_ENV, "").partition(":")
     if wanted == stage and marker:
         import time
@@ -38,7 +38,9 @@ def pause_point(stage: str) -> None:
         staged = Path(f"{marker}.{os.getpid()}.tmp")  # the file appears with the pid in it: a test that sees it
         staged.write_text(str(os.getpid()))  # may kill us at once, and read the pid afterwards
         os.replace(staged, marker)
-        time.sleep(seconds)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and os.path.exists(marker):
+            time.sleep(0.05)
 
 
 def pausing_at_progress(factory: ProgressFactory, stage: str) -> ProgressFactory:

@@ -20,6 +20,7 @@ from prefect.cache_policies import CachePolicy
 from prefect.context import TaskRunContext
 from prefect.states import Completed, State
 
+from ads_core.common.progress import working_on
 from ads_core.config.build import BuildConfig
 from ads_core.locks.fence import fenced, stopping_when_lost
 from ads_core.pipeline import lifecycle
@@ -133,7 +134,7 @@ def stage_task(
         shown = progress if progress_artifact is None else with_artifact(progress_artifact, stage, ctx, shard)
         ctx.progress = pausing_at_progress(stopping_when_lost(shown, fence), stage_name)
         ctx.state = lifecycle.state_for(stage, ctx)
-        with lifecycle.resources(stage):
+        with lifecycle.resources(stage), working_on(stage.label(shard)):  # what the heartbeat names meanwhile
             manifest = run_stage(stage, ctx, shard, key)
     get_run_logger().info("%s: %s -> %s", stage.label(shard), summary(manifest), record["uri"])
     return {**record, "digest": outputs_digest(manifest)}

@@ -220,21 +220,22 @@ def _run_training(plan: TrainPlan) -> trun.TrainResult:
 
 @task(name="publish-comparison", cache_policy=NO_CACHE, retries=0)
 def publish_comparison(runs: list[str], out: str) -> dict[str, Any]:
-    """`ads compare`'s comparison of RUNS (folders or names under ./ads-runs; the first is the baseline), written
-    to OUT and published as one markdown artifact: the tables and the plot of accuracy against steps and rollouts."""
+    """`ads compare`'s comparison of RUNS (folders or names under ./ads-runs, or groups NAME=RUN,RUN,...; the first
+    is the baseline), written to OUT and published as one markdown artifact: the tables and the plot of accuracy
+    against steps and rollouts."""
     from pathlib import Path
 
-    from ads_core.evaluation.compare import load_runs
+    from ads_core.evaluation.compare import load_groups
     from ads_core.evaluation.compare_report import write_comparison
     from ads_prefect.tasks.artifact_keys import artifact_key as key_of
 
-    loaded = load_runs(runs)
-    result = write_comparison({r.name: [r] for r in loaded}, out)
-    names = " vs ".join(r.name for r in loaded)
+    groups = load_groups(runs)
+    result = write_comparison(groups, out)
+    names = " vs ".join(groups)
     png = Path(result["paths"]["plot"]).read_bytes()
     create_markdown_artifact(
-        key=key_of("compare", "-vs-".join(r.name for r in loaded)[:100]),
+        key=key_of("compare", "-vs-".join(groups)[:100]),
         markdown=f"# {names}\n\n{result['markdown']}\n{image_markdown(png, 'accuracy against steps and rollouts')}",
         description=f"training runs compared: {names} (ads compare)",
     )
-    return {key: result[key] for key in ("baseline", "sets", "headline", "reach", "paths")}
+    return {key: result[key] for key in ("baseline", "sets", "headline", "reach", "verdicts", "paths")}

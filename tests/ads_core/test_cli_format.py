@@ -148,13 +148,16 @@ def test_summary_names_counts_reasons_and_output(tmp_path):
     assert result.exit_code == 0
     text = " ".join(result.stderr.split())
     for needle in (
-        "read │ 3",
-        "kept │ 1",
+        "read │ 3 │ from rows.jsonl",  # no empty example cell (issue 53)
+        "kept │ 1 │ What is 1+1?",
         "rejected: duplicate │ 1 │ rows.jsonl row 1",
         "rejected: missing_answer │ 1 │ rows.jsonl row 2",
-        "layout qa",
+        # in words, not "layout qa (question=question, answer=answer)" (issue 53)
+        "read as question, solution and answer columns (MATH style): the question from column 'question', the "
+        "answer from column 'answer'",
     ):
         assert needle in text, needle
+    assert "layout qa" not in text and "question=question" not in text
     assert f"{tmp_path}/out/formatted/train.parquet" in text.replace(" ", "")
 
 

@@ -179,3 +179,33 @@ def test_a_table_without_questions_names_the_eval_set(tmp_path: Path, eval_uris:
     train = write(tmp_path / "t.parquet", ["q"])
     with pytest.raises(decontam.InputError, match="eval set oops .*no extra_info.question"):
         decontam.decontaminate(train, {**eval_uris, "oops": str(bad)})
+
+
+def test_a_training_set_that_is_an_eval_set_is_named_as_such(tmp_path: Path, eval_uris: dict[str, str]):
+    """Regression (issue 53): a build of MATH-500 said "500 rows match an eval question" and never that its training
+    set is the math500 eval set; `ads train` on it said nothing."""
+    from types import SimpleNamespace
+
+    from ads_core.train.plan import eval_set_notes
+
+    amc = write(tmp_path / "amc.parquet", problems("amc23"))
+    report = decontam.decontaminate(amc, eval_uris).to_dict()
+    assert report["eval_rows"] == {"math500": 500, "aime24": 30, "amc23": 40}
+    assert decontam.same_as_eval(report) == ["the training set is the amc23 eval set (40 of its 40 questions)"]
+    part = write(tmp_path / "part.parquet", problems("math500")[:30] + unrelated()[:2])
+    assert decontam.same_as_eval(decontam.decontaminate(part, eval_uris).to_dict()) == [
+        "the training set is drawn from the math500 eval set (30 of its 500 questions)"
+    ]
+    mixed = write(tmp_path / "mixed.parquet", problems("amc23")[:10] + unrelated()[:30])
+    assert decontam.same_as_eval(decontam.decontaminate(mixed, eval_uris).to_dict()) == []  # contaminated, not it
+
+    out = tmp_path / "OUT"  # ads train reads the build's own check beside OUT/final
+    (out / "report").mkdir(parents=True)
+    (out / "report" / "decontamination.json").write_text(json.dumps({k: v for k, v in report.items() if k != "rows"}))
+    notes = eval_set_notes(SimpleNamespace(out_root=str(out)), None)
+    assert notes == [
+        "the training set is the amc23 eval set (40 of its 40 questions) (the build's and this run's decontamination "
+        "checks): validation on it measures recall of the training problems, not learning; validate on another set "
+        "(eval_sets)"
+    ]
+    assert eval_set_notes(SimpleNamespace(out_root=None), report) == notes  # this run's own check says the same

@@ -50,8 +50,10 @@ def test_majority_vote_and_set_summary():
     assert s["pass_at_k"] == pytest.approx(3 / 4)
     assert s["maj_at_k"] == pytest.approx(1 / 4)
     assert (s["n"], s["k"]) == (4, 4)
-    assert 0 <= s["ci_low"] <= s["mean_at_k"] <= s["ci_high"] <= 1
-    assert metrics.summarize_problems(problems, 4) == s  # the bootstrap is seeded
+    assert s["ci_low"] is None and s["ci_high"] is None  # 4 problems: too few for an interval (issue 53)
+    more = metrics.summarize_problems(problems * 3, 4)
+    assert 0 <= more["ci_low"] <= more["mean_at_k"] <= more["ci_high"] <= 1
+    assert metrics.summarize_problems(problems * 3, 4) == more  # the bootstrap is seeded
     avg = metrics.overall({"a": s, "b": {**s, "mean_at_k": 1.0}})
     assert avg["mean_at_k"] == pytest.approx((s["mean_at_k"] + 1.0) / 2) and avg["n"] == 8
 
@@ -236,6 +238,7 @@ def test_publish_without_a_server_is_refused_before_any_evaluation(monkeypatch, 
 def test_cli_evaluates_a_run_folder(tmp_path: Path, tiny_model_dir: Path, monkeypatch):
     import shutil
 
+    from ads_cli.common import BAR_LINE
     from ads_cli.main import app
 
     run = tmp_path / "ads-runs" / "r1"
@@ -249,8 +252,14 @@ def test_cli_evaluates_a_run_folder(tmp_path: Path, tiny_model_dir: Path, monkey
     )
     assert result.exit_code == 0, result.output
     assert "mean@2" in result.output and "pass@2" in result.output and "amc23" in result.output
-    assert re.search(r"2/2 [\d.]+ problems/s", result.output), result.output  # the bar's rate
-    assert "eval r1@3: 2/2 problems, eta 0:00" in result.stdout.splitlines()  # stdout not a terminal: lines
+    lines = result.stdout.splitlines()  # stdout not a terminal: lines, the first saying what will run (issue 53)
+    assert re.fullmatch(
+        r"evaluating r1@3 \(.*checkpoint-3\) with transformers: sets amc23, at most 2 problems per set, k=2, "
+        r"max_tokens=4, template ads_think \(.*\) -> ads-eval/r1@3",
+        lines[0],
+    ), lines[0]
+    assert "eval r1@3: 2/2 problems, eta 0:00" in lines
+    assert not BAR_LINE.search(result.output)  # stderr is not a terminal either: no bar drawn into it
     out = tmp_path / "ads-eval" / "r1@3"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["sets"]["amc23"]["n"] == 2 and summary["config"]["seed"] == 3

@@ -178,3 +178,60 @@ def test_the_file_is_streamed_in_batches_not_held_whole(tmp_path: Path, monkeypa
     assert graded.num_row_groups == 3
     assert graded.read().column("correct").to_pylist() == [False, True, False, True, False, True, False]
     assert "graded 7 rows: 3 correct" in result.stderr
+
+
+ISSUE_51 = [  # superscripts were `error`, an object ground truth was read as its keys (`\boxed{a}` correct)
+    ({"completion": "\\boxed{3²}", "answer": "9"}, (True, "correct")),
+    ({"completion": "\\boxed{x²}", "answer": "x^2"}, (True, "correct")),
+    ({"completion": "\\boxed{2x²+1}", "answer": "2x^2+1"}, (True, "correct")),
+    ({"completion": "\\boxed{(x+1)²}", "answer": "(x+1)^2"}, (True, "correct")),
+    ({"completion": "\\boxed{\\pi r²}", "answer": "\\pi r^2"}, (True, "correct")),
+    ({"completion": "\\boxed{x⁻¹}", "answer": "1/x"}, (True, "correct")),
+    ({"completion": "\\boxed{3²}", "answer": "6"}, (False, "wrong")),
+    ({"completion": "\\boxed{a}", "answer": {"a": 1}}, (False, "error")),
+    ({"completion": "\\boxed{1}", "answer": [["1"]]}, (False, "error")),
+]
+
+
+def test_superscripts_and_object_ground_truths_get_their_verdicts(tmp_path: Path):
+    src = write_jsonl(tmp_path / "issue51.jsonl", [row for row, _ in ISSUE_51])
+    out = tmp_path / "issue51.graded.jsonl"
+    result = ads(str(src), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "graded 9 rows: 6 correct" in result.stderr
+    assert "correct 6, error 2, wrong 1" in result.stderr
+    note = "note: 2 rows with reason error, the first: row 7: ground truth is a dict ({'a': 1}), not a string"
+    assert note in result.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["correct"], r["reason"]) for r in rows] == [want for _, want in ISSUE_51]
+
+
+def test_a_read_only_out_folder_gets_the_words_ads_format_uses(tmp_path: Path, monkeypatch):
+    """A read-only mount (EROFS, simulated where the kernel reports it: creating a file there) is one line, in the
+    same words from `ads grade` as from `ads format`, before any row is graded."""
+    import errno
+    import os
+
+    real_open = os.open
+    read_only = tmp_path / "mnt"
+    read_only.mkdir()
+
+    def open_(path: Any, *args: Any, **kwargs: Any) -> int:
+        if str(path).startswith(str(read_only)):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    src = write_jsonl(tmp_path / "gen.jsonl", [row for row, _ in ROWS[:2]])
+    graded = ads(str(src), "--out", str(read_only / "graded.parquet"))
+    formatted = CliRunner().invoke(app, ["format", str(src), "--out", str(read_only / "out")])
+    lines = []
+    for result in (graded, formatted):
+        assert result.exit_code == 2, result.output
+        [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        lines.append(line)
+    words = "the filesystem is read-only; write to a writable location (--out)"
+    assert lines == [
+        f"error: {read_only / 'graded.parquet'}: cannot write in {read_only}: {words}",
+        f"error: storage error at {read_only / 'out'}: {words}",
+    ]

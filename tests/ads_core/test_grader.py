@@ -26,6 +26,8 @@ from ads_core.grading.pool import ZYGOTE_ENV, VerifierPool, get_pool
 from ads_core.grading.precheck import too_complex
 from ads_core.grading.text import extract_answer, fold_unicode
 
+pytestmark = pytest.mark.usefixtures("grader_verifier")  # verdicts of math-verify, not of its start
+
 LIMIT = 0.5  # seconds; the tests use a short limit to stay quick
 DEADLINE = 60.0  # a bound on each call for the futures, not a timing claim
 # The issue's answers that never finished under math-verify in a thread pool (or took 5-6 s in the main thread).
@@ -212,8 +214,9 @@ def test_a_forked_child_gets_its_own_verifiers():
 OWNER = """
 import time
 from ads_core.grading import grade
-from ads_core.grading.api import pool_size
+from ads_core.grading.api import pool_size, start_verifier
 from ads_core.grading.pool import ZYGOTE_ENV, VerifierPool, get_pool
+start_verifier()
 assert grade("\\\\boxed{\\\\sqrt{8}}", "2\\\\sqrt{2}").correct
 pool = get_pool(pool_size())
 print(pool._zygote.proc.pid, *[w.pid for w in pool._idle], flush=True)

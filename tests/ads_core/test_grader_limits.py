@@ -29,6 +29,8 @@ from ads_core.grading.pool import ZYGOTE_ENV, get_pool
 from ads_core.grading.precheck import too_complex
 from ads_core.grading.text import as_number, for_math_verify
 
+pytestmark = pytest.mark.usefixtures("grader_verifier")  # verdicts of math-verify, not of its start
+
 LIMIT = 0.5
 MARGIN = 0.5  # for a loaded test machine; the contract itself is LIMIT + 0.5 s
 SIXTEEN = {  # distinct answers that make sympy run for seconds or forever -> the verdict in every context
@@ -83,14 +85,14 @@ def test_a_check_that_used_its_cpu_budget_is_a_timeout_that_names_the_budget():
 FIRST_GRADE = """
 from ads_core.grading import grade
 from ads_core.grading.pool import get_pool
-result = grade("\\\\boxed{\\\\sqrt{8}}", "2\\\\sqrt{2}", timeout_s=LIMIT)
+result = grade("\\\\boxed{\\\\sqrt{44}}", "2\\\\sqrt{11}", timeout_s=LIMIT)
 pool = get_pool(1)
 print(repr((result.reason, result.elapsed_s, pool.address, pool._zygote.proc is None)))
 """.replace("LIMIT", repr(LIMIT))
 
 
 def _first_grade_in_child(queue) -> None:  # runs in a forked child
-    result = grade("\\boxed{\\sqrt{8}}", "2\\sqrt{2}", timeout_s=LIMIT)
+    result = grade("\\boxed{\\sqrt{44}}", "2\\sqrt{11}", timeout_s=LIMIT)  # graded by no other test: not cached
     pool = get_pool(1)
     queue.put((result.reason, result.elapsed_s, pool.address, pool._zygote.proc is None))
 

@@ -3,6 +3,7 @@ kill -9 included. The `ads build` end-to-end case is in tests/flows/test_fencing
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -17,8 +18,9 @@ import subprocess, sys, time
 from ads_core.common.procs import die_with_parent, reap_with_me
 ours = subprocess.Popen(["sleep", "600"], preexec_fn=die_with_parent())
 theirs = subprocess.Popen(["sleep", "600"])  # as a library would start it: nothing set up
-watchdog = reap_with_me(theirs.pid)
-print(ours.pid, theirs.pid, watchdog, flush=True)
+aside = subprocess.Popen(["sleep", "600"], start_new_session=True)  # as `ads build` starts Prefect's server
+watchdogs = [reap_with_me(theirs.pid), reap_with_me(aside.pid)]
+print(ours.pid, theirs.pid, aside.pid, *watchdogs, flush=True)
 time.sleep(600)
 """
 
@@ -33,22 +35,26 @@ def alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux")
-def test_children_die_with_a_parent_killed_by_sigkill():
+@pytest.mark.parametrize("whole_group", [False, True], ids=["the-parent", "its-process-group"])
+def test_children_die_with_a_parent_killed_by_sigkill(whole_group: bool):
+    """Killing the whole process group (a scheduler, `kill -9 -PGID`) also killed the watchdogs, which shared it,
+    and left a child in a session of its own (Prefect's temporary server) running (issue 51): a watchdog now has
+    a session of its own too."""
     owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    pids: list[int] = []
     try:
         pids = [int(p) for p in owner.stdout.readline().split()]
-        assert len(pids) == 3 and all(alive(p) for p in pids), pids
-        os.kill(owner.pid, signal.SIGKILL)
+        assert len(pids) == 5 and all(alive(p) for p in pids), pids
+        os.killpg(owner.pid, signal.SIGKILL) if whole_group else os.kill(owner.pid, signal.SIGKILL)
         owner.wait(10)
         deadline = time.monotonic() + 15  # a bound, not a timing claim: they go within a second here
         while any(alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not [p for p in pids if alive(p)], "outlived their parent"
     finally:
-        try:
-            os.killpg(owner.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        for pid in [owner.pid, *pids[1:3]]:  # the owner's group, and what a failed run leaves in other sessions
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
 
 
 FAKE_WORKER = """

@@ -411,4 +411,30 @@ def test_report_writes_the_section_when_the_source_has_a_level(tmp_path: Path):
             "nll_mean vs level": rows[("nll_mean", "level")]["rho"],
             "nll_sum vs level": rows[("nll_sum", "level")]["rho"],
         },
+        "between_measures": {"nll_mean vs nll_sum": rows[("nll_mean", "nll_sum")]["rho"]},
     }
+
+
+def test_the_report_names_the_difficulty_the_final_manifest_records(tmp_path: Path):
+    """Regression (issue 53): a build that scored nll_sum called its difficulty "token-mean NLL" in examples.md,
+    the plot's title and the UI's quantile table."""
+    from ads_core.stages.base import StageContext
+    from ads_core.stages.report.stage import STAGE
+
+    uris = write_inputs(tmp_path / "in", rows_per_cluster=10)
+    final_dir = str(tmp_path / "in" / "final")
+    recorded = mf.read(final_dir)
+    recorded.extra["difficulty_measure"] = "nll_sum"
+    mf.write(final_dir, recorded)
+    directory = str(tmp_path / "o" / "report")
+    cfg = ReportConfig(decontaminate=False)
+    manifest = report.write_report(uris["final"], uris["assignments"], uris["scores"], directory, cfg, "synth")
+    assert manifest.extra["difficulty_measure"] == "nll_sum"  # the record, not the caller's default (nll_mean)
+    examples = Path(manifest.output_uri("examples")).read_text()
+    assert "(difficulty = nll_sum, summed NLL of the reference solution, under the policy model)" in examples
+    ctx = StageContext(source="", out=str(tmp_path), dataset="synth", config=BuildConfig(), layout={})
+    titles = {item.key: item.description for item in STAGE.ui(ctx, manifest)}
+    assert titles["difficulty-quantiles"] == (
+        "difficulty quantiles per cluster (nll_sum, summed NLL of the reference solution)"
+    )
+    assert not any("token-mean" in text for text in (examples, *titles.values()))

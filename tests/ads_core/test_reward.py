@@ -18,6 +18,8 @@ from ads_core.train.reward import (
     normalize_answer,
 )
 
+pytestmark = pytest.mark.usefixtures("grader_verifier")  # verdicts of math-verify, not of its start
+
 
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,6 +1,7 @@
-"""Training options defined once: the CPU-sized TRL defaults (and that setting a size explicitly wins), the verl
-YAML's sampler block equal to the config defaults, the `ads-train` flow's parameters equal to `TrainConfig`'s
-fields, the `auto` trainer choice, and sampler kinds as one registry entry each."""
+"""Training options defined once: the CPU-sized TRL defaults (and that setting a size explicitly wins), the
+`ads-train` flow's parameters equal to `TrainConfig`'s fields, the `auto` trainer choice, and sampler kinds as one
+registry entry each. (verl reads the sampler from the run's sampler.json, not from a YAML copy of its defaults:
+tests/ads_core/test_verl_sampler_file.py, tests/integrations/test_train_config.py.)"""
 
 from __future__ import annotations
 
@@ -10,17 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from ads_core.common.registry import DuplicateBackendError
-from ads_core.config.sampler import ADSSamplerConfig
 from ads_core.sampler import kinds
 from ads_core.train import choice, trainers
 from ads_core.train.options import TrainConfig
 from ads_core.train.trl.options import TRL_MINI_CLUSTER_SIZE
-from ads_core.train.verl.options import INTEGRATION_KEYS, VerlConfig
-
-YAML = Path(__file__).resolve().parents[2] / "ads_core" / "train" / "verl" / "config" / "ads_grpo.yaml"
 
 
 def prompts(cfg: TrainConfig, trainer: str) -> int:
@@ -40,14 +36,6 @@ def test_cpu_defaults_are_cpu_sized_and_a_set_size_wins():
     # setting something else leaves the size at the trainer's default
     other = TrainConfig().with_overrides({"sampler.ads.alpha": 0.5}).replaced(steps=3)
     assert prompts(other, "trl") == 8 and other.sampler.ads.alpha == 0.5 and other.steps == 3
-
-
-def test_the_verl_yaml_sampler_block_is_the_config_defaults():
-    block = yaml.safe_load(YAML.read_text())["data"]["ads_sampler"]
-    verl = VerlConfig()
-    expected = ADSSamplerConfig().model_dump() | {key: getattr(verl, key) for key in INTEGRATION_KEYS}
-    assert set(INTEGRATION_KEYS) == {"cluster_metrics_interval", "strict_ids"}
-    assert block == expected
 
 
 def test_the_flow_parameters_are_the_train_config_fields():

@@ -65,3 +65,28 @@ def test_either_nll_gives_the_other_so_the_report_compares_both():
     mean = pl.DataFrame({"difficulty": [2.0, 0.5], "n_target_tokens": [3, 4]})
     assert validity.measure_columns(mean, "nll_mean")["nll_sum"].tolist() == [6.0, 2.0]
     assert list(validity.measure_columns(mean, "nll_answer")) == ["nll_answer"]
+
+
+def test_a_source_without_a_level_gets_a_validity_line_that_says_so():
+    """Regression (issue 53): a build of data without a level column printed "difficulty validity (Spearman rho,
+    ...): " with nothing after it."""
+    section = {"spearman": [{"measure": "nll_mean", "against": "nll_sum", "rho": 0.4016, "p": 1e-12, "n": 300}]}
+    summary = validity.validity_summary(section, "nll_sum")
+    assert summary == {"scored": "nll_sum", "spearman": {}, "between_measures": {"nll_mean vs nll_sum": 0.4016}}
+    assert validity.summary_line(summary) == (
+        "difficulty validity: no level or subject column in the source, so nothing to check the difficulty against; "
+        "the measures against each other (Spearman rho, OUT/report/difficulty_validity.json): nll_mean vs nll_sum "
+        "+0.402"
+    )
+    with_level = {**summary, "spearman": {"nll_sum vs level": 0.52}}
+    assert validity.summary_line(with_level) == (
+        "difficulty validity (Spearman rho, OUT/report/difficulty_validity.json): nll_sum vs level +0.520"
+    )
+    assert validity.summary_line({"scored": "nll_sum", "spearman": {}, "between_measures": {}}) is None
+
+
+def test_every_measure_has_the_label_the_build_prints():
+    assert validity.describe_measure("nll_sum") == "nll_sum, summed NLL of the reference solution"
+    assert validity.describe_measure("nll_mean") == "nll_mean, token-mean NLL of the reference solution"
+    assert validity.describe_measure(None).startswith("measure not recorded")
+    assert set(validity.MEASURE_TEXT) == set(validity.MEASURES)

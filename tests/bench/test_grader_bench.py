@@ -1,6 +1,6 @@
 """`bench/grader.py --smoke`: the grader bench runs end to end and reports p99 and max per context (main thread,
-thread pool, a forked and a spawned child's first grade), the verdicts that differ from the main thread's, and
-the target line. No timing figure is checked here; the verdict counts are."""
+thread pool, a forked and a spawned child's first grade, a fresh process's first grade), the verdicts that
+differ from the main thread's, and the target line. No timing figure is checked here; the verdict counts are."""
 
 from __future__ import annotations
 
@@ -25,12 +25,13 @@ def test_the_grader_bench_smoke_reports_every_context_and_the_target():
         "adversarial, child (fork)",
         "child (spawn), first grade",
         "adversarial, child (spawn)",
+        "fresh process, first grade",
     ]
     for context in contexts:
         [row] = [line for line in lines if line.startswith(context)]
         assert " p99 " in row and " max " in row and "over limit+0.5 s:" in row
     assert sum("slowest:" in line for line in lines) == len(contexts)
-    assert out.stdout.count("label (timeouts aside): 0") == 4  # right answers right, wrong ones wrong
+    assert out.stdout.count("label (timeouts aside): 0") == 5  # right answers right, wrong ones wrong
     # the smoke's adversarial answers: 5 refused by the pre-check and junk, 1 cut by its CPU budget, twice each
     assert out.stdout.count("reasons: timeout 2, too_complex 10") == 4
     assert len(re.findall(r"differ from the main thread's \(.*\): 0", out.stdout)) == 3

@@ -84,11 +84,13 @@ def test_dry_run_completes_and_shows_the_resolved_config(train_prefect, artifact
     cfg = OmegaConf.create(result["config_yaml"])
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     assert cfg.data.train_batch_size == 32 and cfg.trainer.save_freq == 5 and cfg.trainer.n_gpus_per_node == 2
+    assert result["sampler"]["sampler"]["ads"]["mini_cluster_size"] == 16  # what the launch writes to sampler.json
+    assert result["sampler_file"] == cfg.ads.sampler_file == str(tmp_path / "run" / "sampler.json")
 
     published = Artifact.get("ads-train-gsm8k-sample-ads-verl-config")
     assert published is not None and published.type == "markdown"
     text = published.data
-    assert "## Resolved verl config" in text and "use_v1: false" in text and "mini_cluster_size: 16" in text
+    assert "## Resolved verl config" in text and "use_v1: false" in text and '"mini_cluster_size": 16' in text
     assert "-m ads_core.train.verl.main" in text
     assert not (tmp_path / "run").exists()
     name, _ = run_of(state)

@@ -21,6 +21,8 @@ def tree(out: Path) -> dict[str, Any]:
     snapshot: dict[str, Any] = {}
     for path in sorted(p for p in out.rglob("*") if p.is_file()):
         rel = path.relative_to(out).as_posix()
+        if rel.startswith(".lock/"):  # OUT's lock (named for OUT's location, recording its holder): not built
+            continue
         if path.name == mf.MANIFEST_NAME:
             assert not mf.problems(mf.read(str(path.parent))), rel
             data = json.loads(path.read_text().replace(str(out), "OUT"))

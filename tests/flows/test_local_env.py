@@ -158,3 +158,45 @@ def test_the_run_forms_help_texts_hold_no_angle_brackets():
         assert not found, (flow.name, found)
     out = parameter_schema(ads_build.fn).model_dump()["properties"]["out"]["description"]
     assert "$ADS_OUT_DIR/{dataset}, else ./ads-out/{dataset}" in out
+
+
+FIRST_CALL = """
+import json, os, subprocess, sys
+seen = []
+class Spy(subprocess.Popen):
+    def __init__(self, args, *rest, **kwargs):
+        if "prefect.server.api.server:create_app" in " ".join(map(str, args)):  # Prefect starts its server
+            seen.append((kwargs.get("env") or os.environ).get("PREFECT_SERVER_ANALYTICS_ENABLED"))
+            raise OSError("the server is not started in this test")
+        super().__init__(args, *rest, **kwargs)
+subprocess.Popen = Spy
+from ads_prefect.flows.ads_build import ads_build
+for users_choice in (None, "true"):
+    if users_choice:
+        os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = users_choice
+    try:
+        ads_build(source=sys.argv[1], out=sys.argv[2])
+    except Exception:
+        pass
+    seen.append(os.environ.get("PREFECT_SERVER_ANALYTICS_ENABLED"))  # after the call: as it was before
+print("SEEN " + json.dumps(seen))
+"""
+
+
+def test_the_first_in_process_flow_call_starts_prefects_server_without_telemetry(clean_env: Path):
+    """Issue 51: the first in-process flow calls (no server configured: Prefect starts a temporary one) printed a
+    `sqlite3.OperationalError: database is locked` traceback before their clean Failed states. It came from the
+    server's telemetry service, which reads then writes in one deferred SQLite transaction and fails at once
+    while the server's start-up writes (it does not happen every time). `ads build` turns that service off; an
+    in-process call now does too, unless the user chose otherwise. Prefect's server start is only spied on."""
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(clean_env / "prefect-home"), HOME=str(clean_env / "home"))
+    args = [sys.executable, "-c", FIRST_CALL, str(clean_env / "none.jsonl"), str(clean_env / "out")]
+    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("SEEN ")]
+    assert lines, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert json.loads(lines[-1].removeprefix("SEEN ")) == ["false", None, "true", "true"]  # off, unless chosen

@@ -13,7 +13,7 @@ import pytest
 from ads_core.locks.fence import Fence
 from ads_core.locks.manager import BuildLockManager, LockLost, LockWaitTimeout, out_lock_key
 from ads_core.locks.objectstore import ObjectLockStore
-from ads_core.locks.place import store_for
+from ads_core.locks.place import also_for, store_for
 from ads_core.locks.store import LOCK_DIR_ENV, DirLockStore, LockSettingsError
 
 BUCKET = "ads-object-locks"
@@ -35,11 +35,12 @@ def no_lock_dir(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_an_s3_out_keeps_its_lock_in_its_bucket(bucket: str, no_lock_dir: None, tmp_path: Path, monkeypatch: Any):
     store = store_for(f"s3://{bucket}/builds/x")
     assert isinstance(store, ObjectLockStore) and store.location == f"s3://{bucket}/.ads-locks"
-    assert isinstance(store_for(str(tmp_path / "out")), DirLockStore)  # a local OUT: <ADS cache dir>/locks
+    assert store_for(str(tmp_path / "out")).location == str(tmp_path / "out" / ".lock")  # a local OUT: in OUT
     monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path / "locks"))
     assert isinstance(store_for(f"s3://{bucket}/builds/x"), DirLockStore)  # an explicit ADS_LOCK_DIR wins
     monkeypatch.setenv(LOCK_DIR_ENV, f"s3://{bucket}/shared-locks")
-    assert store_for(str(tmp_path / "out")).location == f"s3://{bucket}/shared-locks"  # an s3:// lock dir too
+    assert store_for(str(tmp_path / "out")).location == str(tmp_path / "out" / ".lock")  # still OUT's own,
+    assert also_for(str(tmp_path / "out")).location == f"s3://{bucket}/shared-locks"  # and an s3:// lock dir's
 
 
 def test_two_machines_building_one_s3_out_take_turns(bucket: str, no_lock_dir: None, tmp_path: Path, monkeypatch: Any):

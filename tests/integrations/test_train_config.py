@@ -1,9 +1,12 @@
 """`ads train` with verl: the artifact checks, the verl config (accepted by verl's own validation), the command,
-and the fast failure without CUDA. Planned through `TrainConfig(trainer="verl")`, as `--trainer verl` does."""
+the sampler file the verl task reads (the values the plan shows), and the fast failure without CUDA. Planned
+through `TrainConfig(trainer="verl")`, as `--trainer verl` does."""
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,6 +29,7 @@ from ads_core.train.errors import LaunchError
 from ads_core.train.options import TrainConfig
 from ads_core.train.verl import config as vc
 from ads_core.train.verl import launch as tl
+from ads_core.train.verl import sampler_file as sf
 from ads_core.train.verl.plan import plan_verl
 
 VERL = ["--trainer", "verl"]
@@ -40,6 +44,24 @@ def verl_plan(uri: str, resolve_config: bool = True, materialize: bool = True, *
 BASE = ["data.train_files=/data/train.parquet", "actor_rollout_ref.model.path=/models/m"]
 
 
+def run_sampler(**sampler) -> sf.RunSampler:
+    """The verl task's sampler for TrainConfig(sampler=SAMPLER) (what a plan writes to RUN_DIR/sampler.json)."""
+    cfg = TrainConfig(trainer="verl", sampler=sampler)
+    return sf.RunSampler.of(cfg.sampler, cfg.verl)
+
+
+def written(folder: Path, run: sf.RunSampler) -> str:
+    """The override that names RUN's sampler file, written into FOLDER."""
+    sf.write(str(folder / sf.FILE), run)
+    return f"{sf.HYDRA_KEY}={folder / sf.FILE}"
+
+
+def shown_sampler(stdout: str) -> dict:
+    """The sampler file's body as a dry run shows it (comment lines between the verl YAML and the command)."""
+    lines = stdout.split("(the sampler the verl task reads;", 1)[1].split("\n", 1)[1].split("# command:", 1)[0]
+    return json.loads("\n".join(line.removeprefix("# ") for line in lines.splitlines()))
+
+
 def verl_validate(cfg) -> None:
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
@@ -47,15 +69,12 @@ def verl_validate(cfg) -> None:
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
 
 
-def test_yaml_sampler_defaults_are_the_config_defaults():
-    """data.ads_sampler in ads_grpo.yaml mirrors ADSSamplerConfig (one definition, no second default)."""
-    from ads_core.config.sampler import ADSSamplerConfig
-
-    yaml_values = OmegaConf.to_container(OmegaConf.load(vc.CONFIG_DIR / "ads_grpo.yaml").data.ads_sampler)
-    ours = {k: v for k, v in yaml_values.items() if k not in vc.INTEGRATION_KEYS}
-    assert ours == ADSSamplerConfig().model_dump()
-    frontier = vc.sampler_config({"ads_sampler": {**yaml_values, "window": "frontier"}})
-    assert frontier.window == "frontier" and frontier.cluster_weighting == "frontier"
+def test_the_verl_yaml_holds_no_sampler_option():
+    """The sampler's defaults live once, in pydantic: verl's YAML names the run's sampler file and nothing else of
+    the sampler (no key that once carried a knob)."""
+    yaml_config = OmegaConf.load(vc.CONFIG_DIR / "ads_grpo.yaml")
+    assert [key for key in yaml_config.data if sf.former_key(f"data.{key}")] == []
+    assert yaml_config.ads.sampler_file is None  # null: every default, from the same classes
 
 
 def test_defaults_set_the_batch_from_the_sampler():
@@ -63,16 +82,9 @@ def test_defaults_set_the_batch_from_the_sampler():
     batch = ADSSamplerConfig().active_clusters * ADSSamplerConfig().mini_cluster_size
     assert cfg.data.train_batch_size == batch and cfg.data.dataloader_num_workers == 0
     assert cfg.trainer.use_v1 is False and cfg.algorithm.adv_estimator == "grpo"
-    cfg = vc.resolve(
-        [
-            *BASE,
-            "data.ads_sampler.active_clusters=2",
-            "data.ads_sampler.mini_cluster_size=16",
-            "data.ads_sampler.alpha=0.5",
-            "data.dataloader_num_workers=8",
-        ]
-    )
-    assert cfg.data.train_batch_size == 32 and cfg.data.ads_sampler.alpha == 0.5  # no `+` needed
+    run = run_sampler(ads={"active_clusters": 2, "mini_cluster_size": 16})
+    cfg = vc.resolve([*BASE, "data.dataloader_num_workers=8"], run=run)  # a dry run: the file is not written
+    assert cfg.data.train_batch_size == 32 and "ads_sampler" not in cfg.data
     assert cfg.data.dataloader_num_workers == 0  # forced
 
 
@@ -84,7 +96,6 @@ def test_defaults_set_the_batch_from_the_sampler():
         ("trainer.use_v1=true", "use_v1"),
         ("trainer.critic_warmup=2", "critic_warmup"),
         ("actor_rollout_ref.actor.ppo_mini_batch_size=48", "must divide the ADS batch 128"),
-        ("data.ads_sampler.alpha=2.0", "invalid data.ads_sampler.alpha: Input should be less than or equal to 1"),
     ],
 )
 def test_config_errors_are_clear(override: str, message: str):
@@ -92,11 +103,21 @@ def test_config_errors_are_clear(override: str, message: str):
         vc.resolve([*BASE, override])
 
 
-def test_unknown_sampler_keys_are_rejected():
+def test_the_verl_config_reads_the_sampler_only_from_its_file(tmp_path: Path):
+    """The verl-side reader (`run_sampler`, as ADSTaskRunner and the entry point call it): the file the config
+    names, checked through the same classes; a key that once carried the sampler is a second setting."""
+    run = run_sampler(kind="uniform", ads={"mini_cluster_size": 4}, uniform={"seed": 7})
+    config = OmegaConf.create({"data": {}, "ads": {"sampler_file": str(tmp_path / sf.FILE)}})
+    sf.write(str(tmp_path / sf.FILE), run)
+    assert vc.run_sampler(config).document() == run.document() and vc.run_sampler(config).sampler.uniform.seed == 7
+    assert vc.run_sampler(OmegaConf.create({"data": {}, "ads": {"sampler_file": None}})).sampler.ads.alpha == 0.3
+    (tmp_path / sf.FILE).write_text((tmp_path / sf.FILE).read_text().replace('"alpha": 0.3', '"alpha": 2.0'))
+    with pytest.raises(vc.ConfigError, match=re.escape(f"{tmp_path / sf.FILE}: sampler.ads.alpha: Input should be")):
+        vc.resolve([*BASE, f"{sf.HYDRA_KEY}={tmp_path / sf.FILE}"])
+    with pytest.raises(vc.ConfigError, match=r"^data\.ads_sampler: the verl task reads the sampler only from ads"):
+        vc.resolve([*BASE, "+data.ads_sampler.alpha=0.5"])  # the entry point run by hand
     with pytest.raises(Exception, match="ads_sampler"):
-        vc.resolve([*BASE, "data.ads_sampler.alpah=0.5"])  # Hydra refuses keys the YAML doesn't declare
-    with pytest.raises(vc.ConfigError, match="unknown data.ads_sampler keys"):
-        vc.sampler_config({"ads_sampler": {"alpah": 0.5}})
+        vc.resolve([*BASE, "data.ads_sampler.alpha=0.5"])  # without `+`, Hydra finds no such key
 
 
 def test_verl_validation_really_runs():
@@ -126,14 +147,60 @@ def test_dry_run_prints_a_config_verl_accepts(final_artifact: Path, tmp_path: Pa
     cfg = OmegaConf.create(yaml_text)
     verl_validate(cfg)  # verl's own validation accepts what we print
     assert cfg.data.train_files == str(final_artifact.resolve())
-    assert cfg.data.train_batch_size == 64 and cfg.data.ads_sampler.mini_cluster_size == 16
+    assert cfg.data.train_batch_size == 64 and cfg.ads.sampler_file == str(tmp_path / "run" / sf.FILE)
+    assert shown_sampler(result.stdout)["sampler"]["ads"]["mini_cluster_size"] == 16 and "ads_sampler" not in yaml_text
+    assert "every kind draws the ADS batch, 64 prompts per step, whatever its batch_size" in result.stdout
     assert cfg.trainer.n_gpus_per_node == 8 and cfg.trainer.save_freq == 10
     assert cfg.trainer.use_v1 is False and cfg.data.dataloader_num_workers == 0
     # --model defaults to the policy the difficulties were scored with
     manifest = ta.read_manifest(str(final_artifact))
     assert cfg.actor_rollout_ref.model.path == manifest["extra"]["policy_model"]
-    assert "-m ads_core.train.verl.main" in command and "data.ads_sampler.mini_cluster_size=16" in command
+    assert "-m ads_core.train.verl.main" in command and f"{sf.HYDRA_KEY}={tmp_path / 'run' / sf.FILE}" in command
     assert not (tmp_path / "run").exists()  # a dry run writes nothing
+
+
+def test_a_sampler_option_set_a_second_way_is_refused_in_one_line(final_artifact: Path, tmp_path: Path):
+    """A verl override that would set a sampler knob beside `-s` (the lower layer used to win silently) is refused
+    before anything runs, naming the flag that sets it."""
+    args = ["train", str(final_artifact), *VERL, "--dry-run", "--no-eval", "--run-dir", str(tmp_path / "run")]
+    result = CliRunner().invoke(app, [*args, "-s", "boundary_eps=0.2", "data.ads_sampler.boundary_eps=0.3"])
+    assert result.exit_code == 2
+    assert result.output == (
+        "error: data.ads_sampler.boundary_eps: set it with -s boundary_eps (or --set sampler.ads.boundary_eps); "
+        "verl reads the sampler from the run's sampler.json, not from overrides, so this would be a second setting\n"
+    )
+    assert not (tmp_path / "run").exists()
+
+
+READER = """
+import json, sys
+from ads_core.train.verl import config as vc
+config = vc.compose(sys.argv[1:])  # what `python -m ads_core.train.verl.main OVERRIDES` receives
+run = vc.run_sampler(config)  # what ADSTaskRunner.run reads and draws with
+print(json.dumps({"sampler": run.sampler.model_dump(mode="json"), "strict_ids": run.strict_ids,
+                  "cluster_metrics_interval": run.cluster_metrics_interval}))
+"""
+
+
+def test_the_verl_task_reads_the_sampler_the_plan_shows(final_artifact: Path, tmp_path: Path):
+    """The plan's sampler section reaches verl's process unchanged: the launch writes RUN_DIR/sampler.json, and a
+    process given the plan's own overrides reads it back as the task runner does."""
+    plan, part = verl_plan(
+        str(final_artifact),
+        resolve_config=False,
+        run_dir=str(tmp_path / "run"),
+        eval_sets=[],
+        sampler={"kind": "dots-lite", "ads": {"boundary_eps": 0.2, "window": "frontier"}, "dots_lite": {"target": 0.3}},
+        verl={"strict_ids": False, "cluster_metrics_interval": 5},
+    )
+    assert plan.sampler.ads.boundary_eps == 0.2 and part.sampler.sampler == plan.sampler
+    part.command = [sys.executable, "-c", READER, *part.overrides]
+    lines: list[str] = []
+    assert tl.launch(part, on_line=lines.append) == 0, "\n".join(lines)
+    read = json.loads(lines[-1])
+    assert read == {"sampler": plan.sampler.model_dump(mode="json"), "strict_ids": False, "cluster_metrics_interval": 5}
+    ads, target = read["sampler"]["ads"], read["sampler"]["dots_lite"]["target"]
+    assert (read["sampler"]["kind"], ads["boundary_eps"], ads["window"], target) == ("dots-lite", 0.2, "frontier", 0.3)
 
 
 @pytest.mark.parametrize("kind", ["uniform", "dots-lite"])
@@ -146,11 +213,10 @@ def test_verl_trains_the_baselines_too(kind: str, final_artifact: Path, tmp_path
     yaml_text, _, command = result.stdout.partition("\n# command:\n# ")
     cfg = OmegaConf.create(yaml_text)
     verl_validate(cfg)
-    assert cfg.data.sampler_kind == kind and cfg.data.baseline_samplers[section].seed == 7
     assert cfg.data.train_batch_size == 128  # the ADS batch, whatever the kind
-    assert f"data.sampler_kind={kind}" in command and f"data.baseline_samplers.{section}.seed=7" in command
-    resolved = vc.sampler_section(cfg.data)
-    assert resolved.kind == kind and getattr(resolved, section).seed == 7
+    shown = sf.parse(shown_sampler(result.stdout), "the dry run")  # what the launch would write
+    assert shown.sampler.kind == kind and getattr(shown.sampler, section).seed == 7
+    assert "sampler_kind" not in command and "baseline_samplers" not in command
 
 
 def test_the_artifact_check_makes_the_runs_sampler_by_kind(final_artifact: Path, monkeypatch: pytest.MonkeyPatch):
@@ -174,13 +240,14 @@ def test_rollout_replay_under_verl_is_refused_in_one_line(final_artifact: Path):
     assert "\n" not in line and "replay" in line and "--trainer trl" in line, line
 
 
-def test_dynamic_sampling_under_verl_is_refused_in_one_line(final_artifact: Path):
+def test_dynamic_sampling_under_verl_is_refused_in_one_line(final_artifact: Path, tmp_path: Path):
     result = CliRunner().invoke(app, ["train", str(final_artifact), *VERL, "--dry-run", "--sampler", "dynamic"])
     assert result.exit_code == 2
     line = result.output.strip()
     assert "\n" not in line and "algorithm.filter_groups" in line and "--trainer trl" in line
-    with pytest.raises(vc.ConfigError, match="filter_groups"):  # a hand-written verl config too
-        vc.resolve([*BASE, "data.sampler_kind=dynamic"], check=False)
+    dynamic = written(tmp_path, run_sampler(kind="dynamic"))
+    with pytest.raises(vc.ConfigError, match="filter_groups"):  # a hand-written sampler file too
+        vc.resolve([*BASE, dynamic], check=False)
 
 
 def test_dots_under_verl_is_refused_in_one_line(final_artifact: Path):
@@ -376,8 +443,7 @@ def test_entry_point_runs_our_task_runner_in_ray_up_to_the_gpu_workers(
     code, output = run_entry_point(
         f"data.train_files={final_artifact}",
         f"actor_rollout_ref.model.path={policy_model}",
-        "data.ads_sampler.active_clusters=2",
-        "data.ads_sampler.mini_cluster_size=4",
+        written(tmp_path, run_sampler(ads={"active_clusters": 2, "mini_cluster_size": 4})),
         "actor_rollout_ref.actor.ppo_mini_batch_size=4",
         "trainer.val_before_train=false",
         "trainer.test_freq=-1",

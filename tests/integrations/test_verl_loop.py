@@ -30,8 +30,10 @@ from verl.utils.dataset.rl_dataset import collate_fn  # noqa: E402
 
 from ads_core.sampler.ads import ADSSampler
 from ads_core.sampler.kinds import build_sampler
+from ads_core.train.options import TrainConfig
 from ads_core.train.reward import compute_score
 from ads_core.train.verl import config as vc
+from ads_core.train.verl import sampler_file as sf
 from ads_core.train.verl.sampler import ADSVerlSampler, BatchIdentityError, dataset_columns
 from ads_core.train.verl.trainer import ADS_STATE_FILE, ADSRayPPOTrainer
 
@@ -59,13 +61,18 @@ class FakeActorWorkerGroup:
         pass
 
 
-def make_config(artifact: Path, model: str, ckpt: Path, *extra: str):
+def make_config(artifact: Path, model: str, ckpt: Path, *extra: str, verl: dict | None = None, **sampler):
+    """verl's config for a run whose sampler file (written beside CKPT, as `ads train` writes RUN_DIR/sampler.json)
+    holds TrainConfig's sampler with SAMPLER's changes (2 clusters x 4 rows by default) and VERL's options."""
+    sampler = {"ads": {"active_clusters": 2, "mini_cluster_size": 4}} | sampler
+    chosen = TrainConfig(trainer="verl", sampler=sampler, verl=verl or {})
+    path = ckpt.parent / f"{ckpt.name}-{sf.FILE}"
+    sf.write(str(path), sf.RunSampler.of(chosen.sampler, chosen.verl))
     cfg = vc.resolve(
         [
             f"data.train_files={artifact}",
             f"actor_rollout_ref.model.path={model}",
-            "data.ads_sampler.active_clusters=2",
-            "data.ads_sampler.mini_cluster_size=4",
+            f"{sf.HYDRA_KEY}={path}",
             "data.filter_overlong_prompts=false",  # no tokenizer on this path; row positions stay the artifact's
             f"actor_rollout_ref.rollout.n={N_ROLLOUTS}",
             "actor_rollout_ref.actor.ppo_mini_batch_size=4",
@@ -82,7 +89,7 @@ def make_trainer(cfg) -> ADSRayPPOTrainer:
     dataset = create_rl_dataset(
         cfg.data.train_files, cfg.data, None, None, is_train=True, max_samples=cfg.data.get("train_max_samples", -1)
     )
-    sampler = ADSVerlSampler.from_dataset(dataset, cfg.data)
+    sampler = ADSVerlSampler.from_dataset(dataset, vc.run_sampler(cfg))  # as ADSTaskRunner.run builds it
     trainer = ADSRayPPOTrainer(
         config=cfg,
         tokenizer=None,
@@ -156,8 +163,19 @@ def expected_feedback(batch: DataProto, sampler: ADSVerlSampler) -> tuple[np.nda
 @pytest.fixture(scope="module", params=["reference", "frontier"])
 def cfg(request: pytest.FixtureRequest, final_artifact: Path, policy_model: str, tmp_path_factory):
     """Every loop test runs with both ADS windows (the saved state differs: windows vs band centres)."""
-    window = f"data.ads_sampler.window={request.param}"
-    return make_config(final_artifact, policy_model, tmp_path_factory.mktemp("ckpt"), window)
+    ads = {"active_clusters": 2, "mini_cluster_size": 4, "window": request.param}
+    return make_config(final_artifact, policy_model, tmp_path_factory.mktemp("ckpt"), ads=ads)
+
+
+def test_the_task_runners_sampler_is_the_run_files(final_artifact: Path, policy_model: str, tmp_path: Path):
+    """The adapter ADSTaskRunner builds draws with the file's kind and knobs and takes its two options."""
+    adapter = {"strict_ids": False, "cluster_metrics_interval": 3}
+    cfg = make_config(
+        final_artifact, policy_model, tmp_path / "ckpt", verl=adapter, kind="dots-lite", dots_lite={"target": 0.3}
+    )
+    sampler = make_trainer(cfg).ads_sampler
+    assert (sampler.kind, sampler.batch_size, sampler.sampler.cfg.target) == ("dots-lite", 8, 0.3)
+    assert (sampler.strict_ids, sampler.cluster_metrics_interval) == (False, 3)
 
 
 def test_dataloader_is_built_as_verl_builds_it(cfg):
@@ -178,7 +196,7 @@ def test_steps_drive_the_sampler_through_the_update_hook(cfg):
     trainer = make_trainer(cfg)
     sampler = trainer.ads_sampler
     cols = dataset_columns(trainer.train_dataset)
-    reference = ADSSampler(cols["cluster_id"], cols["rank_in_cluster"], vc.sampler_config(cfg.data))
+    reference = ADSSampler(cols["cluster_id"], cols["rank_in_cluster"], vc.run_sampler(cfg).sampler.ads)
     rng = np.random.default_rng(0)
     loader_iter = iter(trainer.train_dataloader)
     for step in range(1, 6):
@@ -204,15 +222,15 @@ def test_steps_drive_the_sampler_through_the_update_hook(cfg):
 def test_a_baseline_trains_through_the_same_hooks_and_resumes(
     kind: str, final_artifact: Path, policy_model: str, tmp_path: Path
 ):
-    """Every kind without extra rollouts per step: data.sampler_kind picks it, the adapter feeds it as it feeds
+    """Every kind without extra rollouts per step: the run's sampler file picks it, the adapter feeds it as it feeds
     ADS (the batches are its draws after each update), and a mid-epoch checkpoint resumes at the same batch."""
     ckpt = tmp_path / "ckpt"
-    cfg = make_config(final_artifact, policy_model, ckpt, f"data.sampler_kind={kind}", "trainer.resume_mode=auto")
+    cfg = make_config(final_artifact, policy_model, ckpt, "trainer.resume_mode=auto", kind=kind)
     trainer = make_trainer(cfg)
     sampler = trainer.ads_sampler
     assert sampler.kind == kind and sampler.batch_size == 8
     cols = dataset_columns(trainer.train_dataset)
-    section = vc.sampler_section(cfg.data)
+    section = vc.run_sampler(cfg).sampler
     reference = build_sampler(kind, cols["cluster_id"], cols["rank_in_cluster"], section, 8)
     rng, loader_iter = np.random.default_rng(3), iter(trainer.train_dataloader)
     for step in range(1, 4):

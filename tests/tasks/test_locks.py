@@ -255,21 +255,23 @@ def test_a_build_with_ads_lock_dir_and_one_without_take_turns(
     lock_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """Issue 41: ADS_LOCK_DIR moved OUT's lock instead of adding one, so a build that saw it and one that did not
-    both held OUT. The setting now adds a lock: the build under it also holds the one the other build takes."""
+    both held OUT. The setting now adds a lock: the build under it also holds OUT's own (`OUT/.lock`, issue 51),
+    which its token fences."""
     monkeypatch.setenv(WAIT_ENV, "1")
     monkeypatch.setenv("ADS_CACHE_DIR", str(tmp_path / "cache"))
     out = str(tmp_path / "out")
+    own = DirLockStore(tmp_path / "out" / ".lock")
     with owning(out, "flow-run:with-the-setting") as first:
-        assert first.fence.store == str(lock_dir)  # its fence: the configured store, as before
+        assert first.fence.store == str(own.root)  # its fence: OUT's own lock
+        in_lock_dir = DirLockStore(lock_dir).newest(out_lock_key(out))
+        assert in_lock_dir is not None and in_lock_dir.record["holder"] == "flow-run:with-the-setting"
         monkeypatch.delenv(LOCK_DIR_ENV)
         with pytest.raises(LockWaitTimeout, match="flow-run:with-the-setting"), owning(out, "flow-run:without"):
             pass
-        default = DirLockStore(tmp_path / "cache" / "locks").newest(out_lock_key(out))
-        assert default is not None and default.record["holder"] == "flow-run:with-the-setting"
         monkeypatch.setenv(LOCK_DIR_ENV, str(lock_dir))
-    assert (
-        default.number == 1 and DirLockStore(tmp_path / "cache" / "locks").newest(out_lock_key(out)).record["released"]
-    )
+    newest = own.newest(out_lock_key(out))
+    assert newest is not None and newest.number == 1 and newest.record["released"]
+    assert not (tmp_path / "cache" / "locks").exists()  # the cache folder holds no lock of OUT's
     # the other way round, the build without the setting in another process (one process holds each lock once)
     held, done = tmp_path / "held", tmp_path / "done"
     env = {k: v for k, v in os.environ.items() if k != LOCK_DIR_ENV}

@@ -45,6 +45,7 @@ MIN_OVERLAP = 0.1
 BOILERPLATE_EVAL = 3  # a 13-gram in this many eval questions is shared phrasing, not one problem's text
 BOILERPLATE_TRAIN = 10  # ... and so is one in more than this many training rows (GPT-3's rule)
 REASON = "contaminated"
+SAME_SET_SHARE = 0.9  # a training set whose rows match one eval set's questions this often is that eval set
 TEXT_CHARS = 600  # texts in the report are cut to this length
 
 _LAYOUT = re.compile(r"\\(?:left|right|displaystyle|textstyle|mathrm|text|textbf|mbox|quad|qquad)(?![a-zA-Z])")
@@ -125,6 +126,7 @@ class Decontamination:
     hits: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # eval set -> hits with both texts
     rejects_uri: str | None = None  # the dropped rows, reason "contaminated" (drop only)
     ngram: int = NGRAM
+    eval_rows: dict[str, int] = field(default_factory=dict)  # eval set -> its questions
 
     @property
     def contaminated(self) -> int:
@@ -132,6 +134,23 @@ class Decontamination:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "contaminated": self.contaminated}
+
+
+def same_as_eval(report: Mapping[str, Any]) -> list[str]:
+    """A sentence for each eval set the training set is (nearly every training row matches one of its questions),
+    from a decontamination report (``Decontamination.to_dict()`` or its JSON): a train set that is an eval set is
+    named as such, by the build and by ``ads train``."""
+    rows = int(report.get("train_rows") or 0)
+    sizes = report.get("eval_rows") or {}
+    found = []
+    for name, matched in (report.get("matches") or {}).items():
+        if not rows or matched < SAME_SET_SHARE * rows:
+            continue
+        size = sizes.get(name)
+        whole = size is not None and matched >= SAME_SET_SHARE * size
+        of = f" ({matched} of its {size} questions)" if size else f" ({matched} of {rows} rows match it)"
+        found.append(f"the training set is {'the' if whole else 'drawn from the'} {name} eval set{of}")
+    return found
 
 
 def _cut(text: str) -> str:
@@ -226,6 +245,7 @@ def _report(
         examples=[],
         methods={k: {"exact": 0, "ngram": 0} for k in evals},
         hits={k: [] for k in evals},
+        eval_rows={k: len(v) for k, v in evals.items()},
     )
     reasons: dict[int, str] = {}
     for i in report.rows:

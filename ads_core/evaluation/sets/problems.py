@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ads_core import storage
-from ads_core.common.answers import is_missing_answer
+from ads_core.common.answers import encode_alternatives, ground_truth_problem, is_missing_answer
 from ads_core.common.errors import InputError
 from ads_core.evaluation.backends import Problem
 from ads_core.evaluation.sets import catalog as ev
@@ -193,6 +193,14 @@ def _read(name: str, uri: str, stamp: tuple[int, int] | None) -> tuple[tuple[Pro
     questions = [(e or {}).get("question") if isinstance(e, dict) else None for e in extra]
     problems = []
     for row, (prompt, truth, pid) in enumerate(zip(prompts, truths, ids, strict=True)):
+        problem = ground_truth_problem(truth)
+        if problem is not None:
+            raise InputError(f"{uri}: row {row}: {problem} (reward_model.ground_truth); fix or drop it")
+        if hasattr(truth, "tolist") and not isinstance(truth, str):
+            truth = truth.tolist()
+        if isinstance(truth, list | tuple):
+            truth = [t for t in truth if not is_missing_answer(t)]
+            truth = encode_alternatives([str(t) for t in truth]) if truth else None  # not Python's repr of a list
         if is_missing_answer(truth):
             missing = f"no ground truth (reward_model.ground_truth {truth!r})"
             raise InputError(f"{uri}: row {row} has {missing}; fix or drop it")

@@ -53,7 +53,9 @@ def embed_texts(model_path: str, texts: list[str], batch_size: int = 16) -> np.n
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    from ads_core.models.smollm2 import bpe_cleanup_off
+
+    tokenizer = bpe_cleanup_off(AutoTokenizer.from_pretrained(model_path))
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

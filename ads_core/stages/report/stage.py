@@ -30,11 +30,17 @@ from ads_core.stages.report.embedding_map import palette, read_embeddings, sampl
 from ads_core.stages.report.terms import class_tfidf, render_terms_grid
 from ads_core.stages.report.topics import label_agreement, representatives
 from ads_core.stages.report.ui import ui_items
+from ads_core.stages.report.validity import (
+    describe_measure,
+    measure_columns,
+    numeric_labels,
+    validity,
+    validity_summary,
+)
 from ads_core.stages.report.validity import markdown as validity_markdown
-from ads_core.stages.report.validity import measure_columns, numeric_labels, validity, validity_summary
 from ads_core.storage import manifest as mf
 
-VERSION = "5"
+VERSION = "6"  # 6: the difficulty is named from the final manifest's record
 STAGE_DIR = "report"
 # manifest output name -> file in the report folder (the stage declares these as its outputs)
 REPORT_FILES = {
@@ -50,7 +56,9 @@ REPORT_FILES = {
 QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
 
 
-def render_plot(final: pl.DataFrame, points: pl.DataFrame, method: str, colors: dict[int, Any], title: str) -> bytes:
+def render_plot(
+    final: pl.DataFrame, points: pl.DataFrame, method: str, colors: dict[int, Any], title: str, measure: str
+) -> bytes:
     """PNG: difficulty histogram and cluster sizes on top; the 2-D map by cluster and by difficulty below."""
     import matplotlib
 
@@ -62,7 +70,7 @@ def render_plot(final: pl.DataFrame, points: pl.DataFrame, method: str, colors: 
     try:
         (hist, bars), (by_cluster, by_difficulty) = axes
         hist.hist(final["difficulty"].to_numpy(), bins=min(40, max(5, final.height // 10)), color="#3b6ea8")
-        hist.set(title="difficulty (token-mean NLL)", xlabel="difficulty", ylabel="rows")
+        hist.set(title=f"difficulty: {describe_measure(measure)}", xlabel="difficulty", ylabel="rows")
         sizes = final.group_by("cluster_id").len().sort("cluster_id")
         ids = sizes["cluster_id"].to_list()
         bars.bar(ids, sizes["len"].to_numpy(), color=[colors[c] for c in ids])
@@ -115,17 +123,17 @@ def difficulty_quantiles(final: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def examples_markdown(
-    final: pl.DataFrame, dataset: str, cfg: ReportConfig, topics: dict[str, Any] | None = None
+    final: pl.DataFrame, dataset: str, cfg: ReportConfig, topics: dict[str, Any] | None = None, measure: str = ""
 ) -> str:
     """Per cluster: the problems nearest its centroid (what it typically holds), its commonest source label
-    when there is one, then its easiest, median and hardest problem."""
+    when there is one, then its easiest, median and hardest problem; MEASURE names the difficulty."""
     topics = topics or {}
     nearest, labels = topics.get("representatives", {}), topics.get("labels") or {}
     lines = [
         f"# {md_text(dataset)}: example problems per cluster",
         "",
         "The problems nearest each cluster's centroid, then its easiest, median and hardest problem "
-        "(difficulty = token-mean NLL of the reference solution under the policy model).",
+        f"(difficulty = {describe_measure(measure)}, under the policy model).",
         "",
     ]
     if labels:
@@ -167,6 +175,14 @@ def read_final_for_report(final_uri: str) -> pl.DataFrame:
     return pl.from_arrow(table).with_columns(fields).drop("extra_info")
 
 
+def recorded_measure(final_uri: str) -> str | None:
+    """The difficulty measure the final artifact's manifest records (extra.difficulty_measure), None if none."""
+    try:
+        return mf.read(mf.stage_dir_of(final_uri)).extra.get("difficulty_measure")
+    except (OSError, ValueError):
+        return None
+
+
 def with_target_tokens(final: pl.DataFrame, scores_uri: str) -> pl.DataFrame:
     """FINAL with each row's scored token count (`n_target_tokens`) when the scores keep it."""
     try:
@@ -197,9 +213,10 @@ def write_report(
 
     The map needs the embeddings (SCORES_URI); the representatives need each row's distance to its centroid
     (ASSIGNMENTS_URI, the clustering the final artifact carries). SCORED names the difficulty measure the build
-    scored (score.difficulty).
+    scored (score.difficulty); the final artifact's own record of it (its manifest's extra.difficulty_measure) wins.
     """
     final = read_final_for_report(final_uri)
+    scored = recorded_measure(final_uri) or scored
     if not storage.exists(scores_uri):
         raise FileNotFoundError(
             f"{scores_uri}: the report's embedding map needs the scores file; rebuild with force_from=score"
@@ -208,7 +225,7 @@ def write_report(
     colors = palette(final["cluster_id"].unique().to_list())
     points, method = map_points(final, scores_uri, cfg)
     title = f"ads-build {dataset}: {final.height} rows"
-    storage.write_bytes(uris["plot"], render_plot(final, points, method, colors, title))
+    storage.write_bytes(uris["plot"], render_plot(final, points, method, colors, title, scored))
     quantiles = difficulty_quantiles(final)
     storage.write_json(uris["quantiles"], quantiles)
     agreement = label_agreement(final)
@@ -216,7 +233,7 @@ def write_report(
     storage.write_json(uris["topics"], topics)
     measures = measure_columns(with_target_tokens(final, scores_uri), scored)
     section = validity(measures, numeric_labels(final), agreement)
-    examples = examples_markdown(final, dataset, cfg, topics)
+    examples = examples_markdown(final, dataset, cfg, topics, scored)
     if section:
         examples += "\n" + validity_markdown(section, scored)
     storage.write_bytes(uris["examples"], examples.encode())
@@ -238,8 +255,9 @@ def write_report(
         storage.write_json(uris["validity"], {"scored": scored, **section})
         written.append("validity")
     counts = {"rows": final.height, "clusters": final["cluster_id"].n_unique(), "map_rows": points.height}
+    same_as_eval: list[str] = []
     if cfg.decontaminate:
-        counts["contaminated"] = write_decontamination(final_uri, uris["decontamination"])
+        counts["contaminated"], same_as_eval = write_decontamination(final_uri, uris["decontamination"])
         written.append("decontamination")
     manifest = mf.Manifest(
         stage="report",
@@ -254,21 +272,24 @@ def write_report(
         counts=counts,
         extra={
             "dataset": dataset,
+            "difficulty_measure": scored,
             "map_method": method,
             **({"label_agreement": {k: v for k, v in agreement.items() if k != "top"}} if agreement else {}),
             **({"difficulty_validity": validity_summary(section, scored)} if section else {}),
+            **({"same_as_eval": same_as_eval} if same_as_eval else {}),
         },
     )
     mf.write(directory, manifest)
     return manifest
 
 
-def write_decontamination(final_uri: str, uri: str) -> int:
+def write_decontamination(final_uri: str, uri: str) -> tuple[int, list[str]]:
     """The build's check: the final set against the packaged eval sets, written to URI (no paths in the
-    file, so it does not depend on OUT); returns the number of contaminated rows."""
+    file, so it does not depend on OUT); returns the number of contaminated rows and a sentence for each eval
+    set the training set is (``decontam.same_as_eval``)."""
     import tempfile
 
-    from ads_core.evaluation.sets.decontam import decontaminate
+    from ads_core.evaluation.sets.decontam import decontaminate, same_as_eval
     from ads_core.evaluation.sets.writer import write_eval_sets
 
     with tempfile.TemporaryDirectory(prefix="ads-decontam-") as tmp:
@@ -276,7 +297,7 @@ def write_decontamination(final_uri: str, uri: str) -> int:
         found = decontaminate(final_uri, {name: s.uri for name, s in sets.items()}, max_examples=5)
     report = {k: v for k, v in found.to_dict().items() if k not in ("train_uri", "output_uri", "rejects_uri")}
     storage.write_json(uri, report)
-    return found.contaminated
+    return found.contaminated, same_as_eval(report)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 from ads_core import storage
 from ads_core.common.text import md_text
 from ads_core.stages.base import StageContext, UIItem
+from ads_core.stages.report.validity import describe_measure
 from ads_core.storage import manifest as mf
 
 
@@ -70,7 +71,12 @@ def ui_items(ctx: StageContext, manifest: mf.Manifest) -> list[UIItem]:
     agreement = f"; clusters vs the source's {labels['column']} labels: NMI {labels['nmi']:.3f}" if labels else ""
     name = md_text(ctx.dataset)
     return validity_items(manifest) + [
-        UIItem("table", "difficulty-quantiles", quantiles, "difficulty quantiles per cluster (token-mean NLL)"),
+        UIItem(
+            "table",
+            "difficulty-quantiles",
+            quantiles,
+            f"difficulty quantiles per cluster ({describe_measure(manifest.extra.get('difficulty_measure'))})",
+        ),
         UIItem(
             "markdown",
             "cluster-examples",

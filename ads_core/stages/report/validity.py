@@ -24,10 +24,24 @@ import numpy as np
 import polars as pl
 
 MEASURES = ("nll_mean", "nll_sum", "nll_answer", "pass_rate")
+MEASURE_TEXT = {  # what each measure is, as every label of a build names its difficulty
+    "nll_mean": "token-mean NLL of the reference solution",
+    "nll_sum": "summed NLL of the reference solution",
+    "nll_answer": "token-mean NLL of the final answer given the question",
+    "pass_rate": "the policy's share of correct rollouts",
+}
 # numeric labels a source may carry about a row's difficulty (first found wins per name; every one is reported)
 NUMERIC_LABELS = ("level", "difficulty", "pass_rate", "solve_rate", "rating", "elo")
 MIN_LABELLED = 0.9  # share of rows that must carry the label
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+
+
+def describe_measure(measure: str | None) -> str:
+    """``nll_sum, the summed NLL of the reference solution``: the label every place that names a build's difficulty
+    uses, from the measure the artifact records (an artifact that records none says so)."""
+    if not measure:
+        return "measure not recorded (built before the final manifest named it)"
+    return f"{measure}, {MEASURE_TEXT[measure]}" if measure in MEASURE_TEXT else measure
 
 
 def label_number(value: Any) -> float | None:
@@ -130,7 +144,31 @@ def markdown(section: Mapping[str, Any], scored: str) -> str:
 
 
 def validity_summary(section: Mapping[str, Any], scored: str) -> dict[str, Any]:
-    """The manifest's short form: the scored measure and rho of each measure against each source label."""
+    """The manifest's short form: the scored measure, rho of each measure against each source label, and of the
+    measures against each other (all there is when the source labels no difficulty)."""
     measures = set(MEASURES)
     rows = [r for r in section["spearman"] if r["against"] not in measures]
-    return {"scored": scored, "spearman": {f"{r['measure']} vs {r['against']}": r["rho"] for r in rows}}
+    between = [r for r in section["spearman"] if r["against"] in measures]
+    return {
+        "scored": scored,
+        "spearman": {f"{r['measure']} vs {r['against']}": r["rho"] for r in rows},
+        "between_measures": {f"{r['measure']} vs {r['against']}": r["rho"] for r in between},
+    }
+
+
+def summary_line(summary: Mapping[str, Any]) -> str | None:
+    """The build's one printed line on validity: rho against the source's own labels, or, when it has none, says so
+    and gives the measures against each other; None when there is nothing to say."""
+    where = "OUT/report/difficulty_validity.json"
+
+    def shown(rhos: Mapping[str, Any]) -> str:
+        return ", ".join(f"{name} {rho:+.3f}" if rho is not None else f"{name} n/a" for name, rho in rhos.items())
+
+    if summary.get("spearman"):
+        return f"difficulty validity (Spearman rho, {where}): {shown(summary['spearman'])}"
+    if summary.get("between_measures"):
+        return (
+            "difficulty validity: no level or subject column in the source, so nothing to check the difficulty "
+            f"against; the measures against each other (Spearman rho, {where}): {shown(summary['between_measures'])}"
+        )
+    return None

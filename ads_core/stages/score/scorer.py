@@ -137,6 +137,18 @@ def plan_packs(lengths: Sequence[int], token_budget: int, pack_len: int) -> list
     return batches
 
 
+RUN_ORDER_SEED = 0
+
+
+def run_order(batches: Sequence[Any]) -> list[Any]:
+    """BATCHES in the order they are run: a seeded shuffle. The plans group rows by length (little padding); run in
+    that order the first batches are the shortest rows (or, packed, the fullest packs), whose cost per token is
+    not the rest's (attention grows with length), so the early rate misled the ETA. Shuffled, each stretch of the
+    run is a fair sample of the whole (each row's result does not depend on when its batch runs)."""
+    picks = np.random.default_rng(RUN_ORDER_SEED).permutation(len(batches))
+    return [batches[int(i)] for i in picks]
+
+
 class ScorerBackend(Protocol):
     """Scores tokenized rows; returns results in the order given."""
 
@@ -147,7 +159,10 @@ class ScorerBackend(Protocol):
         """Load the model for `cfg`; returns (scorer, tokenizer)."""
         ...
 
-    def score(self, rows: list[TokenizedRow], progress: Callable[[int], None] | None = None) -> ScoreBatchResult: ...
+    def score(self, rows: list[TokenizedRow], progress: Callable[[int], None] | None = None) -> ScoreBatchResult:
+        """Score ROWS; ``progress(n)`` after each batch with the tokens it scored (the work, whatever the rows'
+        lengths: an ETA from tokens per second holds, one from rows per second does not)."""
+        ...
 
 
 def make_backend(cfg: ScoreConfig) -> tuple[ScorerBackend, Any]:

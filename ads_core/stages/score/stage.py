@@ -16,6 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ads_core import models, storage
+from ads_core.common import progress as progress_lines
+from ads_core.common.progress import ProgressFactory, no_progress
 from ads_core.config.build import ScoreConfig
 from ads_core.stages.base import SHARD_SLOT, Resources, Stage, StageContext
 from ads_core.stages.score import cache as score_cache
@@ -51,13 +53,16 @@ def score_shard(
     shard_uri: str,
     index: int,
     cfg: ScoreConfig,
-    progress: Callable[[int], None] | None = None,
+    progress: ProgressFactory | None = None,
     scorer: tuple[ScorerBackend, Any] | Callable[[], tuple[ScorerBackend, Any]] | None = None,
+    label: str = "score",
 ) -> mf.Manifest:
     """Score rows [start, end) of shard `index` of `cfg.num_shards` into SHARD_URI (its manifest beside it).
 
     Rows found in the row score cache keep their stored values; only the others are scored, and the
-    model is loaded only when there are any (`scorer` may be a loader called on first need).
+    model is loaded only when there are any (`scorer` may be a loader called on first need). PROGRESS (a
+    factory, `ads_core.common.progress`) counts the tokens to score, LABEL names the bar: rows differ in length
+    tenfold, so only tokens per second give an ETA that holds.
     """
     table = _inputs_table(formatted_uri)
     start, end = shard_bounds(table.num_rows, cfg.num_shards, index)
@@ -66,22 +71,27 @@ def score_shard(
     cache = _open_cache(cfg)
     values = cache.lookup(keys) if cache else {}
     missing = [i for i, k in enumerate(keys) if k not in values]
-    if progress and len(part) > len(missing):
-        progress(len(part) - len(missing))
     backend_name, stats = "cache", {}
     if missing:
         backend, tokenizer = scorer() if callable(scorer) else (scorer or make_backend(cfg))
         rows = [
             tokenize_row(tokenizer, part[i]["question"], part[i]["solution"], part[i]["answer"], cfg) for i in missing
         ]
-        result = backend.score(rows, progress)
+        answers = []
+        if cfg.difficulty == "nll_answer":  # the final answer given the question alone: a second, short pass
+            answers = [tokenize_row(tokenizer, part[i]["question"], None, part[i]["answer"], cfg) for i in missing]
+        work = sum(len(r.input_ids) for r in rows + answers)
+        shown = f"{label}: {len(missing)} rows" + (
+            f" ({len(part) - len(missing)} more from the cache)" if values else ""
+        )
+        with (progress or no_progress)(shown, work, "tokens") as advance:
+            result = backend.score(rows, advance)
+            second = backend.score(answers, advance) if answers else None
         backend_name, stats = backend.name, result.stats
         difficulty, n_target, nll_target = result.difficulty, result.n_target_tokens, [r.nll_target for r in rows]
         if cfg.difficulty == "nll_sum":
             difficulty = result.difficulty * result.n_target_tokens
-        elif cfg.difficulty == "nll_answer":  # the final answer given the question alone: a second, short pass
-            answers = [tokenize_row(tokenizer, part[i]["question"], None, part[i]["answer"], cfg) for i in missing]
-            second = backend.score(answers)
+        elif second is not None:
             difficulty, n_target, nll_target = second.difficulty, second.n_target_tokens, ["answer"] * len(answers)
         fresh = pa.table(
             {
@@ -242,8 +252,11 @@ def run_shard(ctx: StageContext, shard: int | None) -> mf.Manifest:
     index = shard or 0
     start, end = shard_bounds(storage.parquet_num_rows(ctx.uri("formatted")), cfg.num_shards, index)
     scorer: Scorer = ctx.state if ctx.state is not None else Scorer(cfg)
-    with ctx.progress(f"score (embed + NLL) shard {index + 1}/{cfg.num_shards}", end - start) as advance:
-        return score_shard(ctx.uri("formatted"), ctx.uri("score_shard", index), index, cfg, advance, scorer.get)
+    label = f"score (embed + NLL) shard {index + 1}/{cfg.num_shards}"
+    with progress_lines.working_on(f"{label}: {end - start} rows (loading the model, tokenizing)"):
+        return score_shard(
+            ctx.uri("formatted"), ctx.uri("score_shard", index), index, cfg, ctx.progress, scorer.get, label
+        )
 
 
 def run_merge(ctx: StageContext, _: int | None) -> mf.Manifest:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ads_core.config.build import ScoreConfig
-from ads_core.stages.score.scorer import ScoreBatchResult, TokenizedRow, plan_batches, plan_packs
+from ads_core.stages.score.scorer import ScoreBatchResult, TokenizedRow, plan_batches, plan_packs, run_order
 
 log = logging.getLogger("ads.score")
 
@@ -65,10 +65,11 @@ class TransformersScorer:
         self.pack_len = cfg.token_budget if self.varlen else min(cfg.max_length, cfg.token_budget)
 
     def _plan(self, lengths: np.ndarray) -> list[list[np.ndarray]]:
+        """The batches (each a list of packs of row indices), in the order they run (`run_order`: a fair ETA)."""
         if self.packing:
-            return plan_packs(lengths, self.cfg.token_budget, self.pack_len)
+            return run_order(plan_packs(lengths, self.cfg.token_budget, self.pack_len))
         batches = plan_batches(lengths, self.cfg.token_budget, self.cfg.max_padding)
-        return [[np.asarray([i]) for i in b] for b in batches]  # one row per pack: right padding
+        return run_order([[np.asarray([i]) for i in b] for b in batches])  # one row per pack: right padding
 
     def score(self, rows: list[TokenizedRow], progress: Callable[[int], None] | None = None) -> ScoreBatchResult:
         import torch
@@ -91,7 +92,7 @@ class TransformersScorer:
                 difficulty[order] = nll
                 n_target[order] = counts
                 if progress:
-                    progress(len(order))
+                    progress(int(lengths[order].sum()))  # tokens: the work done, whatever the rows' lengths
         elapsed = time.perf_counter() - t0
         stats = {
             "real_tokens": real_tokens,

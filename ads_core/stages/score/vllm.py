@@ -162,7 +162,7 @@ class VLLMScorer:
                 )
             difficulty[start:stop], counts[start:stop] = nll, cnt
             if progress:
-                progress(len(group))
+                progress(sum(len(r.input_ids) for r in group))  # tokens, as every scorer reports its work
             start = stop
         lengths = np.array([len(r.input_ids) for r in rows], dtype=np.int32)
         return ScoreBatchResult(embeddings, difficulty, lengths, counts, {"real_tokens": int(lengths.sum())})

@@ -2,8 +2,9 @@
 
 verl 0.8 removed its curriculum-sampler plug-in, so this package brings its own pieces:
 
-* ``config/ads_grpo.yaml``: verl's ``ppo_trainer`` config plus ``data.ads_sampler.*`` (Hydra entry point
-  ``python -m ads_core.train.verl.main``);
+* ``config/ads_grpo.yaml``: verl's ``ppo_trainer`` config plus the integration's run settings (Hydra entry
+  point ``python -m ads_core.train.verl.main``);
+* ``sampler_file``: RUN_DIR/sampler.json, the run's resolved sampler, the one way it reaches the verl task;
 * ``sampler.ADSVerlSampler``: a torch ``Sampler[int]`` over the training ``RLHFDataset`` that emits whole
   ADS batches and keeps its state in verl's ``data.pt`` (read weights-only) and in ``ads_sampler.json``;
 * ``trainer.ADSRayPPOTrainer``: a minimal ``RayPPOTrainer`` subclass that feeds each step's rollouts back

@@ -1,4 +1,7 @@
-"""Compose, finish and validate the verl config of an ADS run (Hydra compose API, same YAML as the entry point)."""
+"""Compose, finish and validate the verl config of an ADS run (Hydra compose API, same YAML as the entry point).
+
+The sampler is not in this config: it is the run's sampler.json (`sampler_file`), which ``ads.sampler_file``
+names; `run_sampler` reads it, and `finalize` sizes the batch from it."""
 
 from __future__ import annotations
 
@@ -7,13 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
-from pydantic import ValidationError
 
-from ads_core.config.base import error_line
-from ads_core.config.sampler import ADSSamplerConfig
-from ads_core.sampler.kinds import has_extra_rollouts, kind_names, kind_spec
-from ads_core.train.options import TrainSamplerConfig
-from ads_core.train.verl.options import INTEGRATION_KEYS
+from ads_core.train.verl import sampler_file as sf
+from ads_core.train.verl.sampler_file import RunSampler
 
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
 CONFIG_NAME = "ads_grpo"
@@ -38,47 +37,32 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
         GlobalHydra.instance().clear()
 
 
-def sampler_config(data_config: Any) -> ADSSamplerConfig:
-    """ADSSamplerConfig from ``data.ads_sampler`` (unknown keys are an error, integration keys are skipped)."""
-    raw = data_config.get("ads_sampler") or {}
-    values = OmegaConf.to_container(raw, resolve=True) if isinstance(raw, DictConfig) else dict(raw)
-    known = set(ADSSamplerConfig.model_fields)
-    unknown = sorted(set(values) - known - set(INTEGRATION_KEYS))
-    if unknown:
-        raise ConfigError(f"unknown data.ads_sampler keys {unknown}; known: {sorted(known | set(INTEGRATION_KEYS))}")
+def run_sampler(config: Any) -> RunSampler:
+    """The sampler the run draws with: the file ``ads.sampler_file`` names (RUN_DIR/sampler.json, written by
+    `ads train`), or every default when it names none."""
+    refuse_second_setting(config)
+    path = (config.get("ads") or {}).get("sampler_file")
     try:
-        return ADSSamplerConfig(**{k: v for k, v in values.items() if k in known})
-    except ValidationError as exc:
-        raise ConfigError(f"invalid {error_line(exc, 'data.ads_sampler.')}") from None
+        return sf.read(str(path)) if path else sf.default_run_sampler()
+    except sf.SamplerFileError as exc:
+        raise ConfigError(str(exc)) from None
 
 
-def sampler_section(data_config: Any) -> TrainSamplerConfig:
-    """The sampler a run draws with: ``data.sampler_kind`` (ads by default), the ADS knobs from
-    ``data.ads_sampler`` and a baseline's from ``data.baseline_samplers.<section>`` (its section in the config
-    tree: the kind's name, `-` as `_`; its batch is the step's)."""
-    kind = str(data_config.get("sampler_kind") or "ads")
-    if kind not in kind_names():
-        raise ConfigError(f"data.sampler_kind={kind!r} is not a sampler kind; choose one of {', '.join(kind_names())}")
-    if has_extra_rollouts(kind):
+def refuse_second_setting(config: Any) -> None:
+    """A config that still sets the sampler through ``data.ads_sampler`` / ``data.baseline_samplers`` /
+    ``data.sampler_kind`` (e.g. ``+data.ads_sampler.alpha=0.5`` given to the entry point) is refused."""
+    data = config.get("data") or {}
+    former = [f"data.{key}" for key in data if sf.former_key(f"data.{key}")]
+    if former:
         raise ConfigError(
-            f"data.sampler_kind={kind}: its steps roll out extra generation batches (DAPO-style dynamic sampling), "
-            "which in verl is algorithm.filter_groups of the v1 trainer only; the ADS integration drives the v0 "
-            "trainer, so train this kind with trainer trl"
+            f"{', '.join(former)}: the verl task reads the sampler only from {sf.HYDRA_KEY} (the run's "
+            f"{sf.FILE}, written by `ads train` from its sampler options); remove {', '.join(former)}"
         )
-    if kind_spec(kind).needs:  # a trainer extension the ADS integration of verl does not have
-        raise ConfigError(
-            f"data.sampler_kind={kind} needs {', '.join(sorted(kind_spec(kind).needs))}: train it with trl"
-        )
-    raw = data_config.get("baseline_samplers") or {}
-    baselines = OmegaConf.to_container(raw, resolve=True) if isinstance(raw, DictConfig) else dict(raw)
-    try:
-        return TrainSamplerConfig(kind=kind, ads=sampler_config(data_config), **baselines)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        raise ConfigError(f"invalid {error_line(exc, 'data.baseline_samplers.')}") from None
 
 
-def finalize(config: DictConfig) -> DictConfig:
+def finalize(config: DictConfig, run: RunSampler | None = None) -> DictConfig:
     """Apply the ADS rules to a composed config, in place; raise ConfigError with a clear message if it can't run.
+    RUN is the run's sampler (default: `run_sampler(config)`, the file the config names).
 
     * ``data.train_batch_size``: null -> the sampler's batch (active_clusters x mini_cluster_size); anything
       else must equal it, because verl's dataloader cuts fixed-size batches from the sampler's stream.
@@ -86,9 +70,10 @@ def finalize(config: DictConfig) -> DictConfig:
     * ``data.dataloader_num_workers`` is forced to 0 (prefetching workers would run ahead of the updates).
     * ``trainer.use_v1`` must be false, ``trainer.critic_warmup`` 0 (the update hook runs with the actor update).
     """
-    sampler_section(config.data)  # a kind verl can draw with, and valid knobs
-    cfg = sampler_config(config.data)
-    batch = cfg.batch_size  # every kind draws the ADS batch
+    refuse_second_setting(config)
+    run = run or run_sampler(config)  # a kind verl can draw with, and valid knobs
+    cfg = run.sampler.ads
+    batch = run.batch_size  # every kind draws the ADS batch
     with open_dict(config):
         tbs = config.data.get("train_batch_size")
         if tbs is None:
@@ -97,7 +82,8 @@ def finalize(config: DictConfig) -> DictConfig:
             raise ConfigError(
                 f"data.train_batch_size={tbs} does not match the ADS sampler's batch "
                 f"(active_clusters {cfg.active_clusters} x mini_cluster_size {cfg.mini_cluster_size} = {batch}); "
-                f"leave data.train_batch_size unset (null) or change data.ads_sampler.*"
+                "leave data.train_batch_size unset (null) or change sampler.ads.active_clusters or "
+                "sampler.ads.mini_cluster_size"
             )
         gbs = config.data.get("gen_batch_size")
         if gbs is not None and int(gbs) != batch:
@@ -116,9 +102,6 @@ def finalize(config: DictConfig) -> DictConfig:
             f"actor_rollout_ref.actor.ppo_mini_batch_size={mini} must divide the ADS batch {batch} "
             f"(prompts per step); pick a divisor of {batch}"
         )
-    interval = config.data.ads_sampler.get("cluster_metrics_interval", 0)
-    if interval is None or int(interval) < 0:
-        raise ConfigError("data.ads_sampler.cluster_metrics_interval must be >= 0")
     return config
 
 
@@ -130,9 +113,10 @@ def validate(config: DictConfig) -> None:
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
 
 
-def resolve(overrides: Sequence[str] = (), check: bool = True) -> DictConfig:
-    """compose + finalize (+ verl's validation): the config an ADS run trains with."""
-    config = finalize(compose(overrides))
+def resolve(overrides: Sequence[str] = (), check: bool = True, run: RunSampler | None = None) -> DictConfig:
+    """compose + finalize (+ verl's validation): the config an ADS run trains with (RUN: its sampler, when the
+    file the config names is not written yet, as in a dry run)."""
+    config = finalize(compose(overrides), run)
     if check:
         validate(config)
     return config

@@ -24,7 +24,7 @@ class VerlTrainer:
     streams_steps: ClassVar[bool] = False  # a subprocess: its progress is its output (on_line)
     ads_defaults: ClassVar[dict[str, Any]] = {}  # the reference's batch, 4 x 32
     options: ClassVar[type] = VerlConfig  # the `verl` section
-    sampler_keys: ClassVar[tuple[str, ...]] = INTEGRATION_KEYS  # beside the ADS knobs in data.ads_sampler
+    sampler_keys: ClassVar[tuple[str, ...]] = INTEGRATION_KEYS  # `-s KEY=...`; they travel in RUN_DIR/sampler.json
     extra_arguments: ClassVar[str] = "overrides"  # `ads train ART key=value ...`: Hydra overrides
     supports: ClassVar[frozenset[str]] = frozenset()
     unsupported_why: ClassVar[dict[str, str]] = {

@@ -18,6 +18,7 @@ from pathlib import Path
 from ads_core.common.procs import die_with_parent
 from ads_core.train import choice
 from ads_core.train.errors import LaunchError
+from ads_core.train.verl import sampler_file
 from ads_core.train.verl.options import VerlConfig
 from ads_core.train.verl.plan import VerlPlan, launch_mode
 
@@ -67,8 +68,10 @@ def check_launch_environment(verl: VerlConfig) -> None:
 
 
 def launch(part: VerlPlan, on_line: Callable[[str], None] | None = None) -> int:
-    """Run the plan's command, passing each output line to ``on_line`` (default: inherit stdout)."""
+    """Write the run's sampler file (what the verl task draws with), then run the plan's command, passing each
+    output line to ``on_line`` (default: inherit stdout)."""
     Path(part.run_dir).mkdir(parents=True, exist_ok=True)
+    sampler_file.write(part.sampler_file, part.sampler)  # atomic: the task reads it whole or not at all
     env = {**os.environ, **part.env}
     dies_with_us = die_with_parent()  # killed with this process (this thread waits for it), kill -9 included
     if on_line is None:

@@ -10,7 +10,7 @@ from ads_core.config.base import Section, tuning
 
 
 class VerlConfig(Section):
-    """verl on Ray (CUDA GPUs): the cluster shape and what the ADS integration reads from `data.ads_sampler`."""
+    """verl on Ray (CUDA GPUs): the cluster shape, extra overrides, and the two options of the ADS adapter."""
 
     n_gpus_per_node: int = Field(
         1, ge=1, description="GPUs per node (trainer.n_gpus_per_node).", json_schema_extra={"flag": "--gpus"}
@@ -32,5 +32,5 @@ class VerlConfig(Section):
     )
 
 
-# VerlConfig fields that verl's YAML declares under data.ads_sampler, next to the ADS knobs.
+# VerlConfig fields of the sampler adapter: set with `-s` like the ADS knobs, written with them to RUN_DIR/sampler.json.
 INTEGRATION_KEYS = ("cluster_metrics_interval", "strict_ids")

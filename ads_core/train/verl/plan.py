@@ -1,8 +1,9 @@
 """verl's part of a plan: inputs verl can read, the Hydra overrides, the launch command, the resolved config.
 
 `ads_core.train.run.prepare` calls `plan_verl` on a neutral `TrainPlan`; the result is what `ads train --dry-run`
-prints and what `ads_core.train.verl.launch` runs. Sampler knobs become ``data.ads_sampler.*`` overrides only
-where they differ from the defaults, which `config/ads_grpo.yaml` declares (a test keeps the two equal).
+prints and what `ads_core.train.verl.launch` runs. The sampler is no override: it is the plan's sampler section,
+which the launch writes to RUN_DIR/sampler.json (`sampler_file`) and the verl task reads back; an override that
+would set it a second way is refused, naming the option that sets it.
 """
 
 from __future__ import annotations
@@ -19,14 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from ads_core import storage
-from ads_core.config.sampler import ADSSamplerConfig
-from ads_core.sampler.kinds import has_extra_rollouts, kind_spec
+from ads_core.sampler.kinds import has_extra_rollouts
 from ads_core.train.errors import TrainOptionError
 from ads_core.train.groups import drops_all_wrong
-from ads_core.train.options import TrainSamplerConfig
 from ads_core.train.plan import TrainPlan
-from ads_core.train.verl.config import ENTRY_MODULE, INTEGRATION_KEYS
-from ads_core.train.verl.options import VerlConfig
+from ads_core.train.verl import sampler_file as sf
+from ads_core.train.verl.config import ENTRY_MODULE
 from ads_core.train.verl.valmetrics import first_rows, validation_overrides
 
 _PLAIN = re.compile(r"[A-Za-z0-9_./~@+-]+")
@@ -43,6 +42,8 @@ class VerlPlan:
     env: dict[str, str]
     mode: str  # local, cluster (driver here, joins a Ray cluster) or ray-job
     run_dir: str
+    sampler: sf.RunSampler  # what the launch writes to sampler_file, for the verl task to read
+    sampler_file: str
     config_yaml: str = ""
     warnings: list[str] = field(default_factory=list)
 
@@ -53,19 +54,28 @@ class VerlPlan:
     def summary(self) -> dict[str, Any]:
         return {"mode": self.mode, "train_file": self.train_file, "val_files": self.val_files}
 
+    def sampler_text(self) -> str:
+        """The sampler file's content as YAML comment lines (the dry run shows it beside the verl config)."""
+        lines = self.sampler.to_json().splitlines()
+        batch = f"every kind draws the ADS batch, {self.sampler.batch_size} prompts per step, whatever its batch_size"
+        head = f"# {self.sampler_file} (the sampler the verl task reads; {batch}):\n"
+        return head + "".join(f"# {x}\n" for x in lines)
+
     def dry_run_text(self) -> str:
-        return f"{self.config_yaml}\n# command:\n# {self.command_line}\n"
+        return f"{self.config_yaml}\n{self.sampler_text()}# command:\n# {self.command_line}\n"
 
     def launch_line(self) -> str:
         return f"launching {self.command_line}"
 
     def outputs(self, dry_run: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {"mode": self.mode, "command": self.command}
-        return out | {"config_yaml": self.config_yaml} if dry_run else out
+        out: dict[str, Any] = {"mode": self.mode, "command": self.command, "sampler_file": self.sampler_file}
+        return out | {"config_yaml": self.config_yaml, "sampler": self.sampler.document()} if dry_run else out
 
     def describe(self) -> str:
         command = f"## Command\n\n```bash\n{self.command_line}\n```\n\n"
-        return command + f"## Resolved verl config\n\n```yaml\n{self.config_yaml}```\n"
+        sampler = f"## Sampler (`{self.sampler_file}`, read by the verl task)\n\n"
+        sampler += f"```json\n{self.sampler.to_json()}```\n\n"
+        return command + sampler + f"## Resolved verl config\n\n```yaml\n{self.config_yaml}```\n"
 
 
 def hydra_quote(value: Any) -> str:
@@ -92,25 +102,12 @@ def launch_mode(address: str | None) -> str:
     return "ray-job" if address.startswith(("http://", "https://")) else "cluster"
 
 
-def sampler_overrides(sampler: TrainSamplerConfig, verl: VerlConfig) -> list[str]:
-    """``data.ads_sampler.KEY=VALUE`` for every ADS knob that differs from its default (the YAML's value); for a
-    baseline, ``data.sampler_kind`` and its knobs (``data.baseline_samplers.SECTION.KEY``, its batch is the step's)."""
-    ads = sampler.ads
-    values = {k: v for k, v in ads.model_dump().items() if v != ADSSamplerConfig.model_fields[k].default}
-    values |= {k: getattr(verl, k) for k in INTEGRATION_KEYS if getattr(verl, k) != VerlConfig.model_fields[k].default}
-    out = [f"data.ads_sampler.{key}={hydra_quote(value)}" for key, value in values.items()]
-    default = TrainSamplerConfig()
-    if sampler.kind != default.kind:
-        out.append(f"data.sampler_kind={hydra_quote(sampler.kind)}")
-        section = kind_spec(sampler.kind).section
-        knobs, defaults = getattr(sampler, section, None), getattr(default, section, None)
-        if knobs is not None and defaults is not None:
-            out += [
-                f"data.baseline_samplers.{section}.{key}={hydra_quote(value)}"
-                for key, value in knobs.model_dump().items()
-                if key != "batch_size" and value != getattr(defaults, key)
-            ]
-    return out
+def refuse_second_settings(overrides: Sequence[str]) -> None:
+    """Refuse the first override that would set the sampler beside its options (``data.ads_sampler.*``, ...)."""
+    for item in overrides:
+        refusal = sf.second_setting(item)
+        if refusal is not None:
+            raise refusal
 
 
 def _stage(uri: str, dest: Path) -> str:
@@ -139,9 +136,14 @@ def plan_verl(plan: TrainPlan, materialize: bool = True, resolve_config: bool = 
             "integration drives the v0 loop: train it with trainer trl, or pick another kind",
             options=("trainer", "kind"),
         )
+    refuse_second_settings(verl.overrides)
     mode = launch_mode(verl.ray_address)
     run_dir = Path(plan.run_dir)
     warnings: list[str] = []
+    sampler = sf.RunSampler.of(plan.sampler, verl)
+    sampler_path = str(run_dir / sf.FILE)
+    if mode == "ray-job":
+        warnings.append(f"{sampler_path} must be readable at the same path on the cluster's nodes")
     if drops_all_wrong(cfg):
         if cfg.drop_all_wrong == "on":
             raise TrainOptionError(
@@ -188,6 +190,7 @@ def plan_verl(plan: TrainPlan, materialize: bool = True, resolve_config: bool = 
         f"trainer.default_local_dir={hydra_quote(str(run_dir / 'checkpoints'))}",
         "trainer.logger=[console,file]",
         f"ads.metrics_file={hydra_quote(metrics_file)}",
+        f"{sf.HYDRA_KEY}={hydra_quote(sampler_path)}",
         f"hydra.run.dir={hydra_quote(str(run_dir / 'hydra'))}",
     ]
     if val_files:
@@ -195,7 +198,6 @@ def plan_verl(plan: TrainPlan, materialize: bool = True, resolve_config: bool = 
         overrides += validation_overrides(cfg)  # k, sampling, test_freq, val_before_train
     else:
         overrides += ["trainer.val_before_train=false", "trainer.test_freq=-1"]
-    overrides += sampler_overrides(plan.sampler, verl)
     overrides.append(f"trainer.total_training_steps={int(cfg.steps)}")
     if mode == "cluster":
         overrides.append(f"ray_kwargs.ray_init.address={hydra_quote(verl.ray_address)}")
@@ -219,15 +221,18 @@ def plan_verl(plan: TrainPlan, materialize: bool = True, resolve_config: bool = 
         env=env,
         mode=mode,
         run_dir=str(run_dir),
+        sampler=sampler,
+        sampler_file=sampler_path,
         warnings=warnings,
     )
     if resolve_config:
-        part.config_yaml = resolve_config_yaml(overrides)
+        part.config_yaml = resolve_config_yaml(overrides, sampler)
     return part
 
 
-def resolve_config_yaml(overrides: Sequence[str]) -> str:
-    """Compose the entry point's config with these overrides, apply the ADS rules and verl's validation."""
+def resolve_config_yaml(overrides: Sequence[str], sampler: sf.RunSampler) -> str:
+    """Compose the entry point's config with these overrides, apply the ADS rules (with the run's SAMPLER, which
+    the launch writes to the file the config names) and verl's validation."""
     import contextlib
     import io
     import warnings as _warnings
@@ -237,7 +242,7 @@ def resolve_config_yaml(overrides: Sequence[str]) -> str:
     try:
         with _warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             _warnings.simplefilter("ignore")
-            cfg = vc.resolve(overrides)
+            cfg = vc.resolve(overrides, run=sampler)
     except vc.ConfigError:
         raise
     except AssertionError as exc:  # verl's validate_config reports with asserts

@@ -13,8 +13,9 @@ stateful ``BatchSampler``. ``ADSVerlSampler`` therefore
 * implements ``state_dict`` / ``load_state_dict``: torchdata stores them in verl's ``data.pt`` and, on
   load, calls ``load_state_dict`` and then ``iter()`` again, which resumes at the saved batch.
 
-The sampler is made by ``build_sampler`` (``data.sampler_kind``, default ads) and driven only through the
-protocol of ``ads_core.sampler.base``, so every kind without extra rollouts per step trains the same way.
+The sampler is made by ``build_sampler`` (the kind and knobs of the run's sampler.json, default ads) and driven
+only through the protocol of ``ads_core.sampler.base``, so every kind without extra rollouts per step trains the
+same way.
 ``feedback(batch)`` turns a verl training batch (n rollouts per prompt, grouped by ``uid``) into the
 sampler's ``update(idx, success)`` arguments, identifying prompts by ``extra_info.sample_id`` (or
 ``extra_info.index``), since verl drops custom top-level columns before the reward step.
@@ -35,8 +36,8 @@ from ads_core.sampler.base import Sampler, checked_batch
 from ads_core.sampler.feedback import Feedback
 from ads_core.sampler.kinds import build_sampler
 from ads_core.sampler.state import SamplerStateError, refuse, state_int, state_mapping
-from ads_core.train.options import TrainSamplerConfig
 from ads_core.train.verl.options import VerlConfig
+from ads_core.train.verl.sampler_file import RunSampler, default_run_sampler
 
 log = logging.getLogger("ads.verl")
 
@@ -104,24 +105,23 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
     # -- construction ----------------------------------------------------------------------------
 
     @classmethod
-    def from_dataset(cls, dataset: Any, data_config: Any = None, **kwargs: Any) -> ADSVerlSampler:
-        """Build over verl's ``RLHFDataset`` (its ``.dataframe`` after overlong-prompt filtering).
-
-        ``data_config`` is verl's ``config.data``: ``data.sampler_kind`` picks the kind, ``data.ads_sampler``
-        holds the ADS knobs (and the integration's), ``data.baseline_samplers`` the baselines'.
-        """
-        from ads_core.train.verl.config import sampler_section
-
-        section = sampler_section(data_config) if data_config is not None else TrainSamplerConfig()
-        extra = data_config.get("ads_sampler", {}) if data_config is not None else {}
-        defaults = VerlConfig()
-        interval = extra.get("cluster_metrics_interval", defaults.cluster_metrics_interval)
-        kwargs.setdefault("cluster_metrics_interval", int(interval or 0))
-        kwargs.setdefault("strict_ids", bool(extra.get("strict_ids", defaults.strict_ids)))
+    def from_dataset(cls, dataset: Any, run: RunSampler | None = None) -> ADSVerlSampler:
+        """Build over verl's ``RLHFDataset`` (its ``.dataframe`` after overlong-prompt filtering) with the run's
+        sampler: RUN, as ``ADSTaskRunner`` reads it from RUN_DIR/sampler.json (default: every default)."""
+        run = run or default_run_sampler()
+        section = run.sampler
         cols = dataset_columns(dataset)
         cid, rank = cols["cluster_id"], cols["rank_in_cluster"]
-        sampler = build_sampler(section.kind, cid, rank, section, section.ads.batch_size)
-        return cls(sampler, cols["sample_id"], cols.get("index"), cid, kind=section.kind, **kwargs)
+        sampler = build_sampler(section.kind, cid, rank, section, run.batch_size)
+        return cls(
+            sampler,
+            cols["sample_id"],
+            cols.get("index"),
+            cid,
+            kind=section.kind,
+            cluster_metrics_interval=run.cluster_metrics_interval,
+            strict_ids=run.strict_ids,
+        )
 
     @property
     def batch_size(self) -> int:
@@ -261,7 +261,7 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
                 f"index={_get(sample, 'index')!r}); was the run started on another artifact?"
             )
             if self.strict_ids:
-                raise BatchIdentityError(message + " (set data.ads_sampler.strict_ids=false to skip them)")
+                raise BatchIdentityError(message + " (to skip them, set verl.strict_ids false: -s strict_ids=false)")
             log.warning(message)
         if self._cluster_ids is not None:
             self._check_clusters(ntb["extra_info"], rows)

@@ -26,12 +26,17 @@ class ADSTaskRunner(BaseTaskRunner):
         from verl.utils.dataset.rl_dataset import collate_fn
         from verl.workers.config import HFModelConfig
 
-        from ads_core.train.verl.config import finalize
+        from ads_core.grading.api import start_verifier
+        from ads_core.train.verl.config import finalize, run_sampler
         from ads_core.train.verl.sampler import ADSVerlSampler
         from ads_core.train.verl.trainer import ADSRayPPOTrainer
 
         print(f"ADSTaskRunner hostname: {socket.gethostname()}, PID: {os.getpid()}")
-        finalize(config)  # idempotent; also guards runs launched with a hand-written config
+        # the math reward's verifier starts now, minutes before the first rewards: a grade never waits for it past
+        # its time limit, so a cold verifier would score the first symbolic answers as timeouts (as TRL's run does)
+        start_verifier()
+        run = run_sampler(config)  # RUN_DIR/sampler.json: the sampler exactly as `ads train` resolved it
+        finalize(config, run)  # idempotent; also guards runs launched with a hand-written config
         metrics_file = config.get("ads", {}).get("metrics_file")
         if metrics_file:
             # verl's `file` logger reads this in the trainer process (this actor), not in the launcher
@@ -75,7 +80,7 @@ class ADSTaskRunner(BaseTaskRunner):
             max_samples=config.data.get("val_max_samples", -1),
         )
         # The only functional difference from verl's TaskRunner: our sampler and trainer.
-        train_sampler = ADSVerlSampler.from_dataset(train_dataset, config.data)
+        train_sampler = ADSVerlSampler.from_dataset(train_dataset, run)
         print(
             f"[ads] sampler {train_sampler.kind}: {train_sampler.n_rows} rows, "
             f"batch {train_sampler.batch_size}, {train_sampler.steps_per_epoch} steps per epoch"
