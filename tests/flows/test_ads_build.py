@@ -219,11 +219,7 @@ def test_two_concurrent_builds_into_one_out_run_one_after_the_other(
         f"r = ads_build(source={str(sample_source)!r}, out={str(out)!r}, **{h.build_params()!r})\n"
         "print('RESULT ' + json.dumps([t0, time.time(), r['stages']]))\n"
     )
-    env = prefect_api.env(
-        ADS_LOCK_DIR=os.environ["ADS_LOCK_DIR"],
-        PREFECT_LOGGING_LEVEL="WARNING",
-        PREFECT_RESULTS_LOCAL_STORAGE_PATH=str(tmp_path / "results"),
-    )
+    env = prefect_api.env(ADS_LOCK_DIR=os.environ["ADS_LOCK_DIR"], PREFECT_LOGGING_LEVEL="WARNING")
     procs = [h.start_process([sys.executable, "-c", script], tmp_path / f"build{i}.log", env) for i in range(2)]
     try:
         for proc in procs:
