@@ -28,6 +28,7 @@ from ads_core.pipeline import lifecycle
 from ads_core.pipeline.stage_keys import reusable, run_stage
 from ads_core.pipeline.stages import stage_context, stages_by_name
 from ads_core.stages.base import Stage, StageContext
+from ads_core.storage import manifest as mf
 from ads_prefect.runtime.progress import progress
 from ads_prefect.tasks.faults import fault_point, pause_point, pausing_at_progress
 from ads_prefect.tasks.retries import default_retries, expected_errors, retry_delays, retry_if_transient
@@ -69,7 +70,7 @@ def context_of(params: dict[str, Any]) -> StageContext:
     return stage_context(params["source"], params["out"], params["dataset"], config)
 
 
-def summary(manifest: Any) -> str:
+def summary(manifest: mf.Manifest) -> str:
     """One log line from a manifest's counts (and the few extras people look for)."""
     counts = ", ".join(f"{k} {v}" for k, v in manifest.counts.items() if isinstance(v, int | float))
     extra = manifest.extra or {}
@@ -127,7 +128,7 @@ def stage_task(
     return uri
 
 
-def cached(manifest: Any, uri: str) -> State:
+def cached(manifest: mf.Manifest, uri: str) -> State:
     """The final state of a reused stage run: what the UI shows as `Cached`, with the manifest's summary."""
     return Completed(
         name="Cached", data=uri, message=f"reused: {summary(manifest) or 'its manifest records this stage key'}"
