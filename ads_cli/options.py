@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -211,13 +211,41 @@ def validation_message(root: type[BaseModel], exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def spell_field(root: type[BaseModel]) -> Callable[[str], str]:
-    """How this CLI names a config field that a library message mentions (`question_col` -> `--question-col`)."""
-    flags = flags_by_field(root)
-    by_name = {key.rsplit(".", 1)[-1]: flag for key, flag in flags.items()}
+def field_paths(root: type[BaseModel]) -> dict[str, str]:
+    """Field name -> its dotted path, for every field of ROOT and of its sections at any depth, nearest the root
+    first (`boundary_eps` -> `sampler.ads.boundary_eps`); a dotted path maps to itself."""
+    out: dict[str, str] = {}
+    level: list[tuple[str, type[BaseModel]]] = [("", root)]
+    while level:
+        deeper = []
+        for prefix, model in level:
+            for name, info in model.model_fields.items():
+                path = dotted(prefix, name)
+                out.setdefault(name, path)
+                out[path] = path
+                if _is_section(info.annotation):
+                    deeper.append((path, info.annotation))
+        level = deeper
+    return out
+
+
+def spell_field(
+    root: type[BaseModel],
+    own: Mapping[str, str] | None = None,
+    shortcut: Callable[[str], str | None] | None = None,
+) -> Callable[[str], str]:
+    """How a command names a config field that a library message mentions, the one speller of every command:
+    the command's OWN options first (`dry_run` -> `--dry-run`), then the field's flag (`question_col` ->
+    `--question-col`), then a command's SHORTCUT for a dotted path (`ads train`'s `-s KEY`), else `--set PATH`."""
+    flags, paths = flags_by_field(root), field_paths(root)
 
     def spell(field_name: str) -> str:
-        return by_name.get(field_name) or flags.get(field_name) or "--set <section>." + field_name
+        if own and field_name in own:
+            return own[field_name]
+        path = paths.get(field_name, field_name)
+        if path in flags:
+            return flags[path]
+        return (shortcut(path) if shortcut else None) or f"--set {path}"
 
     return spell
 

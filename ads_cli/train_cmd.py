@@ -24,8 +24,8 @@ from ads_cli.options import (
     command_with,
     common_parameters,
     config_parameters,
-    flags_by_field,
     resolve_config,
+    spell_field,
     with_signature,
 )
 from ads_core.common import defaults
@@ -38,32 +38,21 @@ OWN_FLAGS = {"dry_run": "--dry-run", "eval_sets": "--eval-set", "allow_change": 
 OWN_FLAGS["overrides"] = "the command line (extra key=value arguments)"
 
 
-def _all_fields() -> dict[str, str]:
-    """Field name -> dotted path, for every field of TrainConfig and its sections."""
-    out: dict[str, str] = {}
-    for section in ("", *TrainConfig.sections()):
-        model = TrainConfig if not section else TrainConfig.model_fields[section].annotation
-        for name in model.model_fields:  # type: ignore[union-attr]
-            out.setdefault(name, f"{section}.{name}" if section else name)
-    return out
+def _sampler_knob(path: str) -> str | None:
+    """`-s KEY (or --set PATH)` for what `-s KEY=VALUE` sets: an ADS knob, or a key the trainer routes there."""
+    from ads_core.train.trainers import sampler_keys
+
+    section, _, name = path.rpartition(".")
+    if section == "sampler.ads" or sampler_keys().get(name) == section:
+        return f"-s {name} (or --set {path})"
+    return None
 
 
 def spell_flag(field: str) -> str:
-    """How `ads train` spells a training option: ``dry_run`` -> ``--dry-run``, ``n_gpus_per_node`` -> ``--gpus``,
-    an ADS knob -> ``-s boundary_eps (or --set sampler.ads.boundary_eps)``, another knob without a flag ->
-    ``--set trl.gradient_accumulation_steps``."""
-    from ads_core.train.trainers import sampler_keys
-
-    if field in OWN_FLAGS:
-        return OWN_FLAGS[field]
-    flags = flags_by_field(TrainConfig)
-    dotted = _all_fields().get(field, field)
-    if dotted in flags:
-        return flags[dotted]
-    section, _, name = dotted.rpartition(".")
-    if section == "sampler.ads" or sampler_keys().get(name) == section:  # what `-s KEY=VALUE` sets
-        return f"-s {name} (or --set {dotted})"
-    return f"--set {dotted}"
+    """How `ads train` spells a training option (ads_cli.options.spell_field, the one speller): ``dry_run`` ->
+    ``--dry-run``, ``n_gpus_per_node`` -> ``--gpus``, an ADS knob -> ``-s boundary_eps (or --set
+    sampler.ads.boundary_eps)``, another knob without a flag -> ``--set trl.gradient_accumulation_steps``."""
+    return spell_field(TrainConfig, OWN_FLAGS, _sampler_knob)(field)
 
 
 CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}

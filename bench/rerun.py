@@ -4,8 +4,8 @@
 
 What is timed: two calls of the flow in one process, against a Prefect API that is already up (the
 PREFECT_API_URL in use, or a temporary local server started before any timing). The cold run starts from
-empty result storage and an empty output directory; the warm rerun is the identical call, so every stage
-is Cached (the report tasks still publish the UI artifacts). The tiny default model is built (if needed)
+an empty output directory (OUT's manifests are the build's only cache); the warm rerun is the identical call,
+so every stage is Cached (the report tasks still publish the UI artifacts). The tiny default model is built (if needed)
 before timing; loading it is part of the cold run. Process and server start-up are excluded from both.
 Data: the first ROWS problems of ../shared/data/gsm8k/train.jsonl, or, without that checkout, the bundled
 300-problem sample made unique with a suffix. The last line printed is the ratio.
@@ -92,7 +92,6 @@ def main() -> None:
         return
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(work / "results")  # a cold cache
     os.environ["ADS_LOCK_DIR"] = str(work / "locks")
     if not os.environ.get("PREFECT_API_URL"):
         os.environ["PREFECT_HOME"] = str(work / "prefect-home")

@@ -84,6 +84,22 @@ def replayed(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) 
     return coin(cluster_ids, rank_in_cluster, cfg, batch_size)
 
 
+class ReferencedSampler(UniformSampler):
+    """A uniform sampler that keeps the reference rollout its trainer provided (from its construction)."""
+
+    def __init__(self, cluster_ids: Any, rank_in_cluster: Any, batch_size: int, reference_rollouts: Any) -> None:
+        super().__init__(cluster_ids, rank_in_cluster, UniformSamplerConfig(batch_size=batch_size))
+        self.reference_rollouts = reference_rollouts
+
+
+@sampler_kind(options=CoinKnobs, needs=("reference_rollouts",), section="referenced")
+def referenced(
+    cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int, reference_rollouts: Any = None
+) -> ReferencedSampler:
+    """A kind that needs reference rollouts (as dots does): the trainer's reach its factory."""
+    return ReferencedSampler(cluster_ids, rank_in_cluster, batch_size, reference_rollouts)
+
+
 class BadKnobs(FrozenSection):
     """How the bad sampler's batches break the protocol."""
 

@@ -174,6 +174,47 @@ def test_a_kind_needing_what_a_trainer_lacks_is_refused_in_one_line(plugin_path:
         choose_trainer(TrainConfig(trainer="verl", sampler={"kind": "dynamic"}))  # the trainer's own reason
 
 
+def test_reference_rollouts_are_a_need_of_dots_that_trl_meets_and_verl_refuses_in_one_line():
+    from ads_core.sampler.kinds import REFERENCE_ROLLOUTS, kind_spec
+    from ads_core.train.errors import TrainOptionError
+    from ads_core.train.options import TrainConfig
+    from ads_core.train.trainers import choose_trainer, get_trainer, unmet_needs
+
+    assert kind_spec("dots").needs == {REFERENCE_ROLLOUTS} and kind_spec("dots-lite").needs == frozenset()
+    assert unmet_needs(get_trainer("trl"), "dots") is None  # TRL rolls the reference sets out
+    with pytest.raises(TrainOptionError) as refused:  # not a silent fall-back to fed-back rows
+        choose_trainer(TrainConfig(trainer="verl", sampler={"kind": "dots"}))
+    line = str(refused.value)
+    assert "\n" not in line and line.startswith(
+        "the dots sampler needs reference_rollouts, which trainer verl does not support: the ADS integration of "
+        "verl's loop has no hook that rolls out a reference set with the current policy"
+    ), line
+    assert refused.value.options == ("trainer", "kind")
+
+
+def test_what_a_trainer_provides_for_a_need_reaches_the_kinds_factory_and_only_a_kind_that_declares_it(
+    plugin_path: Path,
+):
+    import numpy as np
+
+    from ads_core.sampler.kinds import REFERENCE_ROLLOUTS, build_sampler
+    from ads_core.train.options import load_train_config
+
+    cid, rank = np.repeat(np.arange(4), 10), np.tile(np.arange(10), 4)
+
+    def rollout(rows: Any, seed: int) -> Any:
+        return np.full(len(rows), 0.5)
+
+    provided = {REFERENCE_ROLLOUTS: rollout, "rollout_replay": "not declared by either kind"}
+    section = load_train_config({"sampler": {"kind": "plugin_module:referenced"}}).sampler
+    made = build_sampler("plugin_module:referenced", cid, rank, section, 8, provided)
+    assert made.reference_rollouts is rollout  # type: ignore[attr-defined]
+    unprovided = build_sampler("plugin_module:referenced", cid, rank, section, 8)
+    assert unprovided.reference_rollouts is None  # type: ignore[attr-defined]
+    coin = load_train_config({"sampler": {"kind": "plugin_module:coin"}}).sampler
+    assert build_sampler("plugin_module:coin", cid, rank, coin, 8, provided).batch_size == 8  # four arguments
+
+
 def test_a_class_path_kinds_knobs_reach_verls_task_in_the_sampler_file(plugin_path: Path, tmp_path: Path):
     """verl's task reads a kind named by class path with its own section, as the plan resolved it; a kind whose
     needs verl lacks is refused when the file is read (a file written by hand)."""

@@ -101,7 +101,7 @@ PRIVATE_APIS: tuple[PrivateApi, ...] = (
         "trl",
         "trl:GRPOTrainer",
         ("_tokenize_prompts", "_generate_single_turn"),
-        "ads_core/train/trl/replay/reference.py",
+        "ads_core/train/trl/reference.py",
         "DOTS's reference rollouts render and generate exactly as training does (same template and sampling)",
         contract="tests/integrations/test_trl_contract.py",
     ),

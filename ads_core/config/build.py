@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from ads_core.common.names import safe_name
 from ads_core.config.base import Section, tuning
@@ -233,6 +234,12 @@ class ReportConfig(Section):
     )
 
 
+REMOVED_RESULT_STORAGE = (
+    "result_storage is no longer an option: OUT's manifests are the build's one cache and Prefect keeps no records; "
+    "remove it"
+)
+
+
 class RunConfig(Section):
     """How the build runs (not part of any artifact's identity)."""
 
@@ -263,9 +270,14 @@ class RunConfig(Section):
         "artifact after its last one Failed or Crashed (0: never retry). A run still Scheduled, Pending or Running "
         "is left alone; a Completed one is never repeated.",
     )
-    result_storage: str | None = tuning(
-        default=None, description="Prefect block slug for cache records (e.g. remote-file-system/ads-results)."
-    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_result_storage(cls, value: Any) -> Any:
+        """`result_storage` placed Prefect's cache records, a second cache beside OUT's manifests: refused."""
+        if isinstance(value, dict) and "result_storage" in value:
+            raise PydanticCustomError("removed", REMOVED_RESULT_STORAGE)
+        return value
 
     @field_validator("force_from", mode="before")
     @classmethod
@@ -293,6 +305,4 @@ class BuildConfig(Section):
     )
     cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="PCA and K-Means.")
     report: ReportConfig = Field(default_factory=ReportConfig, description="The build report.")
-    run: RunConfig = Field(
-        default_factory=RunConfig, description="force_from, Dask, the ads-train hand-off and result storage."
-    )
+    run: RunConfig = Field(default_factory=RunConfig, description="force_from, Dask and the ads-train hand-off.")

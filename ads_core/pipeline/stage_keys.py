@@ -3,7 +3,7 @@
 `stage_key` = the stage's version, its config section and the content hash of each input (an artifact's hash
 comes from the manifest beside it, once that manifest checks out; the source is hashed). It is stamped into the
 stage's manifest, so `reusable()` can tell from storage alone, from any machine sharing OUT, that a stage need
-not run again. The Prefect cache key adds the output root (`cache_key`).
+not run again: the manifest is the build's one cache, for the in-process build and the `ads-build` flow alike.
 
 The key computed before a run only finds earlier work. The key stamped after it describes what the run actually
 read: the format stage records the digest of the source bytes it consumed, and `run_stage` keys it on that, so
@@ -56,11 +56,6 @@ def stage_key(stage: Stage, ctx: StageContext, shard: int | None = None, source:
     }
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return f"{stage.label(shard)}-{hashlib.sha256(blob).hexdigest()[:40]}"
-
-
-def cache_key(key: str, out: str) -> str:
-    """The Prefect cache key: a stage key plus the output root (a build into another OUT writes there)."""
-    return f"{key}-{hashlib.sha256(out.encode()).hexdigest()[:12]}"
 
 
 def read_key(stage: Stage, ctx: StageContext, shard: int | None, manifest: mf.Manifest, key: str) -> str:

@@ -4,7 +4,8 @@ Two levels decide what the policy trains on at each step:
 
 * inter-cluster: each cluster k keeps a success rate r_k (mean success of its rows in the last update that
   touched it) and clusters are drawn from p, an EMA of ``weights(r) / sum(weights(r))``;
-* intra-cluster: each cluster has a window of difficulty-sorted positions. The reference window (the
+* intra-cluster: each cluster has a window of difficulty-sorted positions, kept by the window strategy the
+  ``window`` knob names (``ads_core.sampler.ads_windows``, chosen once here). The reference window (the
   default) holds B positions that keep, slide easier or slide harder by one slot, depending on whether a
   row's success is inside, below or above [0.5 - eps, 0.5 + eps]. The frontier window is a band around a
   centre u (a share of the cluster) that jumps by ``frontier_gain * (band success - frontier_target)``.
@@ -16,15 +17,33 @@ The fixes relative to the reference are listed in ``docs/sampler.md``.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ads_core.config.sampler import ADSSamplerConfig
 from ads_core.sampler.ads_state import ADSState, ads_state_dict, check_ads_state
+from ads_core.sampler.ads_windows import WINDOWS, ClusterLayout
 from ads_core.sampler.base import BaseSampler, as_sampler_columns, check
 from ads_core.sampler.skip import SkipRule, new_streaks, record_outcomes
-from ads_core.sampler.window import fresh_positions, frontier_bands, move_frontier, shift_window
+
+
+def _frontier_weights(s: ADSSampler) -> np.ndarray:
+    """Held-out weight (size) times how unsettled the cluster is: u(1 - u) of its place u (the band centre), plus
+    the floor that keeps clusters at either end drawable."""
+    u = s._window.place()
+    return s.sizes * (u * (1.0 - u) + s.cfg.frontier_weight_floor)
+
+
+# The inter-cluster weights w by ``inter_cluster_weighting`` (p moves towards w / sum(w)); `frontier` needs the
+# frontier window (the config refuses it with the reference window).
+WEIGHTINGS: dict[str, Callable[[ADSSampler], np.ndarray]] = {
+    "success": lambda s: s.r,
+    "learnability": lambda s: s.r * (1.0 - s.r),
+    "inverse": lambda s: 1.0 - s.r,
+    "frontier": _frontier_weights,
+}
 
 
 class ADSSampler(BaseSampler):
@@ -49,14 +68,7 @@ class ADSSampler(BaseSampler):
         self._cluster_of = cluster_of.astype(np.int64)
         self._pos_of = np.empty(n, dtype=np.int64)
         self._pos_of[self._order] = np.arange(n, dtype=np.int64) - self._starts[self._cluster_of[self._order]]
-        b = cfg.mini_cluster_size
-        self._wsize = np.minimum(self.sizes, b)  # a window never holds more rows than its cluster
-        self._cols = np.arange(b, dtype=np.int64)
-        # Column j of a cluster's batch slot reads window entry j % wsize: small clusters cycle their rows.
-        self._cycle = self._cols[None, :] % self._wsize[:, None]
-        self._frontier = cfg.window == "frontier"
-        self._lo = 0.5 - cfg.boundary_eps
-        self._hi = 0.5 + cfg.boundary_eps
+        self._layout = ClusterLayout(self.sizes, self._starts, self._cluster_of, self._pos_of)
         if cfg.reset_every is None:
             self.reset_every = max(1, n // self.batch_size)
         else:
@@ -66,14 +78,13 @@ class ADSSampler(BaseSampler):
         self.steps = 0
         self.steps_in_epoch = 0
         self._counts = np.zeros(3, dtype=np.int64)  # easier, keep, harder in the last update
-        # frontier window: turns of each row (trained, or skipped by skipping), in (cluster, rank) order; kept
-        # across resets (data history)
-        self._uses = np.zeros(n if self._frontier else 0, dtype=np.int64)
         # skipping: each row's zero-variance streak, in (cluster, rank) order (data history, kept across resets),
         # and the rows skipped in the last draw (solved, failed) and in all draws
         self._skip = SkipRule(cfg.skip_solved_rate, cfg.skip_failed_rate, cfg.skip_max) if cfg.skip else None
         self._streaks = new_streaks(n if cfg.skip else 0)
         self._skipped = np.zeros(3, dtype=np.int64)
+        self._window = WINDOWS[cfg.window](self._layout, cfg, self._skip)  # the intra-cluster level, chosen once
+        self._weights = WEIGHTINGS[cfg.cluster_weighting]  # what p moves towards, chosen once
         self._reset_schedule()
 
     # -- schedule -----------------------------------------------------------------------------------
@@ -83,12 +94,12 @@ class ADSSampler(BaseSampler):
         k = self.n_clusters
         self.r = np.full(k, self.cfg.r_init, dtype=np.float64)
         self.p = np.full(k, 1.0 / k, dtype=np.float64)
-        self._win = np.broadcast_to(self._cols, (k, self.cfg.mini_cluster_size)).copy()
-        self._center = np.zeros(k, dtype=np.float64)  # frontier window: band centre, 0 = easiest, 1 = hardest
+        self._window.reset()
 
     def bands(self) -> tuple[np.ndarray, np.ndarray]:
-        """Frontier window: each cluster's band as (first position, width), from the centres."""
-        return frontier_bands(self._center, self.sizes, self.cfg.mini_cluster_size, self.cfg.frontier_band)
+        """Frontier window: each cluster's band as (first position, width), from the centres (the reference
+        window has no bands: AttributeError)."""
+        return self._window.bands()
 
     def sampling_probs(self) -> np.ndarray:
         """The distribution clusters are drawn from: normalised p, mixed with the floor when one is set."""
@@ -110,46 +121,11 @@ class ADSSampler(BaseSampler):
         else:  # fewer clusters than slots: every cluster once, then extra slots drawn from q
             first = self._draw_distinct(q, k)
             chosen = np.concatenate([first, self._rng.choice(k, size=a - k, replace=True, p=q)])
-        if self._skip is not None:
-            self._skipped[:2] = 0
-        if self._frontier:
-            positions = self._fresh_band_rows(chosen)
-        else:
-            if self._skip is not None:
-                self._skip_window_rows(chosen)
-            positions = self._win[chosen[:, None], self._cycle[chosen]]
+        positions, solved, failed = self._window.draw(chosen, self._rng, self._streaks)
+        if self._skip is not None:  # rows skipped before rollout: in this draw, and in all draws
+            self._skipped[:2] = (solved, failed)
+            self._skipped[2] += solved + failed
         return self._order[self._starts[chosen][:, None] + positions].ravel()
-
-    def _fresh_band_rows(self, chosen: np.ndarray) -> np.ndarray:
-        """(A, B) positions: each drawn cluster's least-trained band rows, nearest its centre first."""
-        lo, width = self.bands()
-        out = np.empty((len(chosen), self.cfg.mini_cluster_size), dtype=np.int64)
-        for i, k in enumerate(chosen.tolist()):
-            first = self._starts[k] + lo[k]
-            centre = self._center[k] * (self.sizes[k] - 1)
-            uses, b = self._uses[first : first + width[k]], self.cfg.mini_cluster_size
-            if self._skip is None:
-                out[i] = fresh_positions(uses, int(lo[k]), centre, b)
-            else:
-                streaks = self._streaks[first : first + width[k]]
-                out[i], solved, failed = self._skip.band_rows(uses, streaks, int(lo[k]), centre, b, self._rng)
-                self._count_skips(solved, failed)
-        return out
-
-    def _skip_window_rows(self, chosen: np.ndarray) -> None:
-        """Reference window with skipping: move each drawn cluster's skipped window rows before they are emitted."""
-        assert self._skip is not None
-        ks = np.fromiter(dict.fromkeys(chosen.tolist()), dtype=np.int64)  # a cluster drawn twice skips once
-        valid = (self._cols[None, :] < self._wsize[ks][:, None]) & (self._wsize[ks] < self.sizes[ks])[:, None]
-        windows = np.where(valid, self._win[ks], 0)  # a whole-cluster window has nowhere to move to
-        streaks = np.where(valid, self._streaks[self._starts[ks][:, None] + windows], 0)
-        changed, solved, failed = self._skip.windows(windows, streaks, self.sizes[ks], self._rng)
-        for i, moved in changed:
-            self._win[ks[i], : len(moved)] = moved
-        self._count_skips(solved, failed)
-
-    def _count_skips(self, solved: int, failed: int) -> None:
-        self._skipped += (solved, failed, solved + failed)
 
     def _draw_distinct(self, q: np.ndarray, n: int) -> np.ndarray:
         live = int(np.count_nonzero(q))
@@ -176,10 +152,7 @@ class ADSSampler(BaseSampler):
             if self._skip is not None:
                 record_outcomes(self._streaks, self.sorted_index_of(rows), rho)
             self._update_success(idx, success)
-            if self._frontier:
-                self._update_frontier(idx, rows, rho)
-            else:
-                self._update_windows(rows, rho)
+            self._counts[:] = self._window.update(idx, rows, rho)
         self._update_distribution()
         self.steps += 1
         self.steps_in_epoch += 1
@@ -194,50 +167,8 @@ class ADSSampler(BaseSampler):
         seen = n > 0
         self.r[seen] = total[seen] / n[seen]  # plain replacement, as in the reference; unseen carry over
 
-    def _update_windows(self, rows: np.ndarray, rho: np.ndarray) -> None:
-        ks, pos = self._cluster_of[rows], self._pos_of[rows]
-        valid = self._cols[None, :] < self._wsize[ks][:, None]
-        inside = ((self._win[ks] == pos[:, None]) & valid).any(axis=1)
-        ks, pos, rho = ks[inside], pos[inside], rho[inside]
-        direction = np.where(rho < self._lo, -1, np.where(rho > self._hi, 1, 0))
-        self._counts[:] = np.bincount(direction + 1, minlength=3)
-        movable = (direction != 0) & (self._wsize[ks] < self.sizes[ks])  # a full-cluster window stays
-        if not movable.any():
-            return
-        # The reference rule is sequential (each mover sees the slots earlier movers took), so this loops
-        # over the movers of this step only: at most active_clusters * B of them, never over |D|.
-        moves: dict[int, tuple[list[int], list[int]]] = {}
-        for k, q, d in zip(ks[movable].tolist(), pos[movable].tolist(), direction[movable].tolist(), strict=True):
-            moves.setdefault(k, ([], []))[d > 0].append(q)
-        for k, (easier, harder) in moves.items():
-            m = int(self._wsize[k])
-            self._win[k, :m] = shift_window(self._win[k, :m].tolist(), easier, harder, int(self.sizes[k]))
-
-    def _update_frontier(self, idx: np.ndarray, rows: np.ndarray, rho: np.ndarray) -> None:
-        """Count every fed-back row as trained once more; move each cluster's band centre by the mean success
-        of its in-band rows (each row once)."""
-        np.add.at(self._uses, self.sorted_index_of(idx), 1)
-        ks, pos = self._cluster_of[rows], self._pos_of[rows]
-        lo, width = self.bands()
-        inside = (pos >= lo[ks]) & (pos < lo[ks] + width[ks])
-        ks, rho = ks[inside], rho[inside]
-        direction = np.where(rho < self._lo, -1, np.where(rho > self._hi, 1, 0))
-        self._counts[:] = np.bincount(direction + 1, minlength=3)
-        k = self.n_clusters
-        n = np.bincount(ks, minlength=k)
-        band_success = np.bincount(ks, weights=rho, minlength=k) / np.maximum(n, 1)
-        movable = (n > 0) & (width < self.sizes)  # a band that is the whole cluster stays
-        cfg = self.cfg
-        self._center = move_frontier(self._center, band_success, cfg.frontier_gain, cfg.frontier_target, movable)
-
     def _update_distribution(self) -> None:
-        r = self.r
-        weighting = self.cfg.cluster_weighting
-        if weighting == "frontier":  # held-out weight (size) times how unsettled the cluster is
-            u = self._center
-            w = self.sizes * (u * (1.0 - u) + self.cfg.frontier_weight_floor)
-        else:
-            w = r if weighting == "success" else r * (1.0 - r) if weighting == "learnability" else 1.0 - r
+        w = self._weights(self)
         total = w.sum()
         k = self.n_clusters
         target = w / total if np.isfinite(total) and total > 0 else np.full(k, 1.0 / k)
@@ -249,11 +180,7 @@ class ADSSampler(BaseSampler):
     def window(self, cluster_id: int) -> np.ndarray:
         """Sorted window positions (0 = easiest) of a cluster, by its original id; the whole band for the
         frontier window (a visit draws ``mini_cluster_size`` of them)."""
-        k = self._index_of(cluster_id)
-        if self._frontier:
-            lo, width = self.bands()
-            return np.arange(lo[k], lo[k] + width[k], dtype=np.int64)
-        return self._win[k, : self._wsize[k]].copy()
+        return self._window.positions(self._index_of(cluster_id))
 
     def window_rows(self, cluster_id: int) -> np.ndarray:
         """Row positions currently inside a cluster's window."""
@@ -263,12 +190,7 @@ class ADSSampler(BaseSampler):
     def window_extent(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per cluster: first and last window position, and the window's place in [0, 1] (0 = easiest):
         the mean position over (size - 1) for the reference window, the band centre for the frontier."""
-        if self._frontier:
-            lo, width = self.bands()
-            return lo, lo + width - 1, self._center.copy()
-        wsum = np.where(self._cols[None, :] < self._wsize[:, None], self._win, 0).sum(axis=1)
-        frac = (wsum / self._wsize) / np.maximum(self.sizes - 1, 1)
-        return self._win[:, 0], self._win[np.arange(self.n_clusters), self._wsize - 1], frac
+        return self._window.extent()
 
     def cluster_of_rows(self, idx: Any) -> np.ndarray:
         """Original cluster id of each row position."""
@@ -276,7 +198,7 @@ class ADSSampler(BaseSampler):
 
     def sorted_index_of(self, rows: np.ndarray) -> np.ndarray:
         """Each row's index in the (cluster, rank) order: its cluster's start plus its position."""
-        return self._starts[self._cluster_of[rows]] + self._pos_of[rows]
+        return self._layout.sorted_index_of(rows)
 
     def rows_in_order(self) -> np.ndarray:
         """Row positions in (cluster, rank) order (a view: do not modify)."""
@@ -338,14 +260,15 @@ class ADSSampler(BaseSampler):
 
     def state_dict(self) -> dict[str, Any]:
         """Plain JSON-able state (lists, floats, ints, str): the whole schedule plus the generator."""
+        windows, centers, uses = self._window.saved()
         state = ADSState(
             self.steps,
             self.steps_in_epoch,
             self.r,
             self.p,
-            self._win,
-            self._center,
-            self._uses,
+            windows,
+            centers,
+            uses,
             self._counts,
             self._rng,
             self._streaks,
@@ -361,10 +284,8 @@ class ADSSampler(BaseSampler):
         """
         checked = check_ads_state(state, self)
         # all checked: nothing below can fail
-        self.r, self.p, self._win, self._center = checked.r, checked.p, checked.windows, checked.centers
-        self._rng = checked.rng
-        if self._frontier:
-            self._uses = checked.uses
+        self.r, self.p, self._rng = checked.r, checked.p, checked.rng
+        self._window.load(checked)
         if self._skip is not None:
             self._streaks, self._skipped = checked.streaks, checked.skipped
         self.steps, self.steps_in_epoch, self._counts = checked.steps, checked.steps_in_epoch, checked.last_counts

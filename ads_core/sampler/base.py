@@ -6,11 +6,16 @@ TRL, the simulator) can use any sampler without pulling in the rest of the pipel
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, Self, runtime_checkable
 
 import numpy as np
 
 SAMPLER_COLUMNS = ("cluster_id", "rank_in_cluster")
+# What a trainer provides for the need `reference_rollouts` (ads_core.sampler.kinds.REFERENCE_ROLLOUTS): (rows,
+# seed) -> each row's mean success over a group of completions by the *current* policy, in [0, 1]; not trained on.
+# The sampler gets it at construction and calls it from `next_batch`; the same seed must give the same rollouts.
+ReferenceRollout = Callable[[np.ndarray, int], np.ndarray]
 
 
 @runtime_checkable

@@ -24,12 +24,18 @@ point group `ads_pipeline.sampler_kinds` (name = the kind, value = `module:facto
 `cfg` is the run's sampler section (every kind's knobs, with the ADS knobs the trainer uses: its `ads_defaults`),
 and `batch_size` the step's prompt count, the ADS batch `active_clusters x mini_cluster_size`: every kind draws
 that many rows per step, so comparisons train on the same number of prompts.
+
+A kind that needs more of a trainer than the protocol declares it (`needs=`), and a trainer lists the needs it
+meets (`supports`; one that lacks one refuses the kind in one line). A need the trainer meets with a callable
+(`REFERENCE_ROLLOUTS`: rolling out rows with the current policy) reaches the factory as a keyword argument of the
+need's name, from `build_sampler(..., provided={need: value})`, so the sampler holds it from its construction:
+nothing is set on a sampler afterwards.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
@@ -43,12 +49,16 @@ from ads_core.config.sampler import (
     EasiestShareConfig,
     UniformSamplerConfig,
 )
-from ads_core.sampler.base import Sampler
+from ads_core.sampler.base import ReferenceRollout, Sampler
 from ads_core.sampler.dots.options import DotsSamplerConfig
 
-SamplerFactory = Callable[[Any, Any, Any, int], Sampler]  # (cluster_ids, rank_in_cluster, sampler section, batch)
+# (cluster_ids, rank_in_cluster, sampler section, batch, **what the trainer provides for the kind's needs)
+SamplerFactory = Callable[..., Sampler]
 ENTRY_POINT_GROUP = "ads_pipeline.sampler_kinds"
 EXTRA_ROLLOUTS = "extra_rollouts"  # a need: steps that roll out more than one generation batch
+# A need: rows rolled out by the current policy, not for gradients; the trainer provides a ReferenceRollout
+# (ads_core.sampler.base), which the factory gets as its keyword argument `reference_rollouts`.
+REFERENCE_ROLLOUTS = "reference_rollouts"
 
 KINDS = Registry("sampler kind")
 
@@ -80,7 +90,9 @@ def sampler_kind(
     defaults to the function's name) and the trainer features it NEEDS beyond the protocol, each a name a trainer
     lists in its ``supports`` (a trainer without one refuses the kind in one line, `auto` passes it over).
     EXTRA_ROLLOUTS: its steps roll out more than one generation batch (DAPO-style dynamic sampling, which a
-    trainer must run in its own loop, `fill_step`). A kind that needs a trainer extension (rollout replay, say)
+    trainer must run in its own loop, `fill_step`). REFERENCE_ROLLOUTS: it rolls out rows with the current policy
+    itself (DOTS's reference sets), through the callable the trainer provides (the factory's keyword argument
+    `reference_rollouts`, see `build_sampler`). A kind that needs a trainer extension (rollout replay, say)
     names it here and reads its knobs from its own section. DROPS_ALL_WRONG: the kind was published with a trainer
     that drops all-wrong groups from the gradient batch, so the training option `drop_all_wrong` at `auto` turns
     that drop on for it (ADS). A kind named by class path needs only this; `register_kind` also gives it a name.
@@ -175,9 +187,20 @@ def has_extra_rollouts(kind: str) -> bool:
         return False
 
 
-def build_sampler(kind: str, cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
-    """A fresh sampler of KIND over the artifact's rows, drawing ``batch_size`` rows per step."""
-    sampler = kind_spec(kind).factory(cluster_ids, rank_in_cluster, cfg, int(batch_size))
+def build_sampler(
+    kind: str,
+    cluster_ids: Any,
+    rank_in_cluster: Any,
+    cfg: Any,
+    batch_size: int,
+    provided: Mapping[str, Any] | None = None,
+) -> Sampler:
+    """A fresh sampler of KIND over the artifact's rows, drawing ``batch_size`` rows per step. PROVIDED maps a need
+    to what the caller (a trainer) meets it with; the factory gets, as keyword arguments, the provided needs its
+    kind declares, and nothing for the others (a factory of a kind without such needs takes four arguments)."""
+    spec = kind_spec(kind)
+    given = {need.replace("-", "_"): value for need, value in (provided or {}).items() if need in spec.needs}
+    sampler = spec.factory(cluster_ids, rank_in_cluster, cfg, int(batch_size), **given)
     if sampler.batch_size != batch_size:
         raise ValueError(f"sampler kind {kind!r} draws {sampler.batch_size} rows per step, the step needs {batch_size}")
     return sampler
@@ -197,11 +220,18 @@ def _uniform(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) 
     return UniformSampler(cluster_ids, rank_in_cluster, cfg.uniform.replaced(batch_size=batch_size))
 
 
-@register_kind("dots", options=DotsSamplerConfig)
-def _dots(cluster_ids: Any, rank_in_cluster: Any, cfg: Any, batch_size: int) -> Sampler:
+@register_kind("dots", options=DotsSamplerConfig, needs=(REFERENCE_ROLLOUTS,))
+def _dots(
+    cluster_ids: Any,
+    rank_in_cluster: Any,
+    cfg: Any,
+    batch_size: int,
+    reference_rollouts: ReferenceRollout | None = None,  # the trainer's, for the need REFERENCE_ROLLOUTS
+) -> Sampler:
     from ads_core.sampler.dots.sampler import DotsSampler
 
-    return DotsSampler(cluster_ids, rank_in_cluster, cfg.dots.replaced(batch_size=batch_size))
+    section = cfg.dots.replaced(batch_size=batch_size)
+    return DotsSampler(cluster_ids, rank_in_cluster, section, reference_rollouts=reference_rollouts)
 
 
 @register_kind("dots-lite", options=DifficultyTargetedConfig)

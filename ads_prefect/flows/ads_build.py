@@ -1,12 +1,13 @@
 """The `ads-build` flow: the Prefect executor (`ads_prefect.flows.stage_runs`) of the declared stages
-(`ads_core.pipeline.stages.STAGES`): each through the one generic cached task, each followed by the UI items it
+(`ads_core.pipeline.stages.STAGES`): each through the one generic stage task, each followed by the UI items it
 declares. No stage is named here: a stage added to the list runs in this flow as it does in the in-process
 `build()`.
 
-Every stage is keyed on input content (`ads_core.pipeline.stage_keys.stage_key`), so rerunning a failed or finished
-build resumes from the stages whose inputs did not change. `run.force_from=<stage>` recomputes that stage and
-everything after it. A cached stage whose artifact has vanished or was overwritten is recomputed
-(`ads_prefect.tasks.stage_task.checked`). A sharded stage runs in-process by default, or on Dask
+Every stage is keyed on input content (`ads_core.pipeline.stage_keys.stage_key`) and stamps its key into its
+manifest, so rerunning a failed or finished build resumes from the stages whose manifest in OUT records the key
+this build computes and checks out; those end `Cached` in the UI. `run.force_from=<stage>` recomputes that stage
+and everything after it. A stage whose artifact has vanished or was overwritten is recomputed
+(`ads_core.pipeline.stage_keys.reusable`). A sharded stage runs in-process by default, or on Dask
 (`dask="local"`, `"local-cuda"` for one worker per GPU, or a scheduler address), with its declared resources
 as Dask worker resources. Builds into one OUT run one at a time (`ads_core.locks.manager.owning`), and a build
 that lost its lock on OUT (paused past its lease, then taken over) publishes nothing more.
@@ -158,7 +159,7 @@ def ads_build(
         "source": ctx.source,
         "out": ctx.out,
         "final_uri": final["uri"],
-        "outputs": {stage: output["uri"] for stage, output in outputs.items()},
+        "outputs": dict(outputs),
         "stages": states,
         "train_flow_run_id": train_run["id"] if train_run and train_run["new"] else None,
         "flow_run": {"id": str(flow_run.id), "name": str(flow_run.name)},

@@ -57,9 +57,9 @@ def prepare_prefect_env(cache_dir: Path) -> str | None:
 
     - A Prefect API configured (PREFECT_API_URL in the environment or the active profile): used as is;
       returns its URL.
-    - Otherwise: Prefect's ephemeral mode, with PREFECT_HOME under the ADS cache dir (so its SQLite DB,
-      cache records and build locks persist between builds, never touch ~/.prefect, and `ads server`
-      shows the same runs); returns None. Starting the temporary server costs ~10-20 s per command.
+    - Otherwise: Prefect's ephemeral mode, with PREFECT_HOME under the ADS cache dir (so its SQLite DB
+      persists between builds, never touches ~/.prefect, and `ads server` shows the same runs); returns None.
+      Starting the temporary server costs ~10-20 s per command.
     """
     url = os.environ.get("PREFECT_API_URL") or profile_api_url()
     if "PREFECT_HOME" not in os.environ and not (url and "PREFECT_API_URL" not in os.environ):

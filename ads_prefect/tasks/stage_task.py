@@ -1,10 +1,13 @@
 """The one Prefect task wrapper for every declared stage (`ads_core.pipeline.stages.STAGES`).
 
-It adds what the library leaves out: the cache key (the stage key, i.e. version, config section and input
-content, never paths or run ids, plus the output root), reuse of a stage whose manifest records the same
-stage key, retries of transient errors, the intact-artifact check on cache hits, the stage's set-up state
-and resources, one log line per stage (one line without a traceback for input errors), and the progress
-artifact of a stage that declares progress. The flow computes each stage key once and passes it in.
+It adds what the library leaves out: reuse of a stage whose manifest in OUT records this stage key (version,
+config section and input content, never paths or run ids; `ads_core.pipeline.stage_keys.reusable`), shown in the
+UI as a final state named `Cached`; retries of transient errors; the stage's set-up state and resources; one log
+line per stage (one line without a traceback for input errors); and the progress artifact of a stage that
+declares progress. The flow computes each stage key once and passes it in.
+
+The manifest is the build's one cache: the task has no Prefect cache policy and persists no result, so whether a
+stage is done is decided in one place, from OUT alone, on any machine and whatever Prefect's database holds.
 """
 
 from __future__ import annotations
@@ -16,20 +19,19 @@ from contextlib import contextmanager
 from typing import Any
 
 from prefect import get_run_logger, task
-from prefect.cache_policies import CachePolicy
-from prefect.context import TaskRunContext
+from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, State
 
 from ads_core.common.progress import working_on
 from ads_core.config.build import BuildConfig
 from ads_core.locks.fence import fenced, stopping_when_lost
 from ads_core.pipeline import lifecycle
-from ads_core.pipeline.stage_keys import cache_key, outputs_digest, reusable, run_stage
+from ads_core.pipeline.stage_keys import reusable, run_stage
 from ads_core.pipeline.stages import stage_context, stages_by_name
 from ads_core.stages.base import Stage, StageContext
+from ads_core.storage import manifest as mf
 from ads_prefect.runtime.progress import progress
 from ads_prefect.tasks.faults import fault_point, pause_point, pausing_at_progress
-from ads_prefect.tasks.output import StageOutput, intact
 from ads_prefect.tasks.retries import default_retries, expected_errors, retry_delays, retry_if_transient
 
 log = logging.getLogger("ads.tasks")
@@ -69,14 +71,7 @@ def context_of(params: dict[str, Any]) -> StageContext:
     return stage_context(params["source"], params["out"], params["dataset"], config)
 
 
-def prefect_key(_: TaskRunContext, params: dict[str, Any]) -> str:
-    return cache_key(params["key"], params["out"])
-
-
-STAGE_CACHE = CachePolicy.from_cache_key_fn(prefect_key)
-
-
-def summary(manifest: Any) -> str:
+def summary(manifest: mf.Manifest) -> str:
     """One log line from a manifest's counts (and the few extras people look for)."""
     counts = ", ".join(f"{k} {v}" for k, v in manifest.counts.items() if isinstance(v, int | float))
     extra = manifest.extra or {}
@@ -87,9 +82,8 @@ def summary(manifest: Any) -> str:
 
 
 @task(
-    cache_policy=STAGE_CACHE,
-    persist_result=True,
-    result_serializer="json",
+    cache_policy=NO_CACHE,  # the manifest decides (see the module's docstring)
+    persist_result=False,
     retries=default_retries(),
     retry_delay_seconds=retry_delays(),
     retry_jitter_factor=0.2,
@@ -106,12 +100,11 @@ def stage_task(
     reuse: bool = True,
     progress_artifact: str | None = None,
     fence: dict[str, Any] | None = None,
-) -> StageOutput | State:
-    """Run one declared stage (one shard of a sharded stage) and return its output record.
+) -> str | State:
+    """Run one declared stage (one shard of a sharded stage) and return the URI of its main output.
 
-    Prefect's own cache records are checked first (by the cache policy). When they are elsewhere (another
-    PREFECT_HOME, API URL or machine) the stage's manifest in OUT still says whether this exact stage
-    key was computed; then the stage is not run again and the run shows as Cached.
+    When REUSE and the stage's manifest in OUT records this very stage key and checks out (`reusable`), the stage
+    is not run: the task run ends in a Completed state named `Cached` whose message is the manifest's summary.
 
     `fence` is the build's hold on OUT (`locks.Fence`): every write of the run is checked against it right
     before it is published, here or on a Dask worker, and a build that lost its lock publishes nothing.
@@ -119,15 +112,11 @@ def stage_task(
     install_log_filters()  # on a Dask worker this is the first of our code that runs
     stage = stages_by_name()[stage_name]
     ctx = context_of({"source": source, "out": out, "dataset": dataset, "config": config})
-    record = {"uri": stage.main_uri(ctx, shard)}
+    uri = stage.main_uri(ctx, shard)
     found = reusable(stage, ctx, shard, key) if reuse else None
     if found is not None:
-        get_run_logger().info("%s: reusing %s (its manifest records this stage key)", stage.label(shard), record["uri"])
-        return Completed(
-            name="Cached",
-            data={**record, "digest": outputs_digest(found)},
-            message="reused: the artifact's manifest records this stage key",
-        )
+        get_run_logger().info("%s: reusing %s (its manifest records this stage key)", stage.label(shard), uri)
+        return cached(found, uri)
     fault_point(stage_name)
     with fenced(fence):  # checked now (a build that lost its lock starts nothing) and before every publish
         pause_point(stage_name)
@@ -136,8 +125,15 @@ def stage_task(
         ctx.state = lifecycle.state_for(stage, ctx)
         with lifecycle.resources(stage), working_on(stage.label(shard)):  # what the heartbeat names meanwhile
             manifest = run_stage(stage, ctx, shard, key)
-    get_run_logger().info("%s: %s -> %s", stage.label(shard), summary(manifest), record["uri"])
-    return {**record, "digest": outputs_digest(manifest)}
+    get_run_logger().info("%s: %s -> %s", stage.label(shard), summary(manifest), uri)
+    return uri
+
+
+def cached(manifest: mf.Manifest, uri: str) -> State:
+    """The final state of a reused stage run: what the UI shows as `Cached`, with the manifest's summary."""
+    return Completed(
+        name="Cached", data=uri, message=f"reused: {summary(manifest) or 'its manifest records this stage key'}"
+    )
 
 
 def with_artifact(
@@ -209,16 +205,11 @@ def with_artifact(
     return factory
 
 
-def configured(stage: Stage, shard: int | None, refresh: bool, result_storage: str | None) -> Any:
-    options: dict[str, Any] = {
-        "name": stage.name,
-        "task_run_name": stage.label(shard),
-        "refresh_cache": True if refresh else None,
-        "retry_delay_seconds": retry_delays(),
-    }
-    if result_storage:
-        options["result_storage"] = result_storage
-    return stage_task.with_options(**options)
+def configured(stage: Stage, shard: int | None) -> Any:
+    """The stage task named for this run (`score-shard-1`), with the retry delays read now (tests shorten them)."""
+    return stage_task.with_options(
+        name=stage.name, task_run_name=stage.label(shard), retry_delay_seconds=retry_delays()
+    )
 
 
 def params_of(
@@ -242,22 +233,3 @@ def params_of(
         "progress_artifact": progress_artifact,
         "fence": fence,
     }
-
-
-def checked(
-    state: State,
-    recompute: Callable[[], State],
-    label: str,
-    trusted: Callable[[StageOutput], bool] = intact,
-) -> tuple[StageOutput, State]:
-    """The output of a finished stage run; a cache hit whose artifact is gone, changed or no longer described by its
-    manifest (`trusted`, default `intact`) is recomputed.
-
-    `recompute()` runs the same stage with the cache refreshed and returns its final state.
-    """
-    output: StageOutput = state.result()  # raises the stage's own exception when it failed
-    if state.name == "Cached" and not trusted(output):
-        get_run_logger().warning("%s: the cached artifact %s is missing or changed; recomputing", label, output["uri"])
-        state = recompute()
-        output = state.result()
-    return output, state

@@ -182,3 +182,16 @@ def test_an_upgrade_that_adds_an_option_does_not_refuse_a_resume_at_its_default(
     )
     with pytest.raises(RunStateError, match=r"trl\.rollout_replay: run null"):
         identity.check_before_loading(plan)  # set to anything else, it still refuses
+
+
+def test_one_speller_spells_a_field_for_every_command():
+    """Regression (issue 52): `ads train` and `ads build` spelled fields with two functions; now one."""
+    from ads_cli.options import spell_field
+    from ads_cli.train_cmd import spell_flag
+    from ads_core.config.build import BuildConfig
+
+    build = spell_field(BuildConfig)
+    assert build("num_clusters") == "--clusters" and build("cluster.num_clusters") == "--clusters"
+    assert build("nope") == "--set nope"
+    assert spell_flag("dry_run") == "--dry-run" and spell_flag("boundary_eps").startswith("-s boundary_eps (or --set ")
+    assert spell_flag("gradient_accumulation_steps") == "--set trl.gradient_accumulation_steps"

@@ -63,9 +63,10 @@ def test_the_sampler_runs_a_round_every_mu_steps_on_reference_rollouts_and_resto
     n = len(z)
 
     def make() -> DotsSampler:
-        s = DotsSampler(np.zeros(n, dtype=np.int64), np.arange(n), cfg, predictor=model, embeddings=z)
-        s.rollout = lambda rows, seed: truth[rows]
-        return s
+        rollout = lambda rows, seed: truth[rows]  # noqa: E731  (the trainer's reference rollouts)
+        return DotsSampler(
+            np.zeros(n, dtype=np.int64), np.arange(n), cfg, predictor=model, embeddings=z, reference_rollouts=rollout
+        )
 
     a, b = make(), make()
     seen = []

@@ -61,10 +61,9 @@ def test_cluster_key_follows_input_content_and_its_own_section(ctx: StageContext
     other_template = dataclasses.replace(ctx, config=ctx.config.with_overrides({"format.template": "plain"}))
     assert keys.stage_key(cluster, other_template) == changed  # another section: not this stage's business
     assert keys.stage_key(dataclasses.replace(cluster, version="99"), ctx) != changed  # a bumped version
-    shutil.copytree(ctx.out, ctx.out + "-elsewhere")  # the same inputs in another OUT: the same content key,
+    shutil.copytree(ctx.out, ctx.out + "-elsewhere")  # the same inputs in another OUT: the same content key
     elsewhere = dataclasses.replace(ctx, out=ctx.out + "-elsewhere")
     assert keys.stage_key(cluster, elsewhere) == changed
-    assert keys.cache_key(changed, elsewhere.out) != keys.cache_key(changed, ctx.out)  # but Prefect's record differs
 
 
 def test_format_key_follows_the_source_content(ctx: StageContext):
@@ -217,3 +216,18 @@ def test_force_from_selects_that_stage_and_every_later_one():
     assert schema["enum"] == ["none", *STAGE_NAMES] and "anyOf" not in schema
     with pytest.raises(ValueError, match="force_from"):
         RunConfig(force_from="scoring")
+
+
+def test_run_result_storage_of_the_removed_prefect_cache_is_refused_in_one_line():
+    """Deployments and YAML files may still set it: they get one line saying why, not a silently ignored key."""
+    from pydantic import ValidationError
+
+    from ads_core.config.base import error_line
+    from ads_core.config.build import BuildConfig
+
+    with pytest.raises(ValidationError) as refused:
+        BuildConfig.model_validate({"run": {"result_storage": "remote-file-system/ads-results"}})
+    assert error_line(refused.value) == (
+        "run: result_storage is no longer an option: OUT's manifests are the build's one cache and Prefect keeps no "
+        "records; remove it"
+    )

@@ -87,11 +87,14 @@ def test_auto_picks_verl_only_where_it_can_train(monkeypatch: pytest.MonkeyPatch
     chosen, why = trainers.choose_trainer(cfg.replaced(trainer="trl"))
     assert (chosen.name, why) == ("trl", "trainer=trl as set")
     assert trainers.choose_trainer(cfg.replaced(trainer="verl"))[0].name == "verl"
-    for kind in ("dots", "dots-lite", "uniform"):  # verl trains every kind without extra rollouts per step
+    for kind in ("dots-lite", "uniform"):  # verl trains every kind whose needs it meets
         assert (
             trainers.choose_trainer(TrainConfig(verl={"ray_address": address}, sampler={"kind": kind}))[0].name
             == expected
         )
+    dots, why = trainers.choose_trainer(TrainConfig(verl={"ray_address": address}, sampler={"kind": "dots"}))
+    assert dots.name == "trl"  # verl can't roll out DOTS's reference sets, wherever it can train
+    assert ("needs reference_rollouts, which trainer verl does not support" in why) == (expected == "verl")
     dynamic, why = trainers.choose_trainer(TrainConfig(verl={"ray_address": address}, sampler={"kind": "dynamic"}))
     assert dynamic.name == "trl" and "extra batches" in why  # its steps roll out more: verl's v0 loop can't
     with pytest.raises(ValueError, match="unknown trainer 'nope'; choose one of auto, verl, trl"):

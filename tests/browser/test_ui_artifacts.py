@@ -1,7 +1,8 @@
 """A build reported to `ads server`, seen in a real browser: the report pictures render inline in the Prefect
 UI, the UI talks to this server's API, not to Prefect's default port, the CLI's last line is the run's page,
 the run form of an ads-build deployment keeps its help texts' placeholders and offers force_from as a
-choice of stage names, and a training run shows its progress and its plot inline."""
+choice of stage names, a cached rerun through an ads-build deployment shows every stage Cached, and a training run
+shows its progress and its plot inline."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import io
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,10 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
+REPO = Path(__file__).resolve().parents[2]
 DATASET = "gsm8k60"
 ROWS = 60
+STAGES = ["format", "model", "score-shard-0", "merge", "cluster", "sort", "report"]  # one score shard
 
 PAGE_STATE = """JSON.stringify({
   text: document.body ? document.body.innerText : "",
@@ -39,6 +43,14 @@ def build(ads_server: Any, model_cache: Path, web: Any, tmp_path_factory: pytest
     source.write_text("\n".join(Path(defaults.sample_path()).read_text().splitlines()[:ROWS]) + "\n")
     out = root / "out"
     cmd = [web.ads, "build", str(source), "--out", str(out), "--max-length", "256", "-k", "4", "--name", DATASET]
+    # the same build as flow parameters, for the deployment below
+    params = {
+        "source": str(source),
+        "out": str(out),
+        "format": {"name": DATASET},
+        "score": {"max_length": 256},
+        "cluster": {"num_clusters": 4},
+    }
     proc = subprocess.run(
         cmd, env=ads_server.env(PREFECT_API_URL=f"{ads_server.base}/api"), capture_output=True, text=True, timeout=600
     )
@@ -49,7 +61,13 @@ def build(ads_server: Any, model_cache: Path, web: Any, tmp_path_factory: pytest
         f"{ads_server.base}/api/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [runs[0]["id"]]}}}
     )
     last = proc.stderr.strip().splitlines()[-1]
-    return {"run": runs[0], "artifacts": {a["key"]: a for a in artifacts}, "out": out, "last_line": last}
+    return {
+        "run": runs[0],
+        "artifacts": {a["key"]: a for a in artifacts},
+        "out": out,
+        "last_line": last,
+        "params": params,
+    }
 
 
 def ui_page(ads_server: Any, web: Any, ui: str, route: str) -> str:
@@ -228,6 +246,69 @@ def test_the_run_form_keeps_placeholders_and_offers_force_from_as_a_dropdown(
 
 
 OPTIONS = "JSON.stringify([...document.querySelectorAll('[role=option]')].map(o => o.textContent.trim()))"
+
+
+@pytest.fixture(scope="module")
+def deployment_rerun(ads_server: Any, web: Any, build: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """`ads-build/gsm8k60`, a deployment of the flow with the `ads build` above as its parameters, run as a worker runs
+    it (`prefect flow-run execute`): a rerun of that build, which must compute nothing. Its flow run and task runs."""
+    from prefect.utilities.callables import parameter_schema
+
+    from ads_prefect.flows.ads_build import ads_build
+
+    api = f"{ads_server.base}/api"
+    flow = web.http_json(f"{api}/flows/name/ads-build")
+    deployment = web.http_json(
+        f"{api}/deployments/",
+        {
+            "name": DATASET,
+            "flow_id": flow["id"],
+            "entrypoint": "ads_prefect/flows/ads_build.py:ads_build",
+            "pull_steps": [{"prefect.deployments.steps.set_working_directory": {"directory": str(REPO)}}],
+            "parameter_openapi_schema": parameter_schema(ads_build.fn).model_dump(),
+            "parameters": build["params"],
+        },
+    )
+    run = web.http_json(f"{api}/deployments/{deployment['id']}/create_flow_run", {})
+    log = tmp_path_factory.mktemp("deployment-rerun") / "execute.log"
+    with log.open("w") as fh:
+        proc = subprocess.run(
+            [str(Path(sys.executable).with_name("prefect")), "flow-run", "execute", run["id"]],
+            cwd=REPO,
+            env=ads_server.env(PREFECT_API_URL=api),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            timeout=300,
+        )
+    assert proc.returncode == 0, log.read_text()[-3000:]
+    run = web.http_json(f"{api}/flow_runs/{run['id']}")
+    assert run["state_type"] == "COMPLETED" and run["deployment_id"] == deployment["id"], run
+    task_runs = web.http_json(f"{api}/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})
+    return {"run": run, "task_runs": {t["name"]: t for t in task_runs}}
+
+
+def test_a_cached_rerun_of_the_deployment_shows_every_stage_cached(
+    ads_server: Any, web: Any, browser: Any, deployment_rerun: dict[str, Any], tmp_path: Path
+):
+    """The manifests in OUT are the build's one cache (no Prefect cache policy, no stored result): a stage they say is
+    done ends in a Completed state named Cached with its manifest's summary, which the run's Task Runs tab shows."""
+    run, task_runs = deployment_rerun["run"], deployment_rerun["task_runs"]
+    assert {name: task_runs[name]["state"]["name"] for name in STAGES} == dict.fromkeys(STAGES, "Cached")
+    assert task_runs["format"]["state"]["message"] == "reused: rows_in 60, rows_out 60, rows_rejected 0"
+    url = ui_page(ads_server, web, "v2", f"/runs/flow-run/{run['id']}?tab=TaskRuns")
+    state = open_page(browser, web, url, lambda s: "Cached)" in s["text"] or "Can't connect" in s["text"])
+    shot = browser.screenshot(tmp_path / "rerun-task-runs-v2.png")
+    print(f"screenshot: {shot}")
+    assert_talks_to_its_own_api(browser, state, ads_server)
+    lines = state["text"].splitlines()  # each card: flow, flow run, task run, state badge
+    shown = {lines[i + 1]: lines[i + 2] for i, line in enumerate(lines[:-2]) if line == run["name"]}
+    assert {name: shown.get(name) for name in STAGES} == dict.fromkeys(STAGES, "Cached"), state["text"][:3000]
+
+    page = ui_page(ads_server, web, "v2", f"/runs/task-run/{task_runs['format']['id']}")
+    summary = "reused: rows_in 60, rows_out 60, rows_rejected 0"
+    state = open_page(browser, web, page, lambda s: summary in s["text"] or "Can't connect" in s["text"])
+    assert_talks_to_its_own_api(browser, state, ads_server)
+    assert "\nformat\nCached\n" in state["text"] and "Cache Key\nNone\n" in state["text"], state["text"][:3000]
 
 
 TRAIN = """

@@ -135,7 +135,6 @@ def sample_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class PrefectServer:
     url: str  # http://127.0.0.1:PORT/api
     home: Path
-    results: Path  # result storage (cache records) shared by in-process and subprocess builds
     proc: subprocess.Popen[Any]
     log: Path
 
@@ -146,7 +145,6 @@ class PrefectServer:
             PREFECT_API_URL=self.url,
             PREFECT_HOME=str(self.home),
             PREFECT_SERVER_ANALYTICS_ENABLED="false",
-            PREFECT_RESULTS_LOCAL_STORAGE_PATH=str(self.results),
             DO_NOT_TRACK="1",
         )
         env.update(extra)
@@ -184,9 +182,7 @@ def prefect_server(
     if (seed / "prefect.db").is_file():
         prefect_home_copy(seed, home)
     port = free_port()
-    server = PrefectServer(
-        url=f"http://127.0.0.1:{port}/api", home=home, results=home / "results", proc=None, log=home / "server.log"
-    )  # type: ignore[arg-type]
+    server = PrefectServer(url=f"http://127.0.0.1:{port}/api", home=home, proc=None, log=home / "server.log")  # type: ignore[arg-type]
     env = server.env(**IDLE_SERVICES_OFF)
     env.pop("PREFECT_API_URL")  # the server itself needs none
     server.proc = start_process(
@@ -201,17 +197,11 @@ def prefect_server(
 
 @pytest.fixture(scope="session")
 def prefect_api(prefect_server: PrefectServer) -> Iterator[PrefectServer]:
-    """In-process flows report to the session server and keep their cache records in its results dir."""
+    """In-process flows report to the session server."""
     from prefect.logging.handlers import APILogWorker
-    from prefect.settings import (
-        PREFECT_API_URL,
-        PREFECT_RESULTS_LOCAL_STORAGE_PATH,
-        temporary_settings,
-    )
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    with temporary_settings(
-        {PREFECT_API_URL: prefect_server.url, PREFECT_RESULTS_LOCAL_STORAGE_PATH: prefect_server.results}
-    ):
+    with temporary_settings({PREFECT_API_URL: prefect_server.url}):
         try:
             yield prefect_server
         finally:
@@ -228,19 +218,12 @@ class MotoS3:
     proc: subprocess.Popen[Any]
     key_id: str = "AKIAADSTESTKEY0001"
     secret: str = "ads-test-secret-Zq81uXv3"
-    block: str | None = None  # a result-storage block on this server (`with_result_storage`)
 
-    def with_result_storage(self, bucket: str, block_name: str) -> MotoS3:
-        """Create BUCKET and save a Prefect result-storage block on it for cache records (endpoint only:
-        credentials come from the environment); `self.block` names it for `run.result_storage`."""
+    def with_bucket(self, bucket: str) -> MotoS3:
+        """Create BUCKET (the endpoint only: credentials come from the environment)."""
         import boto3
-        from prefect.filesystems import RemoteFileSystem
 
         boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-        RemoteFileSystem(
-            basepath=f"s3://{bucket}/prefect-results", settings={"client_kwargs": {"endpoint_url": self.endpoint}}
-        ).save(block_name, overwrite=True)
-        self.block = f"remote-file-system/{block_name}"
         return self
 
 

@@ -82,8 +82,10 @@ def test_cold_build_meets_invariants_and_publishes_ui_artifacts(h: Any, clean_bu
 def test_rerun_is_all_cached_and_retries_a_failed_training(
     h: Any, clean_build: dict[str, Any], sample_source: Path, train_deployment: str
 ):
-    """An unchanged rerun computes nothing; with on_change it starts training on the final artifact once, and
-    after that run failed, the next unchanged rerun starts the next attempt. No task run is left Pending."""
+    """An unchanged rerun computes nothing: every stage's task run ends Cached with its manifest's summary (the
+    manifests are the one cache; Prefect holds no result of it). With on_change it starts training on the final
+    artifact once, and after that run failed, the next unchanged rerun starts the next attempt. No task run is left
+    Pending."""
     from prefect.client.orchestration import get_client
     from prefect.states import Failed
 
@@ -91,6 +93,10 @@ def test_rerun_is_all_cached_and_retries_a_failed_training(
     hand_off = {"run__trigger_training": "on_change", "run__train_deployment": train_deployment}
     state, result = h.run_build(sample_source, clean_build["out"], **hand_off)
     assert set(result["stages"].values()) == {"Cached"}
+    shown = {r.name: r.state for r in h.task_runs(state.state_details.flow_run_id) if r.name in h.STAGE_KEYS}
+    assert {name: s.name for name, s in shown.items()} == dict.fromkeys(h.STAGE_KEYS, "Cached")
+    assert shown["format"].message == "reused: rows_in 60, rows_out 60, rows_rejected 0"
+    assert all(s.message.startswith("reused: ") and s.data is None for s in shown.values()), shown
     assert result["final_uri"] == clean_build["final_uri"]
     first = result["train_flow_run_id"]
     with get_client(sync_client=True) as client:
@@ -219,11 +225,7 @@ def test_two_concurrent_builds_into_one_out_run_one_after_the_other(
         f"r = ads_build(source={str(sample_source)!r}, out={str(out)!r}, **{h.build_params()!r})\n"
         "print('RESULT ' + json.dumps([t0, time.time(), r['stages']]))\n"
     )
-    env = prefect_api.env(
-        ADS_LOCK_DIR=os.environ["ADS_LOCK_DIR"],
-        PREFECT_LOGGING_LEVEL="WARNING",
-        PREFECT_RESULTS_LOCAL_STORAGE_PATH=str(tmp_path / "results"),
-    )
+    env = prefect_api.env(ADS_LOCK_DIR=os.environ["ADS_LOCK_DIR"], PREFECT_LOGGING_LEVEL="WARNING")
     procs = [h.start_process([sys.executable, "-c", script], tmp_path / f"build{i}.log", env) for i in range(2)]
     try:
         for proc in procs:

@@ -1,6 +1,6 @@
 """`ads-build` on a real Dask cluster: a `dask scheduler` and two `dask worker` processes, each in its own
 folder with its own HOME, temp and cache dir and no lock dir, a moto S3 server holding OUT, the row score
-cache, the build lock and Prefect's cache records, and the session's Prefect server (issue 22).
+cache and the build lock, and the session's Prefect server (issue 22).
 
 One test, to pay for the processes once: build A (its Prefect API reached through a forwarder, as a temporary
 server would be) loses a worker to kill -9 while that worker scores a shard; build B, from another working
@@ -89,8 +89,8 @@ class Forwarder:
 
 @pytest.fixture(scope="module")
 def s3(moto_s3: Any, prefect_api: Any) -> Any:
-    """The bucket, and a result-storage block on it for Prefect's cache records (endpoint only)."""
-    return moto_s3.with_result_storage(BUCKET, "ads-cluster-results")
+    """The bucket (endpoint only)."""
+    return moto_s3.with_bucket(BUCKET)
 
 
 def worker_env(home: Path, **extra: str) -> dict[str, str]:
@@ -245,7 +245,6 @@ def test_builds_on_a_long_lived_dask_cluster_of_separate_processes(
         score__model=tiny_model,  # the model path every node has
         score__cache_uri=CACHE,
         run__dask=cluster.address,
-        run__result_storage=s3.block,
     )
     w2 = cluster.procs["w2"]
     clean_build = request.getfixturevalue("clean_build")  # the in-process build (while the workers start)

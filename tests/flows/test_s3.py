@@ -1,8 +1,8 @@
-"""`ads-build` with its artifacts and Prefect cache records on S3 (moto's standalone server on 127.0.0.1).
+"""`ads-build` with its artifacts on S3 (moto's standalone server on 127.0.0.1).
 
 One build serves all checks (S3 round trips cost ~0.3 s each here): the first writes fail as a flaky store
 would, the format stage is retried with backoff, and the build ends with the same artifact as a local build,
-exactly the expected objects (nothing partial or temporary), and no credentials anywhere."""
+exactly the expected objects (nothing partial or temporary, no record of Prefect's), and no credentials anywhere."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ def h(helpers: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def s3(moto_s3: Any, prefect_api: Any) -> Any:
-    """A bucket and a saved Prefect result-storage block on it (endpoint only: credentials come from the env)."""
-    return moto_s3.with_result_storage(BUCKET, "ads-test-results")
+    """A bucket (endpoint only: credentials come from the env)."""
+    return moto_s3.with_bucket(BUCKET)
 
 
 def s3_objects(prefix: str) -> dict[str, bytes]:
@@ -57,7 +57,7 @@ def flaky_s3_build(h: Any, s3: Any, sample_source: Path, tiny_model: str) -> dic
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(s3fs.S3FileSystem, "_put_file", flaky(s3fs.S3FileSystem._put_file))
         mp.setattr(s3fs.S3FileSystem, "_pipe_file", flaky(s3fs.S3FileSystem._pipe_file))
-        state, result = h.run_build(sample_source, f"s3://{BUCKET}/builds/gsm8k60", run__result_storage=s3.block)
+        state, result = h.run_build(sample_source, f"s3://{BUCKET}/builds/gsm8k60")
     assert state.is_completed(), state.message
     result["flow_run_id"] = state.state_details.flow_run_id
     result["failed_writes"] = failed
@@ -75,17 +75,13 @@ def test_flaky_s3_build_retries_and_matches_the_local_build(
     h.assert_same_rows(h.read_final(flaky_s3_build["final_uri"]), h.read_final(clean_build["final_uri"]))
 
 
-def test_s3_holds_exactly_the_artifacts_and_json_cache_records(
-    flaky_s3_build: dict[str, Any], clean_build: dict[str, Any]
-):
+def test_s3_holds_exactly_the_artifacts(flaky_s3_build: dict[str, Any], clean_build: dict[str, Any]):
     local = Path(clean_build["out"])
     expected = {p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file()}
     expected = {p for p in expected if not p.startswith("clusters/previous/")}  # from later in-place refreshes
     expected = {p for p in expected if not p.startswith(".lock/")}  # a local OUT's lock; an s3:// OUT's: its bucket's
-    got = {k.removeprefix(f"{BUCKET}/builds/gsm8k60/") for k in s3_objects("builds/")}
-    assert got == expected  # the same layout; no temporary or partial objects
-    records = s3_objects("prefect-results")
-    assert records and all(b'"serializer":{"type":"json"' in body for body in records.values())  # nothing pickled
+    got = {k.removeprefix(f"{BUCKET}/builds/gsm8k60/") for k in s3_objects("")}
+    assert got == expected  # the same layout; no temporary or partial objects, nothing beside OUT
 
 
 def test_credentials_never_reach_storage_logs_artifacts_or_the_server(
@@ -96,7 +92,7 @@ def test_credentials_never_reach_storage_logs_artifacts_or_the_server(
     from prefect.logging.handlers import APILogWorker
 
     secrets = [s3.key_id, s3.secret]
-    for path, body in s3_objects("").items():  # manifests, parquet, plot, cache records
+    for path, body in s3_objects("").items():  # manifests, parquet, plot
         assert not any(secret.encode() in body for secret in secrets), path
     flow_run_id = flaky_s3_build["flow_run_id"]
     APILogWorker.drain_all(timeout=10)

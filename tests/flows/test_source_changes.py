@@ -1,10 +1,11 @@
-"""The flow keys the format stage on the bytes it read, so Prefect's cache record of a source as it was before an
-append is never trusted for the rows that append brought in.
+"""The flow keys the format stage on the bytes it read, so an artifact made from a source as it was after an append
+is never reused for the source without those rows.
 
 The attack (a nightly refresh reading a file another job still appends to): rows are appended after the build
-hashed the source and before the format stage read it; then the file is cut back. Prefect still holds a cache
-record under the key of the cut-back bytes, which point at the artifact with the appended rows. The rebuild must
-recompute the stage and end with exactly the cut-back rows.
+hashed the source and before the format stage read it; then the file is cut back. The build computed its key from
+the cut-back bytes, but its manifest records the key of the bytes it read (with the appended rows), so the rebuild,
+whose key is that of the cut-back bytes, must not reuse it: it recomputes the stage and ends with exactly the
+cut-back rows.
 """
 
 from __future__ import annotations
@@ -51,6 +52,6 @@ def test_a_source_appended_during_a_build_then_cut_back_is_rebuilt_to_the_cut_ba
     state, second = helpers.run_build(source, out, dataset="appended")
     assert state.is_completed(), state.message
     assert second is not None
-    assert second["stages"]["format"] != "Cached", second["stages"]  # the old record does not describe these bytes
+    assert second["stages"]["format"] != "Cached", second["stages"]  # the manifest describes the bytes read, not these
     reference = format_dataset(str(source), str(tmp_path / "reference")).output_uri("train")
     assert sample_ids(second["final_uri"]) == sample_ids(reference)  # exactly the cut-back rows

@@ -250,6 +250,18 @@ def test_dynamic_sampling_under_verl_is_refused_in_one_line(final_artifact: Path
         vc.resolve([*BASE, dynamic], check=False)
 
 
+def test_dots_under_verl_is_refused_in_one_line(final_artifact: Path, tmp_path: Path):
+    """verl cannot roll out DOTS's reference sets: the kind is refused, not trained on fed-back rows instead."""
+    result = CliRunner().invoke(app, ["train", str(final_artifact), *VERL, "--dry-run", "--sampler", "dots"])
+    assert result.exit_code == 2
+    line = result.output.strip()
+    assert "\n" not in line and "needs reference_rollouts, which --trainer verl does not support" in line, line
+    assert "--trainer trl" in line and "--sampler" in line, line
+    dots = written(tmp_path, run_sampler(kind="dots"))
+    with pytest.raises(vc.ConfigError, match="needs reference_rollouts: train it with trl"):  # a hand-written file
+        vc.resolve([*BASE, dots], check=False)
+
+
 def test_without_cuda_train_fails_at_once(final_artifact: Path, monkeypatch: pytest.MonkeyPatch):
     def no_planning(*args, **kwargs):
         raise AssertionError("planned although the machine cannot train")

@@ -56,7 +56,7 @@ def test_the_hooks_we_override_keep_their_signatures():
 
 
 def test_the_methods_dots_and_rollout_replay_call_keep_their_signatures():
-    """Reference rollouts (ads_core/train/trl/replay/reference.py) and rollout replay (ads_core/train/trl/replay)."""
+    """Reference rollouts (ads_core/train/trl/reference.py) and rollout replay (ads_core/train/trl/replay)."""
     assert params(GRPOTrainer._tokenize_prompts) == ["self", "prompts"]
     assert params(GRPOTrainer._generate_single_turn)[:5] == [
         "self", "prompt_ids", "images", "multimodal_fields", "num_generations",

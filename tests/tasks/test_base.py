@@ -1,5 +1,5 @@
-"""Unit tests of the task layer's integrity check, retry rules and artifact keys (no Prefect server); locks are in
-test_locks.py."""
+"""Unit tests of the task layer: the stage task's one cache, retry rules and artifact keys (no Prefect server); locks
+are in test_locks.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from ads_core import storage
 from ads_core.storage import manifest as mf
 from ads_prefect.tasks import artifact_keys as keys
-from ads_prefect.tasks import faults, output, retries
+from ads_prefect.tasks import faults, retries
 
 
 def ctx(name: str) -> SimpleNamespace:
@@ -40,14 +40,38 @@ def test_artifact_hash_reads_the_manifest_and_falls_back_to_hashing(tmp_path: Pa
     assert mf.artifact_hash(uri) == storage.content_hash(uri) != "sha256:recorded"
 
 
-def test_intact_detects_vanished_and_replaced_outputs(tmp_path: Path):
-    uri = write_stage(tmp_path / "s", 3)
-    record = output.stage_output(mf.read(str(tmp_path / "s")), "data")
-    assert record["uri"] == uri and output.intact(record)
-    write_stage(tmp_path / "s", 4)  # another build overwrote the stage, consistently
-    assert not output.intact(record)
-    Path(uri).unlink()
-    assert not output.intact(output.stage_output(mf.read(str(tmp_path / "s")), "data"))
+def test_no_stage_task_has_a_prefect_cache_or_a_persisted_result():
+    """OUT's manifests are the build's one cache: a Prefect cache policy or a persisted result would be a second."""
+    from prefect.cache_policies import NO_CACHE
+
+    from ads_core.pipeline.stages import STAGES
+    from ads_prefect.tasks.stage_task import configured, stage_task
+
+    runs = [configured(stage, shard) for stage in STAGES for shard in ((0, 1) if stage.sharded else (None,))]
+    for task in (stage_task, *runs):
+        assert (task.cache_policy, task.persist_result, task.result_storage) == (NO_CACHE, False, None), task.name
+        assert (task.cache_key_fn, task.refresh_cache, task.result_storage_key) == (None, None, None), task.name
+    assert [t.task_run_name for t in runs[:4]] == ["format", "model", "score-shard-0", "score-shard-1"]
+
+
+def test_a_reused_stage_ends_cached_with_its_manifests_summary():
+    from ads_prefect.tasks.stage_task import cached
+
+    manifest = mf.Manifest(
+        stage="format",
+        inputs={},
+        outputs={},
+        config={},
+        code_version="test",
+        counts={"rows_in": 60, "rows_out": 59, "rows_rejected": 1},
+        extra={"layout": "marker"},
+    )
+    state = cached(manifest, "/out/formatted/train.parquet")
+    assert (state.type.value, state.name) == ("COMPLETED", "Cached")
+    assert state.message == "reused: rows_in 60, rows_out 59, rows_rejected 1; layout marker"
+    assert state.result() == "/out/formatted/train.parquet"
+    empty = mf.Manifest(stage="model", inputs={}, outputs={}, config={}, code_version="test")
+    assert cached(empty, "/out/model/model.json").message == "reused: its manifest records this stage key"
 
 
 def test_transient_errors_are_retried_and_bad_input_is_not():

@@ -1,42 +1,40 @@
 """The ``dots`` sampler: a selection round every ``mu`` steps, driven by the trained predictor.
 
-A round: draw a uniform reference set of K rows; get their success under the *current* policy (``rollout``, a
-callable a trainer attaches: TRL's rolls them out with the training G, temperature and prompt, not for gradients);
-predict every row's success from those labels (``predictor.predict``); refit linearly on the references (the
-official code's RL-time calibration); draw the next ``mu`` batches with ``selection.select_round``. Each round
-records Pearson rho between predicted and observed success on the reference set, the reference rollouts' count and
-seconds; each update records the share of the step's rows with 0 < success < 1.
+A round: draw a uniform reference set of K rows; get their success under the *current* policy (``reference_rollouts``,
+the callable the trainer provides for the kind's declared need ``reference_rollouts``, handed to the constructor:
+TRL's rolls them out with the training G, temperature and prompt, not for gradients); predict every row's success
+from those labels (``predictor.predict``); refit linearly on the references (the official code's RL-time
+calibration); draw the next ``mu`` batches with ``selection.select_round``. Each round records Pearson rho between
+predicted and observed success on the reference set, the reference rollouts' count and seconds; each update
+records the share of the step's rows with 0 < success < 1.
 
-Without an attached rollout (verl, the simulator, an artifact check) the references are the most recent K rows the
-sampler was fed back (their observed success under the policy that trained on them), and the first round, before
-any feedback, is uniform; docs/sampler.md says so. The reference rollout of round r runs under its own seed
-(``seed``, r), so where it runs (during a prefetch, after a resume) does not change what it draws.
+A trainer that cannot roll out references refuses the kind (``ads_core.train.trainers.unmet_needs``: verl). Made
+without one (the artifact check, a test of the rule alone), the references are the most recent K rows the sampler
+was fed back (their observed success under the policy that trained on them), and the first round, before any
+feedback, is uniform. The reference rollout of round r runs under its own seed (``seed``, r), so where it runs
+(during a prefetch, after a resume) does not change what it draws.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ads_core.common.errors import InputError
-from ads_core.sampler.base import BaseSampler, as_sampler_columns, check
+from ads_core.sampler.base import BaseSampler, ReferenceRollout, as_sampler_columns, check
 from ads_core.sampler.dots.options import DotsSamplerConfig
 from ads_core.sampler.dots.selection import select_round
 from ads_core.sampler.state import state_config, state_header, state_int, state_list, state_reals, state_rng
 
 STATE_VERSION = 1
-ReferenceRollout = Callable[[np.ndarray, int], np.ndarray]  # (rows, round seed) -> success of each row in [0, 1]
 _KEYS = ("kind", "version", "config", "n_rows", "steps", "rounds", "queue", "memory_rows", "memory_success", "rng")
 _KEYS += ("round_metrics", "drawn_metrics")
 
 
 class DotsSampler(BaseSampler):
     """DOTS's online selection over the rows of an artifact (see the module)."""
-
-    needs_reference_rollouts = True
 
     def __init__(
         self,
@@ -45,6 +43,7 @@ class DotsSampler(BaseSampler):
         cfg: DotsSamplerConfig | None = None,
         predictor: Any = None,
         embeddings: np.ndarray | None = None,
+        reference_rollouts: ReferenceRollout | None = None,
     ) -> None:
         self.cfg = cfg = cfg if cfg is not None else DotsSamplerConfig()
         cid, _ = as_sampler_columns(cluster_ids, rank_in_cluster)
@@ -67,7 +66,7 @@ class DotsSampler(BaseSampler):
             "train the predictor on this artifact (`ads dots-train ART`)",
         )
         self.predictor, self.embeddings = predictor, emb
-        self.rollout: ReferenceRollout | None = None  # attached by a trainer that can roll out (TRL)
+        self._rollout = reference_rollouts  # the trainer's (the kind's need); None: fed-back rows as references
         self._rng = np.random.default_rng(cfg.seed)
         self._queue: list[list[int]] = []
         self._mem_rows = np.zeros(0, dtype=np.int64)
@@ -83,10 +82,10 @@ class DotsSampler(BaseSampler):
     def _references(self) -> tuple[np.ndarray, np.ndarray, float, float]:
         """(reference rows, their success, seconds, rollouts) for the next round."""
         k = min(self.cfg.reference_size, self.n_rows)
-        if self.rollout is not None:
+        if self._rollout is not None:
             rows = np.sort(self._rng.choice(self.n_rows, size=k, replace=False))
             started = time.perf_counter()
-            success = np.asarray(self.rollout(rows, self.cfg.seed * 1_000_003 + self.rounds), dtype=np.float64)
+            success = np.asarray(self._rollout(rows, self.cfg.seed * 1_000_003 + self.rounds), dtype=np.float64)
             check(len(success) == len(rows), "the reference rollout returned a success per row")
             return rows, np.clip(success, 0.0, 1.0), time.perf_counter() - started, float(k)
         rows, success = self._mem_rows[-k:], self._mem_succ[-k:]
@@ -101,7 +100,7 @@ class DotsSampler(BaseSampler):
             raw = dp.predict(self.predictor, self.embeddings, refs, success)
             rho = dp.pearson(raw[refs], success)
             pred = dp.linear_refit(raw, refs, success) if self.cfg.linear_refit else raw
-        else:  # no labels yet (no rollout attached, first round): every row alike, a uniform draw
+        else:  # no labels yet (no reference rollout, first round): every row alike, a uniform draw
             pred, rho = np.full(self.n_rows, 1.0 - self.cfg.alpha), float("nan")
         batches = select_round(pred, self.batch_size, self.cfg.mu, self.cfg.alpha, self.cfg.tau, self._rng)
         self._queue = [b.tolist() for b in batches]

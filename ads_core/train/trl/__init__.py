@@ -7,7 +7,10 @@
   semantics) and the feedback path (each prompt's mean correctness back into ``update``);
 * ``validate``: the live policy validated on the eval sets during training (``ads eval``'s code);
 * ``trainer``: the ``GRPOTrainer`` subclass (sampler hook, feedback after the gathered rewards, sampler state in
-  every checkpoint, one ``steps.jsonl`` line per optimizer step);
+  every checkpoint, one ``steps.jsonl`` line per optimizer step), made with everything it needs (``RunSettings``);
+* ``hooks``: the run's callbacks (learning rate, trackers, completions, processes' agreement) and step notices;
+* ``reference``: reference rollouts by the current policy, the need ``reference_rollouts`` of kind ``dots``;
+* ``replay``: rollout replay, a trainer extension (``ReplayGRPOTrainer``);
 * ``steps``: the per-step log (written as the run goes, cut back to the checkpoint on resume);
 * ``run``: ``run_trl(plan)`` builds everything, resumes from the newest complete checkpoint, trains.
 

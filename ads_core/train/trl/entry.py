@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ads_core.config.train import NeutralTrainConfig as TrainConfig
+from ads_core.sampler.kinds import EXTRA_ROLLOUTS, REFERENCE_ROLLOUTS
 from ads_core.train.trainers import OnLine, OnStep, Score, TrainResult, register_trainer
 from ads_core.train.trl.options import TRL_MINI_CLUSTER_SIZE, TRLConfig
 
@@ -17,7 +18,8 @@ class TRLTrainer:
     # The reference's 4 x 32 prompts per step is GPU work: 4 x 2 = 8 on a CPU unless mini_cluster_size is set.
     ads_defaults: ClassVar[dict[str, Any]] = {"mini_cluster_size": TRL_MINI_CLUSTER_SIZE}
     options: ClassVar[type] = TRLConfig  # the `trl` section
-    supports: ClassVar[frozenset[str]] = frozenset({"extra_rollouts"})  # dynamic sampling's extra draws
+    # dynamic sampling's extra draws (trainer.py) and DOTS's reference sets rolled out by the policy (reference.py)
+    supports: ClassVar[frozenset[str]] = frozenset({EXTRA_ROLLOUTS, REFERENCE_ROLLOUTS})
 
     def can_run_here(self, cfg: TrainConfig) -> tuple[bool, str]:
         return True, "TRL runs on CPU and on one node"

@@ -1,4 +1,5 @@
-"""What a TRL run reports besides ``steps.jsonl``: one ``TrainerCallback`` (``RunHooks``) and the step notices.
+"""What a TRL run reports besides ``steps.jsonl``: one ``TrainerCallback`` (``RunHooks``) and the step notices; and
+``FinalCheckpoint``, which saves the last step whatever ``save_steps`` says.
 
 ``RunHooks`` is placed first among the trainer's callbacks, so what it adds to a step's logs reaches every
 tracker (TensorBoard, W&B, trackio, MLflow: ``trl.report_to``):
@@ -51,6 +52,15 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+class FinalCheckpoint(TrainerCallback):
+    """Always checkpoint the last step, whatever save_steps says."""
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if state.global_step >= state.max_steps:
+            control.should_save = True
+        return control
+
+
 class RunHooks(TrainerCallback):
     """Learning rate, tracker metrics, completions and the processes' agreement, step by step (see the module)."""
 
@@ -59,13 +69,15 @@ class RunHooks(TrainerCallback):
         self.completions = Path(run_dir) / COMPLETIONS_FILE if cfg.trl.log_completions else None
         self.tensorboard_dir = Path(run_dir) / "tensorboard"
         self.world_size = world_size
-        self.trainer: Any = None
-        self.lr: float | None = None
-        self.sync: dict[str, Any] = {}
+        self.trainer: Any = None  # the trainer these hooks are attached to (its constructor attaches them)
+        self.lr: float | None = None  # the rate of the step's optimizer update
+        self.sync: dict[str, Any] = {}  # the processes' agreement at the step's end
+        self._extras: dict[str, Any] = {}  # what the step's steps.jsonl line gets from here (take_extras)
 
     def attach(self, trainer: Any) -> None:
         """Put these hooks first among TRAINER's callbacks (before the trackers') and point TensorBoard at
-        ``RUN_DIR/tensorboard`` (unless TENSORBOARD_LOGGING_DIR says otherwise)."""
+        ``RUN_DIR/tensorboard`` (unless TENSORBOARD_LOGGING_DIR says otherwise). ``ADSGRPOTrainer``'s constructor
+        calls this."""
         from transformers.integrations import TensorBoardCallback
 
         self.trainer = trainer
@@ -120,9 +132,15 @@ class RunHooks(TrainerCallback):
                 logs["ads/informative_groups"] = float(fb.informative_groups)
                 logs["ads/rollout_prompts"] = float(fb.rollout_prompts)
                 logs["ads/lag"] = float(fb.draw.lag)
-        trainer.record_extras = extras
+        self._extras = extras
         if self.completions is not None and state.is_world_process_zero:
             self._write_completions(int(state.global_step))
+
+    def take_extras(self) -> dict[str, Any]:
+        """What the step just logged adds to its ``steps.jsonl`` line (the learning rate, the processes'
+        agreement); the trainer takes it once per line."""
+        extras, self._extras = self._extras, {}
+        return extras
 
     def _write_completions(self, step: int) -> None:
         """One completion per prompt (the first of its group) of the step's last generation batch."""

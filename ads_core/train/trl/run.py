@@ -22,7 +22,7 @@ from ads_core.common import progress
 from ads_core.common.text import last_boxed
 from ads_core.models.loading import load_for_training
 from ads_core.sampler.checkpoint import SamplerCheckpoint, has_checkpoint, read_checkpoint
-from ads_core.sampler.kinds import build_sampler
+from ads_core.sampler.kinds import REFERENCE_ROLLOUTS, build_sampler
 from ads_core.storage.manifest import has_checkpoint_manifest
 from ads_core.train.groups import drops_all_wrong
 from ads_core.train.plan import TrainPlan
@@ -32,6 +32,7 @@ from ads_core.train.trainers import TrainResult
 from ads_core.train.trl import final, settings
 from ads_core.train.trl.feed import FeedbackSampler, TrainRows, load_rows
 from ads_core.train.trl.plan import TRLPlan
+from ads_core.train.trl.reference import ReferenceRollouts
 from ads_core.train.trl.steps import StepWriter, keep_steps_up_to, read_steps
 from ads_core.train.trl.validate import start_validation
 
@@ -151,21 +152,20 @@ def run_trl(
     on_step: Callable[[dict[str, Any], Any], None] | None = None,
     score: Score | None = None,
 ) -> TrainResult:
-    """Train ``plan.config.steps`` optimizer steps (resuming when the run folder has a checkpoint)."""
-    from transformers import TrainerCallback
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
-
+    """Train ``plan.config.steps`` optimizer steps (resuming when the run folder has a checkpoint). Everything the
+    trainer needs is made here, in order, and handed to its constructor: nothing is set on it afterwards."""
     from ads_core.train.trl import hooks
-    from ads_core.train.trl.replay.reference import attach_reference_rollouts
-    from ads_core.train.trl.trainer import ADSGRPOTrainer
+    from ads_core.train.trl.trainer import ADSGRPOTrainer, RunSettings
 
     started = time.perf_counter()
     Path(part.checkpoints_dir).mkdir(parents=True, exist_ok=True)
     rows: TrainRows = load_rows(plan.train_uri)
+    reference = ReferenceRollouts(rows.dataset)  # the need reference_rollouts (kind dots), met by the trainer below
 
     def make_sampler() -> Any:
         kind, batch = plan.sampler.kind, part.prompts_per_step
-        return build_sampler(kind, rows.cluster_ids, rows.rank_in_cluster, plan.sampler, batch)
+        provided = {REFERENCE_ROLLOUTS: reference}  # a kind gets what it declares it needs (ads_core.sampler.kinds)
+        return build_sampler(kind, rows.cluster_ids, rows.rank_in_cluster, plan.sampler, batch, provided)
 
     feed = FeedbackSampler(
         make_sampler(),
@@ -195,17 +195,15 @@ def run_trl(
             progress.phase("training: validating the policy before the first step")
         validator.before_train(model, tokenizer)
         on_step = validator.chain(on_step)
-
-    class FinalCheckpoint(TrainerCallback):
-        """Always checkpoint the last step, whatever save_steps says."""
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-            if state.global_step >= state.max_steps:
-                control.should_save = True
-            return control
-
+    run = RunSettings(
+        run_id=run_id,
+        schedule_steps=settings.schedule_horizon(plan.config, plan.run_dir),  # see settings: the horizon
+        keep_checkpoints=plan.config.trl.keep_checkpoints,
+        resume_from=resumed[1] if resumed else None,
+        drop_all_wrong=drops_all_wrong(plan.config),
+    )
     trainer_class, extension = ADSGRPOTrainer, {}
-    if plan.config.trl.replay:
+    if plan.config.trl.replay:  # it restores its buffer from run.resume_from
         from ads_core.train.trl.replay.trainer import ReplayGRPOTrainer
 
         trainer_class = ReplayGRPOTrainer
@@ -216,28 +214,21 @@ def run_trl(
         args=grpo_config(plan, part, weights),
         train_dataset=rows.dataset,
         processing_class=tokenizer,
-        callbacks=[FinalCheckpoint()],
+        callbacks=[hooks.FinalCheckpoint()],
         feed=feed,
         rows=rows,
         writer=StepWriter(part.steps_file),
+        run=run,
+        hooks=hooks.RunHooks(plan.config, plan.run_dir, part.processes),
         on_step=hooks.with_notices(on_step, hooks.StepNotices(plan.config, part.prompts_per_step), log),
+        reference=reference,
         peft_config=settings.peft_config(plan.config.trl),
-        drop_all_wrong=drops_all_wrong(plan.config),
         **extension,
     )
-    attach_reference_rollouts(trainer)  # kind dots: its reference sets are rolled out by this policy
-    if resumed is not None and extension:
-        trainer.restore_buffer(resumed[1])
-    trainer.schedule_steps = settings.schedule_horizon(plan.config, plan.run_dir)  # see settings: the horizon
     if settings.is_rank_zero():
-        settings.record_horizon(plan.config, plan.run_dir, trainer.schedule_steps)
-    hooks.RunHooks(plan.config, plan.run_dir, part.processes).attach(trainer)
-    for noisy in (PrinterCallback, ProgressCallback):
-        trainer.remove_callback(noisy)
-    trainer.resumed_rng = resumed[1] if resumed else None
-    trainer.run_id, trainer.keep_checkpoints = run_id, plan.config.trl.keep_checkpoints
+        settings.record_horizon(plan.config, plan.run_dir, run.schedule_steps)  # once the trainer could be made
     progress.phase(f"training: step {(resumed[0] if resumed else 0) + 1} (generating, scoring, updating)")
-    trainer.train(resume_from_checkpoint=resumed[1] if resumed else None)
+    trainer.train(resume_from_checkpoint=run.resume_from)
     del trainer, model
     notes += final.finish(plan, part, complete_checkpoints(part.checkpoints_dir))
     return _result(plan, part, resumed, started, notes)

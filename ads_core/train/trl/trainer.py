@@ -1,4 +1,13 @@
-"""``ADSGRPOTrainer``: TRL's ``GRPOTrainer`` with the run's sampler in the loop; seven small overrides.
+"""``ADSGRPOTrainer``: TRL's ``GRPOTrainer`` with the run's sampler in the loop.
+
+What it knows of its run is given to its constructor and does not change: the prompt feed and the training rows,
+the step writer and ``on_step``, the run's settings (``RunSettings``: identity, LR horizon, checkpoints kept, the
+checkpoint resumed from, the all-wrong drop), the run's callbacks (``RunHooks``, put first among TRL's) and the
+reference rollouts a sampler kind may need (bound here). What changes, per step, is documented where it is kept:
+the step's feedback (``last_feedback``), its additions to the step line (``step_extras``), the extra draw being
+rolled out (dynamic sampling) and the step clock (``StepClock``); on resume, the checkpoint's RNG state once.
+
+TRL methods overridden, each for one reason:
 
 * ``_get_train_sampler``: returns the ``FeedbackSampler`` (TRL's own hook for a custom prompt sampler);
 * ``_calculate_rewards``: after TRL has computed and gathered every completion's rewards (all processes, in
@@ -6,7 +15,8 @@
   correctness goes to ``update``; identical on every process, so every process's sampler stays the same;
 * ``log``: TRL logs every step (``logging_steps=1``); the step's line goes to ``steps.jsonl`` with TRL's loss
   and lengths and the step's time split (``time_split``: fresh rollouts, reference rollouts, checkpoint writes,
-  the update; ``train`` starts the clock), before any checkpoint of that step is written;
+  the update; the clock starts when the trainer is made, just before ``train``), before any checkpoint of that
+  step is written;
 * ``get_batch_samples``: on resume, re-applies the checkpoint's RNG state after the first fetch (below);
 * ``_generate_and_score_completions``: times the fresh rollouts; with a ``GroupFilter`` sampler (kind
   ``dynamic``), drops the groups whose rewards all agree and rolls out more generation batches in the same step
@@ -20,6 +30,7 @@
   lets TRL save, then writes the checkpoint's manifest (``ads_core.storage.manifest.write_checkpoint``: a checkpoint is
   complete once it has one) and rotates; a full or read-only disk is one line (``resume.saving``);
 * ``_load_optimizer_and_scheduler``: a learning rate changed on purpose (``allow_change``) takes effect;
+* ``_issue_warnings_after_load``: a tied output embedding, saved once, is re-tied rather than reported missing;
 * ``_load_from_checkpoint``: a policy that does not fit the checkpoint is one line naming both.
 
 Nothing of TRL is copied; ``tests/integrations/test_trl_contract.py`` pins the hooks and signatures used.
@@ -30,10 +41,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from accelerate.utils import gather_object
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
@@ -45,6 +58,8 @@ from ads_core.train.groups import groups_to_keep
 from ads_core.train.resume import checkpoints, saving
 from ads_core.train.trl.dynamic import fill_generation_batch, merge_groups
 from ads_core.train.trl.feed import Draw, Feedback, FeedbackSampler, TrainRows
+from ads_core.train.trl.hooks import RunHooks
+from ads_core.train.trl.reference import ReferenceRollouts
 from ads_core.train.trl.steps import StepWriter, window_position
 
 TRL_LOG_KEYS = {  # TRL's per-step log key -> our name
@@ -58,6 +73,41 @@ TRL_LOG_KEYS = {  # TRL's per-step log key -> our name
 OnStep = Callable[[dict[str, Any], Any], None]  # (the step's record, the trainer: .model, .processing_class)
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """What the trainer knows of its run before it is made; none of it changes while it trains."""
+
+    run_id: str  # the run's identity (ads_core.train.resume), repeated in every checkpoint manifest
+    schedule_steps: int  # the LR schedule's horizon (ads_core.train.trl.settings.schedule_horizon)
+    keep_checkpoints: int = 2  # checkpoints with a manifest that rotation keeps
+    resume_from: str | None = None  # the checkpoint this command resumes from; None: from step 0
+    drop_all_wrong: bool = False  # the reference trainer's all-wrong drop (ads_core.train.groups)
+
+
+class StepClock:
+    """The step line's time split: wall and CPU time since the last line (or since the trainer was made), and the
+    seconds spent writing checkpoints since (booked to the next step: HF saves after the step's line)."""
+
+    def __init__(self) -> None:
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+        self.checkpoint_seconds = 0.0
+
+    def split(self, fresh: float, reference: float) -> dict[str, float]:
+        """The step's seconds, FRESH and REFERENCE rollouts among them; restarts the clock."""
+        now, cpu = time.perf_counter(), time.process_time()
+        wall, cpu_spent = now - self._wall, cpu - self._cpu
+        saving, self.checkpoint_seconds = self.checkpoint_seconds, 0.0
+        self._wall, self._cpu = now, cpu
+        return {
+            "step_seconds": round(wall, 4),
+            "cpu_seconds": round(cpu_spent, 4),  # this process's CPU time: what load on the machine doesn't inflate
+            "fresh_rollout_seconds": round(fresh, 4),
+            "reference_rollout_seconds": round(reference, 4),
+            "checkpoint_seconds": round(saving, 4),
+            "update_seconds": round(max(0.0, wall - fresh - reference - saving), 4),
+        }
+
+
 class ADSGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` whose prompts come from a ``FeedbackSampler`` fed back every generation batch."""
 
@@ -67,28 +117,27 @@ class ADSGRPOTrainer(GRPOTrainer):
         feed: FeedbackSampler,
         rows: TrainRows,
         writer: StepWriter,
+        run: RunSettings,
+        hooks: RunHooks,
         on_step: OnStep | None = None,
-        drop_all_wrong: bool = False,
+        reference: ReferenceRollouts | None = None,
         **kwargs: Any,
     ) -> None:
-        self.feed = feed
-        self.drop_all_wrong = drop_all_wrong  # the reference trainer's all-wrong drop (ads_core.train.groups)
-        self.rows = rows
-        self.writer = writer
-        self.on_step = on_step
-        self.last_feedback: Feedback | None = None  # the step's, for its steps.jsonl line
-        self._extra_draw: Draw | None = None  # set while a dynamic-sampling step rolls out an extra batch
-        self.resumed_rng: str | None = None  # the checkpoint whose RNG state the first batch must start from
-        self.schedule_steps: int | None = None  # the LR schedule's horizon (ads_core.train.trl.settings)
-        self.record_extras: dict[str, Any] = {}  # added to the step's steps.jsonl line (ads_core.train.trl.hooks)
-        self.step_extras: dict[str, Any] = {}  # the step's own additions (time split, replay), reset every step
-        self.reference_seconds = 0.0  # reference rollouts (kind dots) since the last step's line
-        self.checkpoint_seconds = 0.0  # checkpoint writes since the last step's line
-        self._clock: float | None = None  # when the last step's line was written (or training started)
-        self._cpu_clock: float | None = None  # the process's CPU time then
-        self.run_id = ""  # the run's identity, repeated in every checkpoint manifest (ads_core.train.resume)
-        self.keep_checkpoints = 2  # checkpoints with a manifest that rotation keeps
+        self.feed, self.rows, self.writer, self.on_step = feed, rows, writer, on_step
+        self.run, self.hooks, self.reference = run, hooks, reference
+        # per step: the step's feedback (set by _calculate_rewards, written by log), its own additions to the step
+        # line (time split, dropped groups, replay), the extra batch being rolled out (dynamic sampling)
+        self.last_feedback: Feedback | None = None
+        self.step_extras: dict[str, Any] = {}
+        self._extra_draw: Draw | None = None
+        self._rng_to_restore = run.resume_from  # once, after the first fetch (get_batch_samples)
         super().__init__(*args, **kwargs)
+        hooks.attach(self)  # first among the callbacks, before the trackers'
+        for noisy in (PrinterCallback, ProgressCallback):
+            self.remove_callback(noisy)
+        if reference is not None:
+            reference.bind(self)  # the need reference_rollouts (kind dots): rolled out through this trainer
+        self._clock = StepClock()  # last: the first step's time starts here, just before train()
 
     def _get_train_sampler(self, dataset: Any = None) -> FeedbackSampler:
         return self.feed
@@ -98,9 +147,9 @@ class ADSGRPOTrainer(GRPOTrainer):
         creating the dataloader iterator, which draws a seed from it, so the resumed run's sampling would
         differ from the uninterrupted run's (HF does the same after skipping batches)."""
         batches = super().get_batch_samples(epoch_iterator, num_batches, device)
-        if self.resumed_rng is not None:
-            self._load_rng_state(self.resumed_rng)
-            self.resumed_rng = None
+        if self._rng_to_restore is not None:
+            self._load_rng_state(self._rng_to_restore)
+            self._rng_to_restore = None
         return batches
 
     def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
@@ -117,10 +166,6 @@ class ADSGRPOTrainer(GRPOTrainer):
             self.last_feedback = self.feed.feedback(rows, values[:, 0], total)  # column 0: correctness
         return rewards_per_func
 
-    def train(self, *args: Any, **kwargs: Any) -> Any:
-        self._clock, self._cpu_clock = time.perf_counter(), time.process_time()
-        return super().train(*args, **kwargs)
-
     def _generate_and_score_completions(self, inputs: Any) -> Any:
         started = time.perf_counter()
         try:
@@ -130,7 +175,7 @@ class ADSGRPOTrainer(GRPOTrainer):
                 self.step_extras["fresh_rollout_seconds"] = round(time.perf_counter() - started, 4)
         if self.model.training:
             self.step_extras["dropped_groups"] = 0
-            if self.drop_all_wrong:
+            if self.run.drop_all_wrong:
                 out = self._without_all_wrong(out)
         return out
 
@@ -195,44 +240,32 @@ class ADSGRPOTrainer(GRPOTrainer):
         self.last_feedback = None
         if not self.is_world_process_zero():  # every process fed back the same; one writes
             return
-        record = step_record(fb, self.rows, self.feed.sampler.metrics(), logs) | self.record_extras
+        record = step_record(fb, self.rows, self.feed.sampler.metrics(), logs) | self.hooks.take_extras()
         record |= self.time_split() | self.step_extras
-        self.record_extras, self.step_extras = {}, {}
+        self.step_extras = {}
         self.writer.write(record)
         if self.on_step is not None:
             self.on_step(record, self)
 
     def time_split(self) -> dict[str, float]:
         """The step's wall seconds (since the last step's line), split into fresh rollouts, reference rollouts
-        (kind dots; booked to the step during which they ran: the dataloader draws one step ahead) and the rest,
-        checkpoint writes (booked to the next step: HF saves after the step's line) and the rest, the update (forward,
-        backward, optimizer; replay's bookkeeping too)."""
-        now, cpu = time.perf_counter(), time.process_time()
-        wall = now - (self._clock if self._clock is not None else now)
-        cpu_spent = cpu - (self._cpu_clock if self._cpu_clock is not None else cpu)
-        self._cpu_clock = cpu
+        (kind dots; booked to the step during which they ran: the dataloader draws one step ahead), checkpoint
+        writes (booked to the next step: HF saves after the step's line) and the rest, the update (forward,
+        backward, optimizer; replay's bookkeeping too); and this process's CPU seconds (``StepClock``)."""
         fresh = float(self.step_extras.get("fresh_rollout_seconds", 0.0))
-        reference, self.reference_seconds, self._clock = self.reference_seconds, 0.0, now
-        saving, self.checkpoint_seconds = self.checkpoint_seconds, 0.0
-        return {
-            "step_seconds": round(wall, 4),
-            "cpu_seconds": round(cpu_spent, 4),  # this process's CPU time: what load on the machine doesn't inflate
-            "fresh_rollout_seconds": round(fresh, 4),
-            "reference_rollout_seconds": round(reference, 4),
-            "checkpoint_seconds": round(saving, 4),
-            "update_seconds": round(max(0.0, wall - fresh - reference - saving), 4),
-        }
+        reference = self.reference.take_seconds() if self.reference is not None else 0.0
+        return self._clock.split(fresh, reference)
 
     def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
         """The LR schedule over the run's horizon, not this command's steps: a resumed run continues it."""
-        return super().create_scheduler(self.schedule_steps or num_training_steps, optimizer)
+        return super().create_scheduler(self.run.schedule_steps or num_training_steps, optimizer)
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         started = time.perf_counter()
         try:
             self._save_checked(model, trial)
         finally:
-            self.checkpoint_seconds += time.perf_counter() - started
+            self._clock.checkpoint_seconds += time.perf_counter() - started
 
     def _save_checked(self, model: Any, trial: Any) -> None:
         step = int(self.state.global_step)
@@ -255,8 +288,8 @@ class ADSGRPOTrainer(GRPOTrainer):
             if self.args.world_size > 1:  # every process's files (rng_state_<rank>.pth) are in before the manifest
                 self.accelerator.wait_for_everyone()
             if self.args.should_save:
-                mf.write_checkpoint(folder, step, self.run_id)  # last: the checkpoint is complete
-                checkpoints.rotate(os.path.dirname(folder), self.keep_checkpoints)
+                mf.write_checkpoint(folder, step, self.run.run_id)  # last: the checkpoint is complete
+                checkpoints.rotate(os.path.dirname(folder), self.run.keep_checkpoints)
         except Exception as exc:
             why = saving.save_failure(exc, folder)
             if why is None:

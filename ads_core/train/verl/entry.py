@@ -9,7 +9,7 @@ import re
 from typing import Any, ClassVar
 
 from ads_core.config.train import NeutralTrainConfig as TrainConfig
-from ads_core.sampler.kinds import has_extra_rollouts
+from ads_core.sampler.kinds import EXTRA_ROLLOUTS, REFERENCE_ROLLOUTS, has_extra_rollouts
 from ads_core.train import choice
 from ads_core.train.errors import LaunchError
 from ads_core.train.trainers import OnLine, OnStep, Score, TrainResult, register_trainer
@@ -28,8 +28,10 @@ class VerlTrainer:
     extra_arguments: ClassVar[str] = "overrides"  # `ads train ART key=value ...`: Hydra overrides
     supports: ClassVar[frozenset[str]] = frozenset()
     unsupported_why: ClassVar[dict[str, str]] = {
-        "extra_rollouts": "in verl that is algorithm.filter_groups, which only its v1 loop has, and the ADS "
-        "integration drives the v0 loop: train it with trainer trl, or pick another kind"
+        EXTRA_ROLLOUTS: "in verl that is algorithm.filter_groups, which only its v1 loop has, and the ADS "
+        "integration drives the v0 loop: train it with trainer trl, or pick another kind",
+        REFERENCE_ROLLOUTS: "the ADS integration of verl's loop has no hook that rolls out a reference set with "
+        "the current policy: train it with trainer trl, or pick another kind (dots-lite needs none)",
     }
 
     def can_run_here(self, cfg: TrainConfig) -> tuple[bool, str]:

@@ -97,6 +97,11 @@ class ADSVerlSampler(torch.utils.data.Sampler[int]):
         self.last_feedback: BatchFeedback | None = None
         self.step_of: Callable[[], int] | None = None  # the trainer's global step, for errors (else epoch batch)
 
+    def follow_steps(self, step_of: Callable[[], int]) -> None:
+        """Name STEP_OF's step (the trainer's global step) in a bad batch's error. verl makes this sampler before
+        its trainer, so ``ADSRayPPOTrainer`` hands it over once it exists, by this call."""
+        self.step_of = step_of
+
     # -- construction ----------------------------------------------------------------------------
 
     @classmethod

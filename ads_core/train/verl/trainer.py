@@ -60,7 +60,7 @@ class ADSRayPPOTrainer(RayPPOTrainer):
             warnings.simplefilter("ignore", FutureWarning)  # the v0 trainer's deprecation notice
             super().__init__(*args, train_sampler=train_sampler, **kwargs)
         self.ads_sampler = train_sampler
-        train_sampler.step_of = lambda: int(getattr(self, "global_steps", 0) or 0)  # `fit` draws step N at N
+        train_sampler.follow_steps(lambda: int(getattr(self, "global_steps", 0) or 0))  # `fit` draws step N at N
         loader = self.train_dataloader
         if loader.sampler is not train_sampler or loader.batch_size != train_sampler.batch_size:
             raise RuntimeError(

@@ -42,11 +42,14 @@ class ReplayGRPOTrainer(ADSGRPOTrainer):
         self.replay_cfg = replay
         self.replay_groups = int(replay_groups)
         self.buffer = ReplayBuffer(replay.buffer_size, replay.seed)
-        self._completion_rewards: np.ndarray | None = None
+        self._completion_rewards: np.ndarray | None = None  # the step's per-completion total rewards
+        if self.run.resume_from is not None:
+            self.restore_buffer(self.run.resume_from)  # the buffer the checkpoint saved, its generator with it
 
     # -- the buffer in checkpoints ---------------------------------------------------------------------
 
     def restore_buffer(self, checkpoint: str) -> None:
+        """The buffer saved in CHECKPOINT (a run resumed from a checkpoint saved without replay is refused)."""
         path = Path(checkpoint) / BUFFER_FILE
         if not path.is_file():
             raise RunStateError(
