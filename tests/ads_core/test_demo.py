@@ -10,7 +10,7 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from ads_core.config.demo import DemoConfig, DemoTaskConfig
+from ads_core.config.demo import STUDY_FAMILIES, DemoConfig, DemoTaskConfig
 from ads_core.demo import runs
 from ads_core.demo.task import FAMILIES, LEVELS, make_task
 
@@ -38,8 +38,9 @@ def test_the_task_is_seeded_disjoint_and_correct():
     for family in spec.families:
         for level in LEVELS:
             assert sum(p.family == family and p.level == level for p in a.train) == 20
-    every = make_task(spec.replaced(families=FAMILIES))  # the study's five families
-    assert {p.family for p in every.train} == set(FAMILIES) == {"max", "min", "sum", "range", "product"}
+    every = make_task(spec.replaced(families=STUDY_FAMILIES))  # the study's five families
+    assert {p.family for p in every.train} == set(STUDY_FAMILIES) == {"max", "min", "sum", "range", "product"}
+    assert set(STUDY_FAMILIES) < set(FAMILIES)  # Experiment 2's families come on top
     for p in a.train + a.test + a.warmup + every.train + every.test:
         assert p.answer == _answer(p.question) and p.solution == f"\\boxed{{{p.answer}}}"
     assert make_task(DemoTaskConfig(seed=4, train_per_cell=20, test_per_cell=10)).test != a.test
