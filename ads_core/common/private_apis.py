@@ -33,6 +33,29 @@ class PrivateApi:
 
 PRIVATE_APIS: tuple[PrivateApi, ...] = (
     PrivateApi(
+        "multiprocessing",
+        "multiprocessing.util",
+        ("_finalizer_registry",),
+        "ads_prefect/runtime/runner.py",
+        "an interrupted demo exits with os._exit, which skips the finalizers: the named semaphores of its worker "
+        "pools are unlinked from CPython's registry first (no 'leaked semaphore objects' warning)",
+    ),
+    PrivateApi(
+        "multiprocessing",
+        "multiprocessing.synchronize:SemLock",
+        ("_cleanup",),
+        "ads_prefect/runtime/runner.py",
+        "the finalizer that unlinks a named semaphore, recognised in that registry",
+    ),
+    PrivateApi(
+        "multiprocessing",
+        "multiprocessing.util:Finalize",
+        ("_callback",),
+        "ads_prefect/runtime/runner.py",
+        "a registered finalizer's callback, compared with SemLock._cleanup",
+        kind="instance_attribute",
+    ),
+    PrivateApi(
         "prefect",
         "prefect._internal.concurrency.services:_QueueServiceBase",
         ("_QueueServiceBase", "_instance_lock", "_instance_cache_lock", "_instances", "_new_instance"),

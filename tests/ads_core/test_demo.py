@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from ads_lab.config.demo import STUDY_FAMILIES, DemoConfig, DemoTaskConfig
 from ads_lab.demo import runs
-from ads_lab.demo.task import LEVELS, make_task
+from ads_lab.demo.task import FAMILIES, LEVELS, make_task
 
 
 def _answer(question: str) -> int:
@@ -40,6 +40,7 @@ def test_the_task_is_seeded_disjoint_and_correct():
             assert sum(p.family == family and p.level == level for p in a.train) == 20
     every = make_task(spec.replaced(families=STUDY_FAMILIES))  # the study's five families
     assert {p.family for p in every.train} == set(STUDY_FAMILIES) == {"max", "min", "sum", "range", "product"}
+    assert set(STUDY_FAMILIES) < set(FAMILIES)  # Experiment 2's families come on top
     for p in a.train + a.test + a.warmup + every.train + every.test:
         assert p.answer == _answer(p.question) and p.solution == f"\\boxed{{{p.answer}}}"
     assert make_task(DemoTaskConfig(seed=4, train_per_cell=20, test_per_cell=10)).test != a.test

@@ -222,7 +222,8 @@ def test_kill_9_of_ads_builds_process_group_mid_stage_leaves_nothing_running_and
         ADS_LOCK_DIR=str(tmp_path / "locks"),
     )
     args = ["build", str(sample_source), "--out", str(out), "-k", "4", "--shards", "2", "--max-length", "256"]
-    proc = h.start_process([ads_cli(), *args], log, {**env, "ADS_TEST_PAUSE_STAGE": f"score@progress:{marker}"})
+    # paused as the score stage starts: it always runs into a new OUT, even when every row comes from the score cache
+    proc = h.start_process([ads_cli(), *args], log, {**env, "ADS_TEST_PAUSE_STAGE": f"score:{marker}"})
     started: dict[int, str] = {}
     try:
         wait_for(marker, proc)

@@ -87,7 +87,7 @@ def test_ads_as_published_drops_and_off_keeps_every_group(
     assert sum(dropped) > 0
 
 
-def test_the_drop_is_refused_where_trl_would_split_or_refill_the_batch(
+def test_where_trl_would_split_or_refill_the_batch_on_is_refused_and_auto_trains_without_saying_so(
     final_artifact: Path, trl_helpers, tmp_path: Path
 ):
     from ads_core.train.plan import plan_training
@@ -98,9 +98,13 @@ def test_the_drop_is_refused_where_trl_would_split_or_refill_the_batch(
         ({"replay": True}, "replay"),
     ):
         sizes = {**trl_helpers.sizes, "trl": {**trl_helpers.sizes["trl"], **trl}}
-        cfg = TrainConfig(trainer="trl", steps=2, run_dir=str(tmp_path), sampler={"kind": "ads"}, **sizes)
+        on = TrainConfig(trainer="trl", steps=2, run_dir=str(tmp_path), drop_all_wrong="on", **sizes)
         with pytest.raises(TrainOptionError, match=words):
-            plan_trl(plan_training(str(final_artifact), cfg, materialize=False))
+            plan_trl(plan_training(str(final_artifact), on, materialize=False))
+        auto = TrainConfig(trainer="trl", steps=2, run_dir=str(tmp_path), sampler={"kind": "ads"}, **sizes)
+        plan = plan_training(str(final_artifact), auto, materialize=False)
+        assert plan_trl(plan).drop_all_wrong is False
+        assert any("this run trains without it (drop_all_wrong auto)" in w for w in plan.warnings), plan.warnings
 
 
 def test_group_order_is_kept_for_the_groups_that_stay():

@@ -129,7 +129,6 @@ def about(plan: Any) -> dict[str, Any]:
     """What the run is, for people and tables (`ads compare`, the model card): sampler, trainer, model, seed, and
     the code version that trained it (git commit and dirty flag)."""
     from ads_core.common.version import code_version
-    from ads_core.train.groups import drops_all_wrong
     from ads_core.train.options import trainer_options
 
     section = trainer_options(plan.config, plan.trainer)
@@ -138,7 +137,7 @@ def about(plan: Any) -> dict[str, Any]:
         "trainer": plan.trainer,
         "model": absolute_or_id(plan.model),
         "seed": getattr(section, "seed", None),
-        "drop_all_wrong": drops_all_wrong(plan.config),
+        "drop_all_wrong": plan.config.drop_all_wrong,  # as set (auto/on/off); steps.jsonl's dropped_groups: what ran
         "code": code_version(),
     }
 

@@ -111,8 +111,7 @@ def plan_trl(plan: TrainPlan) -> TRLPlan:
             "come from several generation batches; run one process, or set another kind with sampler",
             options=("sampler",),
         )
-    if drops_all_wrong(plan.config):
-        _check_drop(plan, processes)
+    drop = drops_all_wrong(plan.config) and _drop_fits(plan, processes)
     run_dir = Path(plan.run_dir)
     plan.warnings += settings.schedule_warnings(plan.config, settings.schedule_horizon(plan.config, run_dir))
     resolved = plan.config.model_copy(update={"sampler": plan.sampler}).model_dump(mode="json")
@@ -130,13 +129,14 @@ def plan_trl(plan: TrainPlan) -> TRLPlan:
         steps_file=str(run_dir / STEPS_FILE),
         config_yaml=yaml.safe_dump(resolved, sort_keys=False),
         settings=settings.describe(plan.config, run_dir),
-        drop_all_wrong=drops_all_wrong(plan.config),
+        drop_all_wrong=drop,
     )
 
 
-def _check_drop(plan: TrainPlan, processes: int) -> None:
+def _drop_fits(plan: TrainPlan, processes: int) -> bool:
     """The all-wrong drop makes a step's gradient batch shorter than its generation batch: TRL must not split it
-    (into processes or micro-batches), and replay's fixed-size step is not that."""
+    (into processes or micro-batches), and replay's fixed-size step is not that. Where it does not fit, `on` is
+    refused in one line and `auto` (ADS as published) trains without the drop, saying so in the plan's warnings."""
     trl, why = plan.config.trl, None
     if processes > 1:
         why = f"runs in one process (processes {processes}): the groups it keeps differ between processes"
@@ -147,9 +147,14 @@ def _check_drop(plan: TrainPlan, processes: int) -> None:
         )
     elif trl.replay:
         why = "does not combine with replay, whose steps are filled to a fixed number of groups"
-    if why:
+    if why is None:
+        return True
+    if plan.config.drop_all_wrong == "on":
         raise TrainOptionError(
-            f"drop_all_wrong (on for the {plan.config.sampler.kind} sampler: {plan.config.drop_all_wrong}) {why}; "
-            "set drop_all_wrong off, or change that",
-            options=("drop_all_wrong",),
+            f"drop_all_wrong on {why}; set drop_all_wrong off, or change that", options=("drop_all_wrong",)
         )
+    plan.warnings.append(
+        f"the {plan.config.sampler.kind} sampler as published drops all-wrong groups from the gradient batch, but the "
+        f"drop {why}: this run trains without it (drop_all_wrong auto)"
+    )
+    return False

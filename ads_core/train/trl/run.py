@@ -24,7 +24,6 @@ from ads_core.models.loading import load_for_training
 from ads_core.sampler.checkpoint import SamplerCheckpoint, has_checkpoint, read_checkpoint
 from ads_core.sampler.kinds import REFERENCE_ROLLOUTS, build_sampler
 from ads_core.storage.manifest import has_checkpoint_manifest
-from ads_core.train.groups import drops_all_wrong
 from ads_core.train.plan import TrainPlan
 from ads_core.train.resume.point import find_resume
 from ads_core.train.reward import compute_score
@@ -200,7 +199,7 @@ def run_trl(
         schedule_steps=settings.schedule_horizon(plan.config, plan.run_dir),  # see settings: the horizon
         keep_checkpoints=plan.config.trl.keep_checkpoints,
         resume_from=resumed[1] if resumed else None,
-        drop_all_wrong=drops_all_wrong(plan.config),
+        drop_all_wrong=part.drop_all_wrong,  # the plan resolved it (auto without it where TRL cannot drop)
     )
     trainer_class, extension = ADSGRPOTrainer, {}
     if plan.config.trl.replay:  # it restores its buffer from run.resume_from
