@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         arms = {name: dict(section) for name, section in e2.ARMS.items()}
         arms["easiest"] = {**arms["easiest"], "easiest": {"share": rules["easiest_share"]}}
-        n = 2 if args.smoke else int(rules["seeds"])
+        n = 1 if args.smoke else int(rules["seeds"])
         main_cfg = sized(base, args.smoke).replaced(
             seeds=e2.reported_seeds(n), accuracy_target=rules["accuracy_target"]
         )

@@ -17,7 +17,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "experiment2.py"
 
 
-@pytest.mark.slow  # warm-up, two builds, 6 + 16 + 6 tiny TRL runs
+@pytest.mark.slow  # warm-up, three builds, 6 + 8 + 2 tiny TRL runs
 def test_the_smoke_experiment_runs_every_arm_and_writes_every_file(
     prefect_api: Any, ads_env: dict[str, str], tmp_path: Path
 ):
@@ -47,12 +47,12 @@ def test_the_smoke_experiment_runs_every_arm_and_writes_every_file(
         rows = list(csv.DictReader(f))
     arms = {r["arm"] for r in rows}
     assert arms == {"uniform", "uniform+drop", "ads", "ads-nodrop", "ads-oracle", "ads-nllsum", "easiest", "dynamic"}
-    assert len(rows) == 16 and all(r["commit"] for r in rows)
+    assert len(rows) == 8 and all(r["commit"] for r in rows)  # one seed per arm at smoke sizes
     for folder in (out, out / "pilot", out / "sweep"):
         for name in ("results.md", "per_seed.csv", "experiment2.json", "accuracy.png", "compare.png"):
             assert (folder / name).is_file(), folder / name
     result = json.loads((out / "experiment2.json").read_text())
     assert set(result["artifacts"]) == {"build", "oracle", "nll_sum"}
     assert {c["role"] for c in result["analysis"]["comparisons"]} == {"primary", "secondary"}
-    assert "no verdict (< 5 seeds)" in (out / "results.md").read_text()
+    assert "no verdict (< 5 seeds)" in (out / "pilot" / "results.md").read_text()
     assert "none chosen" in (out / "sweep" / "results.md").read_text()

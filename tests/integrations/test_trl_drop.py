@@ -70,21 +70,26 @@ def test_uniform_with_the_drop_on_trains_only_groups_with_a_success(
 def test_nothing_is_dropped_when_every_group_is_all_wrong(
     final_artifact: Path, trl_helpers, tmp_path: Path, trained_rows: list[int]
 ):
-    steps = _run(final_artifact, tmp_path, trl_helpers, lambda text, truth: 0.0, sampler={"kind": "ads"})
+    uniform = {"sampler": {"kind": "uniform"}, "drop_all_wrong": "on"}
+    steps = _run(final_artifact, tmp_path, trl_helpers, lambda text, truth: 0.0, **uniform)
     assert [s["dropped_groups"] for s in steps] == [0, 0]
     assert trained_rows == [16, 16]
 
 
-def test_ads_as_published_drops_and_off_keeps_every_group(
+def test_ads_as_published_drops_in_training_and_off_is_planned_without_it(
     final_artifact: Path, trl_helpers, tmp_path: Path, trained_rows: list[int]
 ):
-    on = _run(final_artifact, tmp_path / "on", trl_helpers, trl_helpers.score)  # --sampler ads, defaults
-    dropped = [s["dropped_groups"] for s in on]
-    assert trained_rows == [2 * (8 - d) for d in dropped]
-    trained_rows.clear()
-    off = _run(final_artifact, tmp_path / "off", trl_helpers, trl_helpers.score, drop_all_wrong="off")
-    assert [s["dropped_groups"] for s in off] == [0, 0] and trained_rows == [16, 16]
-    assert sum(dropped) > 0
+    from ads_core.train.plan import plan_training
+    from ads_core.train.trl.plan import plan_trl
+
+    steps = _run(final_artifact, tmp_path / "on", trl_helpers, trl_helpers.score)  # --sampler ads, the defaults
+    dropped = [s["dropped_groups"] for s in steps]
+    assert trained_rows == [2 * (8 - d) for d in dropped] and sum(dropped) > 0
+    for step in steps:  # four clusters x two distinct rows: one group per row
+        wrong = sum(v == 0.0 for v in step["success"])
+        assert step["dropped_groups"] == (wrong if wrong < 8 else 0)
+    off = TrainConfig(trainer="trl", steps=2, run_dir=str(tmp_path / "off"), drop_all_wrong="off", **trl_helpers.sizes)
+    assert plan_trl(plan_training(str(final_artifact), off, materialize=False)).drop_all_wrong is False
 
 
 def test_where_trl_would_split_or_refill_the_batch_on_is_refused_and_auto_trains_without_saying_so(
