@@ -50,8 +50,8 @@ def dots_train_cmd(
     embeddings give on the same data. Then train with `ads train ART --sampler dots --set sampler.dots.predictor=OUT`.
     """
     from ads_core import storage
-    from ads_core.sampler.dots.make import DotsTrainSettings, train_predictor
     from ads_core.sampler.dots.predictor import FitSettings
+    from ads_core.train.dots.make import DotsTrainSettings, train_predictor
 
     if not Path(artifact).is_file():
         raise fail(f"{artifact}: no such training artifact")

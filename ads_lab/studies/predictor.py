@@ -30,8 +30,8 @@ def prepare_predictor(
 ) -> Path:
     """The trained predictor's folder, OUT/dots-predictor (reused when a valid one is already there)."""
     from ads_core.sampler.dots import artifact as predictor_artifact
-    from ads_core.sampler.dots.make import DotsTrainSettings, train_predictor
     from ads_core.sampler.dots.predictor import FitSettings
+    from ads_core.train.dots.make import DotsTrainSettings, train_predictor
     from ads_lab.demo.policy import build_policy
     from ads_lab.demo.task import make_task
 

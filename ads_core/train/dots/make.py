@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ads_core.sampler.dots import artifact, labels, predictor
+from ads_core.sampler.dots import artifact, predictor
+from ads_core.train.dots import labels
 
 
 @dataclass(frozen=True)
