@@ -176,8 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.gates_only:
         return 0
     from ads_lab.flows.launch import study_session
+    from ads_lab.flows.workers import worker_pool
 
-    with study_session() as run:
+    with study_session() as run, worker_pool(base.jobs if not base.dask else 0):
         found = viable_pilot(run, base, args.smoke)
         if found is None:
             print(

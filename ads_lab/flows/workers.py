@@ -19,8 +19,13 @@ _pool: ProcessPoolExecutor | None = None  # the running flow's worker processes,
 
 @contextmanager
 def worker_pool(jobs: int) -> Iterator[None]:
-    """JOBS worker processes (none for 0) for the tasks that `in_worker` runs, for the duration of the block."""
+    """JOBS worker processes (none for 0) for the tasks that `in_worker` runs, for the duration of the block. Inside
+    an open pool's block the open pool serves (Experiment 2's flows, one after another, share one: each start costs
+    seconds of imports per worker)."""
     global _pool
+    if _pool is not None:
+        yield
+        return
     with runs.workers(jobs) as pool:
         _pool = pool
         try:

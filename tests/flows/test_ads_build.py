@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import shutil
 import sys
 import time
@@ -216,17 +215,24 @@ def test_two_concurrent_builds_into_one_out_run_one_after_the_other(
 ):
     """Two processes build the same dataset into the same OUT at once: the OUT lock lets one build run while
     the other waits (and says so); the second then finds every stage done and reads it as Cached. So the work
-    is done once, by one build, and the artifact is intact."""
+    is done once, by one build, and the artifact is intact. Each has its own ADS_CACHE_DIR and neither sets
+    ADS_LOCK_DIR (issue 51: the lock lived in the cache folder, so such builds both ran, the second rebuilding
+    final/ under the first)."""
     out = tmp_path / "out"
+    params = h.build_params(score__model=tiny_model)  # the session's model: no tiny build in either cache folder
     script = (
         "import json, sys, time\n"
         "from ads_prefect.flows.ads_build import ads_build\n"
         "t0 = time.time()\n"
-        f"r = ads_build(source={str(sample_source)!r}, out={str(out)!r}, **{h.build_params()!r})\n"
+        f"r = ads_build(source={str(sample_source)!r}, out={str(out)!r}, **{params!r})\n"
         "print('RESULT ' + json.dumps([t0, time.time(), r['stages']]))\n"
     )
-    env = prefect_api.env(ADS_LOCK_DIR=os.environ["ADS_LOCK_DIR"], PREFECT_LOGGING_LEVEL="WARNING")
-    procs = [h.start_process([sys.executable, "-c", script], tmp_path / f"build{i}.log", env) for i in range(2)]
+    envs = [
+        prefect_api.env(ADS_CACHE_DIR=str(tmp_path / f"cache-{i}"), PREFECT_LOGGING_LEVEL="WARNING") for i in (0, 1)
+    ]
+    for env in envs:
+        env.pop("ADS_LOCK_DIR", None)
+    procs = [h.start_process([sys.executable, "-c", script], tmp_path / f"build{i}.log", envs[i]) for i in (0, 1)]
     try:
         for proc in procs:
             proc.wait(300)

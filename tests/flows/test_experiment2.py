@@ -9,6 +9,8 @@ import csv
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +19,14 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "experiment2.py"
 
 
-@pytest.mark.slow  # warm-up, three builds, 6 + 8 + 2 tiny TRL runs
+@pytest.mark.slow  # warm-up, three builds, 6 + 8 + 2 tiny TRL runs in one worker process
 def test_the_smoke_experiment_runs_every_arm_and_writes_every_file(
     prefect_api: Any, ads_env: dict[str, str], tmp_path: Path
 ):
     pytest.importorskip("trl")
     out = tmp_path / "e2"
     proc = subprocess.run(
-        [sys.executable, str(BENCH), "--smoke", "--jobs", "2", "--out", str(out)],
+        [sys.executable, str(BENCH), "--smoke", "--jobs", "1", "--out", str(out)],
         env=prefect_api.env(**ads_env),
         capture_output=True,
         text=True,
@@ -56,3 +58,29 @@ def test_the_smoke_experiment_runs_every_arm_and_writes_every_file(
     assert {c["role"] for c in result["analysis"]["comparisons"]} == {"primary", "secondary"}
     assert "no verdict (< 5 seeds)" in (out / "pilot" / "results.md").read_text()
     assert "none chosen" in (out / "sweep" / "results.md").read_text()
+
+
+def test_flows_run_one_after_another_share_the_open_worker_pool(monkeypatch: pytest.MonkeyPatch):
+    """bench/experiment2.py opens one pool for its pilot, main runs and sweep; each flow's `worker_pool` uses it
+    instead of starting workers again (seconds of imports each)."""
+    from ads_lab.demo import runs
+    from ads_lab.flows import workers
+
+    started: list[int] = []
+
+    @contextmanager
+    def fake_workers(jobs: int) -> Iterator[Any]:
+        started.append(jobs)
+        yield f"pool-{len(started)}"
+
+    monkeypatch.setattr(runs, "workers", fake_workers)
+    with workers.worker_pool(1):
+        outer = workers._pool
+        for _ in range(3):
+            with workers.worker_pool(2):
+                assert workers._pool == outer
+        assert workers._pool == outer
+    assert workers._pool is None and started == [1]
+    with workers.worker_pool(2):  # none open: this block starts its own
+        assert workers._pool == "pool-2"
+    assert started == [1, 2]

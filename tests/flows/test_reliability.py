@@ -127,31 +127,6 @@ def test_two_builds_of_different_sources_into_one_out_describe_their_own_artifac
     assert h.read_final(str(out / "final" / "train.parquet")).height == results[last]["rows"]
 
 
-@pytest.mark.slow  # one build process
-def test_two_builds_into_one_out_with_different_cache_folders_take_turns(
-    h: Any, prefect_api: Any, sample_source: Path, tiny_model: str, reference: str, tmp_path: Path, monkeypatch: Any
-):
-    """Issue 51: a local OUT's lock lived in the ADS cache folder, so two builds into one OUT with different
-    `ADS_CACHE_DIR` both ran, and the second rebuilt final/ under the first. Neither sets ADS_LOCK_DIR here."""
-    out, marker, log = tmp_path / "out", tmp_path / "paused", tmp_path / "first.log"
-    env = prefect_api.env(ADS_CACHE_DIR=str(tmp_path / "cache-a"), ADS_TEST_PAUSE_STAGE=f"model:{marker}")
-    env.pop("ADS_LOCK_DIR", None)
-    params = json.dumps(h.build_params(score__model=tiny_model))  # the session's model: no second tiny build
-    first = h.start_process([sys.executable, "-c", BUILD_SCRIPT, str(sample_source), str(out), params], log, env)
-    try:
-        wait_for(marker, first)  # it holds OUT, and formatted it
-        monkeypatch.delenv("ADS_LOCK_DIR")
-        monkeypatch.setenv("ADS_LOCK_WAIT_S", "1")  # the session's cache folder, not the first build's
-        state, _ = h.run_build(sample_source, out)
-        assert state.is_failed() and "gave up waiting for the build lock" in state.message, state.message
-        marker.unlink()  # the first build goes on
-        assert first.wait(240) == 0, log.read_text()[-3000:]
-    finally:
-        h.stop_process(first)
-    assert result_of(log)["rows"] == 60
-    assert mf.read(str(out / "final")).output_hash("train") == reference  # complete, and nobody else's
-
-
 def test_sigterm_stops_a_build_within_seconds_and_leaves_no_lock(
     h: Any, prefect_api: Any, sample_source: Path, tmp_path: Path, ads_env: dict[str, str]
 ):

@@ -448,7 +448,7 @@ def test_entry_point_runs_our_task_runner_in_ray_up_to_the_gpu_workers(
         "actor_rollout_ref.actor.ppo_mini_batch_size=4",
         "trainer.val_before_train=false",
         "trainer.test_freq=-1",
-        "ray_kwargs.ray_init.num_cpus=2",
+        "ray_kwargs.ray_init.num_cpus=1",
         "+ray_kwargs.ray_init.include_dashboard=false",  # not under test; its processes cost seconds of CPU
         f"trainer.default_local_dir={tmp_path / 'ckpt'}",
         cwd=tmp_path,
