@@ -80,9 +80,12 @@ def test_missing_extra_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch):
 
 
 @needs_gguf
-def test_conversion_is_an_ordinary_folder_keyed_by_the_gguf_hash(tmp_path: Path):
+def test_conversion_is_an_ordinary_folder_keyed_by_the_gguf_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """In a cache folder of its own: in the session's, an earlier run's conversion of the same bytes is found
+    (regression: the suite run twice on one ADS_CACHE_DIR failed here)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    monkeypatch.setenv("ADS_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "src").mkdir()
     source = write_tiny_gguf(tmp_path / "src" / "tiny.gguf")
     digest = hashlib.sha256(source.read_bytes()).hexdigest()
