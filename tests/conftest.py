@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,30 @@ def copy_prefect_home(source: Path, home: Path) -> Path:
     with sqlite3.connect(source / "prefect.db") as src, sqlite3.connect(home / "prefect.db") as dst:
         src.backup(dst)
     return home
+
+
+@pytest.fixture
+def installed(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Callable[..., None]:
+    """Declare entry points as installed packages would, in copies of the registries read afresh:
+    `installed(SAMPLER_KIND_ENTRY_POINTS, TRAINER_ENTRY_POINTS)`."""
+    from ads_core.common.registry import Registry
+    from ads_core.sampler import kinds
+    from ads_core.train import options, trainers
+
+    def declare(sampler_kinds: list[EntryPoint], trainer_eps: list[EntryPoint]) -> None:
+        declared = {kinds.ENTRY_POINT_GROUP: sampler_kinds, trainers.ENTRY_POINT_GROUP: trainer_eps}
+        for module, registry in ((kinds, "KINDS"), (trainers, "TRAINERS")):
+            copy = Registry(getattr(module, registry).kind)
+            for name in getattr(module, registry).names():
+                copy.register(name)(getattr(module, registry).get(name))
+            monkeypatch.setattr(module, registry, copy)
+            monkeypatch.setattr(module, "entry_points", lambda group: declared[group])
+        monkeypatch.setattr(kinds, "_entry_points_loaded", False)
+        monkeypatch.setattr(trainers, "_loaded", False)
+
+    request.addfinalizer(options._config_model.cache_clear)  # trees made from these registries go with them
+    request.addfinalizer(options._sampler_model.cache_clear)
+    return declare
 
 
 @pytest.fixture(scope="session")

@@ -165,29 +165,6 @@ def test_options_whose_defaults_pass_are_accepted_and_others_named():
     assert [options_problem(s) for s in sections] == [None] * len(sections)  # every built-in plug-in's
 
 
-@pytest.fixture
-def installed(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Callable[..., None]:
-    """Declare entry points as installed packages would, in copies of the registries read afresh."""
-    from ads_core.common.registry import Registry
-    from ads_core.sampler import kinds
-    from ads_core.train import options, trainers
-
-    def declare(sampler_kinds: list[EntryPoint], trainer_eps: list[EntryPoint]) -> None:
-        declared = {kinds.ENTRY_POINT_GROUP: sampler_kinds, trainers.ENTRY_POINT_GROUP: trainer_eps}
-        for module, registry in ((kinds, "KINDS"), (trainers, "TRAINERS")):
-            copy = Registry(getattr(module, registry).kind)
-            for name in getattr(module, registry).names():
-                copy.register(name)(getattr(module, registry).get(name))
-            monkeypatch.setattr(module, registry, copy)
-            monkeypatch.setattr(module, "entry_points", lambda group: declared[group])
-        monkeypatch.setattr(kinds, "_entry_points_loaded", False)
-        monkeypatch.setattr(trainers, "_loaded", False)
-
-    request.addfinalizer(options._config_model.cache_clear)  # trees made from these registries go with them
-    request.addfinalizer(options._sampler_model.cache_clear)
-    return declare
-
-
 def test_a_broken_entry_point_is_skipped_with_one_warning_and_naming_it_says_why(
     site: Path, installed: Callable[..., None], caplog: pytest.LogCaptureFixture
 ):

@@ -127,30 +127,17 @@ def _yaml(value: Any) -> str:
     return json.dumps(value)  # JSON is YAML: lists, null, numbers and strings as they are
 
 
-def test_installed_packages_register_through_entry_points(
-    plugin_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
-):
+def test_installed_packages_register_through_entry_points(plugin_path: Path, installed: Any):
     """`ads_pipeline.sampler_kinds` / `ads_pipeline.trainers` entry points register by name, options included."""
     from importlib.metadata import EntryPoint
 
-    from ads_core.common.registry import Registry
     from ads_core.sampler import kinds
     from ads_core.train import options, trainers
 
-    declared = {
-        kinds.ENTRY_POINT_GROUP: [EntryPoint("coin-flip", "plugin_module:coin", kinds.ENTRY_POINT_GROUP)],
-        trainers.ENTRY_POINT_GROUP: [EntryPoint("tiny", "plugin_module:Tiny", trainers.ENTRY_POINT_GROUP)],
-    }
-    for module, registry in ((kinds, "KINDS"), (trainers, "TRAINERS")):
-        copy = Registry(getattr(module, registry).kind)
-        for name in getattr(module, registry).names():
-            copy.register(name)(getattr(module, registry).get(name))
-        monkeypatch.setattr(module, registry, copy)
-        monkeypatch.setattr(module, "entry_points", lambda group: declared[group])
-    monkeypatch.setattr(kinds, "_entry_points_loaded", False)
-    monkeypatch.setattr(trainers, "_loaded", False)
-    request.addfinalizer(options._config_model.cache_clear)  # trees made from these registries go with them
-    request.addfinalizer(options._sampler_model.cache_clear)
+    installed(
+        [EntryPoint("coin-flip", "plugin_module:coin", kinds.ENTRY_POINT_GROUP)],
+        [EntryPoint("tiny", "plugin_module:Tiny", trainers.ENTRY_POINT_GROUP)],
+    )
     assert kinds.kind_names()[-1] == "coin-flip" and trainers.trainer_names()[-1] == "tiny"
     cfg = options.load_train_config({"trainer": "tiny", "sampler": {"kind": "coin-flip"}}, {"tiny.warmth": 1.5})
     assert (cfg.tiny.warmth, cfg.sampler.coin.knob) == (1.5, 3)  # the kind's section: its factory's
