@@ -118,17 +118,9 @@ def smoke(cfg: StudyConfig) -> StudyConfig:
     """The suite's size: everything runs (the pilot on two seeds, for its rules' spread; every arm, the oracle and
     nll_sum artifacts and two sweep cells on one seed each; the analysis), nothing is measured."""
     samplers = tuple(n for n in cfg.samplers if n in SMOKE_SWEEP) if cfg.report == "sweep" else cfg.samplers
-    return cfg.replaced(
+    return cfg.smoke().replaced(  # the study's smoke sizes, and these
         enforce_gates=False,
         samplers=samplers,
         seeds=cfg.seeds[: 2 if cfg.report == "pilot" else 1],
-        steps=2,
-        eval_every=2,
-        eval_k=1,
-        num_clusters=4,
-        num_generations=2,
         max_completion_length=12,
-        start_samples=2,
-        task=cfg.task.replaced(train_per_cell=2, test_per_cell=1, warmup_per_cell=4),
-        policy=cfg.policy.replaced(warmup_steps=4, warmup_batch=8),
     )
