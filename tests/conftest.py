@@ -6,8 +6,13 @@ imports them (a library that reads these variables at import would otherwise try
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import signal
 import sys
+import tempfile
+import time
 from collections.abc import Callable
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -37,6 +42,69 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+# One folder the whole run shares: the xdist workers inherit its path (they start after pytest_configure). A
+# server every worker needs (the Prefect server of tests/flows) is started once, by the first worker that asks
+# for it, and recorded here; the process that made the folder stops every recorded server at the end, after the
+# workers are gone. Measured on 2 cores: each worker's own server cost ~10 CPU-s to start and ~1 CPU-s a minute idle.
+SHARED_DIR_ENV = "ADS_TEST_RUN_DIR"
+_RUN_DIR = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(SHARED_DIR_ENV):
+        return  # an xdist worker (or a pytest a test started): the run's folder is already there
+    run_dir = Path(tempfile.mkdtemp(prefix="ads-tests-"))
+    os.environ[SHARED_DIR_ENV] = str(run_dir)
+    config.stash[_RUN_DIR] = run_dir
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    run_dir = config.stash.get(_RUN_DIR, None)
+    if run_dir is None:
+        return
+    os.environ.pop(SHARED_DIR_ENV, None)
+    left = [f"{record.name}: pid {pid}" for record in run_dir.glob("*.server.json") if (pid := stop_recorded(record))]
+    shutil.rmtree(run_dir, ignore_errors=True)
+    if left:
+        raise RuntimeError(f"servers still running after the run: {left}")
+
+
+def _running(pid: int) -> bool:
+    """Whether PID runs (a zombie, ended but not yet reaped by its parent, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def stop_recorded(record: Path) -> int | None:
+    """SIGTERM the process group a `*.server.json` record names (its leader started with start_new_session), then
+    SIGKILL; reap it when it is this process's child. Returns its pid while it still runs, else None."""
+    info = json.loads(record.read_text())
+    pid, marker = int(info["pid"]), str(info["cmdline_has"])
+    try:
+        if marker not in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+            return None  # gone, and the pid maybe reused
+    except FileNotFoundError:
+        return None
+    for sig, wait_s in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + wait_s
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)  # polling a process this process cannot wait for (its parent was a worker)
+        try:
+            os.waitpid(pid, os.WNOHANG)  # reaped here when this process started it (pytest -n 0)
+        except ChildProcessError:
+            pass
+        if not _running(pid):
+            return None
+    return pid
 
 
 @pytest.fixture(autouse=True)

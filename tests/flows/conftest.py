@@ -1,9 +1,11 @@
-"""Fixtures for the Prefect flow tests: one real `prefect server` per session, a moto S3 server per module,
-a small real dataset, and helpers. Every process a fixture starts is stopped by its PID in a finalizer and
-checked to be gone, even when a test fails."""
+"""Fixtures for the Prefect flow tests: one real `prefect server` per run (shared by the xdist workers), a moto S3
+server per module, a small real dataset, and helpers. Every process a fixture starts is stopped by its PID, in a
+finalizer or, for the run's server, at the run's end, and checked to be gone, even when a test fails."""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import signal
 import socket
@@ -135,7 +137,7 @@ def sample_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class PrefectServer:
     url: str  # http://127.0.0.1:PORT/api
     home: Path
-    proc: subprocess.Popen[Any]
+    proc: subprocess.Popen[Any] | None  # None in the workers that did not start it
     log: Path
 
     def env(self, **extra: str) -> dict[str, str]:
@@ -170,19 +172,15 @@ IDLE_SERVICES_OFF = {
 }
 
 
-@pytest.fixture(scope="session")
-def prefect_server(
-    tmp_path_factory: pytest.TempPathFactory, ads_env: dict[str, str], prefect_home_copy: Any
-) -> Iterator[PrefectServer]:
-    """`prefect server start` on 127.0.0.1 and a free port, with its own PREFECT_HOME; stopped by PID. It starts
-    on a copy of the ADS cache dir's migrated database when there is one (`.ci/run`'s own `ads build` leaves it):
-    a fresh database's migrations cost ~13 CPU-s per start."""
-    home = tmp_path_factory.mktemp("prefect-home")
-    seed = Path(ads_env["ADS_CACHE_DIR"]) / "prefect"
+def start_prefect_server(home: Path, seed: Path, copy_home: Any) -> PrefectServer:
+    """`prefect server start` on 127.0.0.1 and a free port, with its own PREFECT_HOME, answering when returned. It
+    starts on a copy of SEED's migrated database when there is one (`.ci/run`'s own `ads build` leaves one in the
+    ADS cache dir): a fresh database's migrations cost ~13 CPU-s per start."""
     if (seed / "prefect.db").is_file():
-        prefect_home_copy(seed, home)
+        copy_home(seed, home)
+    home.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    server = PrefectServer(url=f"http://127.0.0.1:{port}/api", home=home, proc=None, log=home / "server.log")  # type: ignore[arg-type]
+    server = PrefectServer(url=f"http://127.0.0.1:{port}/api", home=home, proc=None, log=home / "server.log")
     env = server.env(**IDLE_SERVICES_OFF)
     env.pop("PREFECT_API_URL")  # the server itself needs none
     server.proc = start_process(
@@ -190,9 +188,44 @@ def prefect_server(
     )
     try:
         wait_http(f"{server.url}/health", 180, server.proc)
-        yield server
-    finally:
+    except BaseException:
         stop_process(server.proc)
+        raise
+    return server
+
+
+@pytest.fixture(scope="session")
+def prefect_server(
+    tmp_path_factory: pytest.TempPathFactory, ads_env: dict[str, str], prefect_home_copy: Any
+) -> Iterator[PrefectServer]:
+    """One real Prefect server for the whole run (`start_prefect_server`), shared by the xdist workers: the first
+    worker that needs it starts it and records it in the run's folder (tests/conftest.py, ADS_TEST_RUN_DIR), the
+    others read the record; the run stops it by PID once every worker is done. Tests tell their runs apart by
+    flow-run id or by names of their own. Without a run folder, this session starts and stops its own."""
+    seed = Path(ads_env["ADS_CACHE_DIR"]) / "prefect"
+    run_dir = os.environ.get("ADS_TEST_RUN_DIR")
+    if not run_dir:
+        server = start_prefect_server(tmp_path_factory.mktemp("prefect-home"), seed, prefect_home_copy)
+        try:
+            yield server
+        finally:
+            stop_process(server.proc)  # type: ignore[arg-type]
+        return
+    record = Path(run_dir) / "prefect.server.json"
+    with open(Path(run_dir) / "prefect.server.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one starter; the others wait for its record
+        if record.is_file():
+            info = json.loads(record.read_text())
+            server = PrefectServer(url=info["url"], home=Path(info["home"]), proc=None, log=Path(info["log"]))
+        else:
+            server = start_prefect_server(Path(run_dir) / "prefect-home", seed, prefect_home_copy)
+            assert server.proc is not None
+            mine = {"url": server.url, "home": str(server.home), "log": str(server.log), "pid": server.proc.pid}
+            tmp = record.with_suffix(".tmp")
+            tmp.write_text(json.dumps({**mine, "cmdline_has": "prefect server start"}))
+            os.replace(tmp, record)
+    wait_http(f"{server.url}/health", 60)
+    yield server
 
 
 @pytest.fixture(scope="session")
