@@ -253,9 +253,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto` (pyproject's addopts): one worker more than the cores this process may use. Many tests wait on a
-    server, a subprocess or a lease while their worker's core idles; measured on 2 cores, whole suite: 2 workers
-    729 s, 3 workers 604 s, 4 workers 612 s; with the balanced order, back to back: 4 workers 707 s, 3 workers
-    605 s. PYTEST_XDIST_AUTO_NUM_WORKERS still decides when set."""
+    server, a subprocess or a lease while their worker's core idles; measured on 2 cores, whole suite, with one
+    Prefect server for the run (2026-12-07, back to back): 2 workers 533 s (819 CPU-s), 3 workers 500 s (859),
+    4 workers 558 s (963). PYTEST_XDIST_AUTO_NUM_WORKERS still decides when set."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # xdist's own hook reads it
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)  # not on macOS
