@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -59,8 +60,6 @@ def test_a_record_whose_pid_runs_another_program_kills_nothing(
 
 def _children_soon(pid: int) -> list[int]:
     """The child pids of PID once it has one (polled: it starts it right away)."""
-    import time
-
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()

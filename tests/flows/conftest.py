@@ -214,9 +214,10 @@ def prefect_server(
     record = Path(run_dir) / "prefect.server.json"
     with open(Path(run_dir) / "prefect.server.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one starter; the others wait for its record
-        if record.is_file():
+        if record.is_file():  # another worker's: it answered when recorded; it still should
             info = json.loads(record.read_text())
             server = PrefectServer(url=info["url"], home=Path(info["home"]), proc=None, log=Path(info["log"]))
+            wait_http(f"{server.url}/health", 60)
         else:
             server = start_prefect_server(Path(run_dir) / "prefect-home", seed, prefect_home_copy)
             assert server.proc is not None
@@ -224,7 +225,6 @@ def prefect_server(
             tmp = record.with_suffix(".tmp")
             tmp.write_text(json.dumps({**mine, "cmdline_has": "prefect server start"}))
             os.replace(tmp, record)
-    wait_http(f"{server.url}/health", 60)
     yield server
 
 
