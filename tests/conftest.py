@@ -72,18 +72,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         raise RuntimeError(f"servers still running after the run: {left}")
 
 
-def _running(pid: int) -> bool:
-    """Whether PID runs (a zombie, ended but not yet reaped by its parent, does not)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")
+def _group_running(pgid: int) -> bool:
+    """Whether any process of process group PGID runs (a zombie, ended but not yet reaped, does not)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            continue
+        if int(pgrp) == pgid and state not in ("Z", "X"):
+            return True
+    return False
 
 
 def stop_recorded(record: Path) -> int | None:
     """SIGTERM the process group a `*.server.json` record names (its leader started with start_new_session), then
-    SIGKILL; reap it when it is this process's child. Returns its pid while it still runs, else None."""
+    SIGKILL, until no process of the group runs; reap the leader when it is this process's child. Returns its pid
+    while one still runs, else None."""
     info = json.loads(record.read_text())
     pid, marker = int(info["pid"]), str(info["cmdline_has"])
     try:
@@ -97,13 +101,13 @@ def stop_recorded(record: Path) -> int | None:
         except ProcessLookupError:
             pass
         deadline = time.monotonic() + wait_s
-        while _running(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)  # polling a process this process cannot wait for (its parent was a worker)
+        while _group_running(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)  # polling processes this process cannot wait for (the leader's parent was a worker)
         try:
             os.waitpid(pid, os.WNOHANG)  # reaped here when this process started it (pytest -n 0)
         except ChildProcessError:
             pass
-        if not _running(pid):
+        if not _group_running(pid):
             return None
     return pid
 
