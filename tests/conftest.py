@@ -6,6 +6,7 @@ imports them (a library that reads these variables at import would otherwise try
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -110,6 +111,33 @@ def stop_recorded(record: Path) -> int | None:
         if not _group_running(pid):
             return None
     return pid
+
+
+def once_per_run(name: str, make: Callable[[Path], Any], own_folder: Callable[[], Path]) -> Any:
+    """MAKE(folder) once for the whole run, its JSON value shared by the xdist workers: the first worker that asks
+    makes it in a folder of the run's (ADS_TEST_RUN_DIR/NAME) and records the value; the others wait for the
+    record and read it. What MAKE writes must not depend on which worker asks. Without a run folder (a pytest that
+    made none), MAKE runs in OWN_FOLDER()."""
+    run_dir = os.environ.get(SHARED_DIR_ENV)
+    if not run_dir:
+        return make(own_folder())
+    record = Path(run_dir) / f"{name}.json"
+    with open(Path(run_dir) / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one maker; the others wait for its record
+        if record.is_file():
+            return json.loads(record.read_text())
+        value = make(Path(run_dir) / name)
+        tmp = record.with_suffix(".tmp")
+        tmp.write_text(json.dumps(value))
+        os.replace(tmp, record)
+        return value
+
+
+@pytest.fixture(scope="session")
+def run_once() -> Callable[[str, Callable[[Path], Any], Callable[[], Path]], Any]:
+    """`once_per_run` above, for fixtures in other conftest files (with --import-mode=importlib they cannot import
+    this one)."""
+    return once_per_run
 
 
 @pytest.fixture(scope="session")

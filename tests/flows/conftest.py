@@ -372,15 +372,23 @@ def artifacts_of(flow_run_id: Any) -> list[Any]:
 
 @pytest.fixture(scope="session")
 def clean_build(
-    prefect_api: PrefectServer, sample_source: Path, tiny_model: str, tmp_path_factory: pytest.TempPathFactory
+    prefect_api: PrefectServer,
+    sample_source: Path,
+    tiny_model: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    run_once: Any,
 ) -> dict[str, Any]:
-    """A cold build of the 60-row sample; other tests compare their final artifacts with this one."""
-    out = tmp_path_factory.mktemp("clean") / "out"
-    state, result = run_build(sample_source, out)
-    assert state.is_completed(), state.message
-    assert result is not None
-    result["flow_run_id"] = state.state_details.flow_run_id
-    return result
+    """A cold build of the 60-row sample, one for the whole run (`run_once`: the xdist workers share it, and the
+    server its flow run is in); other tests compare their final artifacts with this one. A test may rerun it
+    unchanged (everything cached: only OUT's lock moves), never change it."""
+
+    def make(folder: Path) -> dict[str, Any]:
+        state, result = run_build(sample_source, folder / "out")
+        assert state.is_completed(), state.message
+        assert result is not None
+        return {**result, "flow_run_id": str(state.state_details.flow_run_id)}
+
+    return run_once("clean_build", make, lambda: tmp_path_factory.mktemp("clean"))
 
 
 @pytest.fixture(scope="session")

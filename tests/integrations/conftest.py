@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,13 +17,16 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 
 @pytest.fixture(scope="session")
-def built_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """OUT of `ads build` on the bundled 300-row GSM8K sample with the tiny local model."""
+def built_out(tmp_path_factory: pytest.TempPathFactory, run_once: Any) -> Path:
+    """OUT of `ads build` on the bundled 300-row GSM8K sample with the tiny local model, one for the whole run
+    (`run_once`: the xdist workers share it). Tests read it; one that writes makes an OUT of its own."""
     from ads_core.pipeline.build import BuildConfig, build
 
-    out = tmp_path_factory.mktemp("ads-out")
-    build(None, str(out), BuildConfig())
-    return out
+    def make(folder: Path) -> str:
+        build(None, str(folder), BuildConfig())
+        return str(folder)
+
+    return Path(run_once("built_out", make, lambda: tmp_path_factory.mktemp("ads-out")))
 
 
 @pytest.fixture(scope="session")

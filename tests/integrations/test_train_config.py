@@ -326,7 +326,7 @@ def test_the_sort_stage_writes_the_contract_training_checks(final_artifact: Path
 
 
 def test_plan_with_eval_sets_decontamination_and_remote_staging(
-    built_out: Path, final_artifact: Path, tmp_path: Path, shared_data: Path
+    final_artifact: Path, tmp_path: Path, shared_data: Path
 ):
     import fsspec
 
@@ -341,11 +341,11 @@ def test_plan_with_eval_sets_decontamination_and_remote_staging(
     fs = fsspec.filesystem("memory")
     fs.pipe("/bucket/out/final/train.parquet", final_artifact.read_bytes())
     fs.pipe("/bucket/out/final/manifest.json", (final_artifact.parent / "manifest.json").read_bytes())
-    write_eval_sets(str(built_out), names=["aime24"], data_dir=shared_data)
+    write_eval_sets(str(tmp_path / "out"), names=["aime24"], data_dir=shared_data)  # not into the shared OUT
     plan, part = verl_plan(
         "memory://bucket/out/final/train.parquet",
         run_dir=str(tmp_path / "run"),
-        eval_sets=[str(ev_dir / "leak.parquet"), str(built_out / "eval" / "aime24.parquet")],
+        eval_sets=[str(ev_dir / "leak.parquet"), str(tmp_path / "out" / "eval" / "aime24.parquet")],
         decontaminate="drop",
         sampler={"ads": {"active_clusters": 2, "mini_cluster_size": 8}},
     )
