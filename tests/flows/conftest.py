@@ -347,17 +347,24 @@ def assert_same_rows(a: Any, b: Any) -> None:
     assert rows(a) == rows(b)
 
 
-def task_runs(flow_run_id: Any) -> list[Any]:
-    """Task runs of a flow run, oldest first (name, state, run_count)."""
+def task_runs(flow_run_id: Any, settle_s: float = 30.0) -> list[Any]:
+    """Task runs of a finished flow run, oldest first (name, state, run_count). The server records task-run states
+    from the events the flow sends, after the flow run's own state (seconds later on a busy server shared by the
+    workers): wait up to SETTLE_S for every one to be final, then return what the server holds."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
     from prefect.client.schemas.sorting import TaskRunSort
 
+    deadline = time.monotonic() + settle_s
     with get_client(sync_client=True) as client:
-        return client.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
-            sort=TaskRunSort.EXPECTED_START_TIME_ASC,
-        )
+        while True:
+            runs = client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+                sort=TaskRunSort.EXPECTED_START_TIME_ASC,
+            )
+            if all(r.state and r.state.is_final() for r in runs) or time.monotonic() > deadline:
+                return runs
+            time.sleep(0.2)  # polling the server's record, with a deadline
 
 
 def artifacts_of(flow_run_id: Any) -> list[Any]:
