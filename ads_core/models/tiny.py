@@ -7,6 +7,7 @@ the ADS cache dir.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -246,9 +247,14 @@ def default_model_dir(preset: str = "tiny", progress: Progress | None = None) ->
 
         return model_dir(progress)
     path = cached_model_dir(preset)
-    if not is_built(path):
-        log.info("building the default %s model at %s", preset, path)
-        make_tiny_model(path, preset, progress=progress)
+    if is_built(path):
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder per cache dir: a second one would replace the folder under a
+        if not is_built(path):  # process already loading it; the others wait here and find it built
+            log.info("building the default %s model at %s", preset, path)
+            make_tiny_model(path, preset, progress=progress)
     return path
 
 

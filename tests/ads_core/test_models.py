@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -78,6 +79,35 @@ def test_default_alias_resolves_to_the_cached_tiny_model(tiny_model_dir: Path):
     assert models.resolve_model(None) == str(tiny_model_dir)
     assert models.resolve_model("default") == str(tiny_model_dir)
     assert models.resolve_model("Qwen/Qwen2.5-Math-1.5B") == "Qwen/Qwen2.5-Math-1.5B"
+
+
+def test_a_second_builder_waits_for_the_first_instead_of_replacing_its_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Regression: two processes (xdist workers, Dask workers) sharing a cache dir that lacked the default model
+    both built it, and the second replaced the folder while the first was loading it. The second now waits for
+    the first's build and uses it: one build."""
+    from ads_core.models import tiny
+
+    monkeypatch.setenv("ADS_CACHE_DIR", str(tmp_path))
+    builds: list[str] = []
+    second: list[threading.Thread] = []
+
+    def fake_build(path: Path, preset: str, progress: object = None) -> Path:
+        builds.append(threading.current_thread().name)
+        if not second:  # the first builder: another one asks while it builds
+            second.append(threading.Thread(target=tiny.default_model_dir, name="second"))
+            second[0].start()
+            second[0].join(timeout=2)  # it waits on the lock (without one it builds within this time)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "ads_tiny_model.json").write_text("{}")
+        return path
+
+    monkeypatch.setattr(tiny, "make_tiny_model", fake_build)
+    first = tiny.default_model_dir()
+    second[0].join(timeout=30)
+    assert not second[0].is_alive() and builds == ["MainThread"]
+    assert first == tiny.cached_model_dir() and tiny.is_built(first)
 
 
 def test_missing_model_gives_a_clear_error(tmp_path: Path):
