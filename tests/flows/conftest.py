@@ -119,14 +119,20 @@ def tiny_model(ads_env: dict[str, str]) -> str:
 
 
 @pytest.fixture(scope="session")
-def sample_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small real dataset: the first 60 GSM8K problems of the bundled sample."""
+def sample_source(tmp_path_factory: pytest.TempPathFactory, run_once: Any) -> Path:
+    """A small real dataset: the first 60 GSM8K problems of the bundled sample, at one path for the whole run
+    (`run_once`): a build records where its source was read, and a rerun of `clean_build` from another path would
+    format it again."""
     from ads_core.common import defaults
 
-    path = tmp_path_factory.mktemp("data") / "gsm8k60.jsonl"
-    lines = Path(defaults.sample_path()).read_text().splitlines()[:SAMPLE_ROWS]
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    def make(folder: Path) -> str:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "gsm8k60.jsonl"
+        lines = Path(defaults.sample_path()).read_text().splitlines()[:SAMPLE_ROWS]
+        path.write_text("\n".join(lines) + "\n")
+        return str(path)
+
+    return Path(run_once("sample_source", make, lambda: tmp_path_factory.mktemp("data")))
 
 
 # ---------------------------------------------------------------------------------------------

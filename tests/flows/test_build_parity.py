@@ -161,14 +161,17 @@ def test_a_relative_source_and_no_dataset_name_resolve_as_in_the_flow(
     flow_params = {k: v for k, v in params.items() if k != "dataset"}  # no name: both derive it from SOURCE
     from ads_prefect.flows.ads_build import ads_build
 
-    flow_result = ads_build(source=str(sample_source), out=str(tmp_path / "flow"), **flow_params)
-    monkeypatch.chdir(sample_source.parent)
+    source = tmp_path / "data" / sample_source.name  # a folder of this test's (OUT goes beside the source)
+    source.parent.mkdir()
+    shutil.copy(sample_source, source)
+    flow_result = ads_build(source=str(source), out=str(tmp_path / "flow"), **flow_params)
+    monkeypatch.chdir(source.parent)
     cfg = BuildConfig(score=params["score"], cluster=params["cluster"])
-    result = build(sample_source.name, None, cfg)  # relative source, default OUT under the working directory
-    assert result.dataset == flow_result["dataset"] == sample_source.stem
-    assert result.out == str(sample_source.parent / "ads-out" / sample_source.stem)
+    result = build(source.name, None, cfg)  # relative source, default OUT under the working directory
+    assert result.dataset == flow_result["dataset"] == source.stem
+    assert result.out == str(source.parent / "ads-out" / source.stem)
     local = helpers.read_final(result.final_uri)
     files = set(local["extra_info"].struct.field("source_file").to_list())
-    assert files == {sample_source.name}  # relative to the source: the artifact does not depend on where it sits
+    assert files == {source.name}  # relative to the source: the artifact does not depend on where it sits
     helpers.assert_same_rows(local, helpers.read_final(flow_result["final_uri"]))
     assert set(helpers.read_final(flow_result["final_uri"])["extra_info"].struct.field("source_file")) == files
