@@ -48,10 +48,14 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 # One folder the whole run shares: the xdist workers inherit its path (they start after pytest_configure). A
 # server every worker needs (the Prefect server of tests/flows) is started once, by the first worker that asks
 # for it, and recorded here; the process that made the folder stops every recorded server at the end, after the
-# workers are gone. Measured on 2 cores, whole suite with 3 workers, back to back: 547 s and 1,015 CPU-s with a
+# workers are gone. Unless ADS_CACHE_DIR is set (`.ci/run` sets it), the run's cache of generated models, scored
+# rows and Prefect databases is here too, one for every worker (never the user's): a build made in one worker is
+# cached for another. Measured on 2 cores, whole suite with 3 workers, back to back: 547 s and 1,015 CPU-s with a
 # server per worker, 500 s and 859 CPU-s with one for the run.
 SHARED_DIR_ENV = "ADS_TEST_RUN_DIR"
+CACHE_ENV = "ADS_CACHE_DIR"
 _RUN_DIR = pytest.StashKey[Path]()
+_OWN_CACHE = pytest.StashKey[bool]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -60,6 +64,9 @@ def pytest_configure(config: pytest.Config) -> None:
     run_dir = Path(tempfile.mkdtemp(prefix="ads-tests-"))
     os.environ[SHARED_DIR_ENV] = str(run_dir)
     config.stash[_RUN_DIR] = run_dir
+    if not os.environ.get(CACHE_ENV):
+        os.environ[CACHE_ENV] = str(run_dir / "cache")
+        config.stash[_OWN_CACHE] = True
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -67,6 +74,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if run_dir is None:
         return
     os.environ.pop(SHARED_DIR_ENV, None)
+    if config.stash.get(_OWN_CACHE, False):
+        os.environ.pop(CACHE_ENV, None)
     left = [f"{record.name}: pid {pid}" for record in run_dir.glob("*.server.json") if (pid := stop_recorded(record))]
     shutil.rmtree(run_dir, ignore_errors=True)
     if left:

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Generated models go to a per-session cache, never the user's (unless ADS_CACHE_DIR is set)."""
-    os.environ.setdefault("ADS_CACHE_DIR", str(tmp_path_factory.mktemp("ads-cache")))
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 @pytest.fixture(scope="session")
@@ -53,14 +45,26 @@ def parity_score(text: str, ground_truth: str) -> float:
 
 
 @pytest.fixture(scope="session")
-def trl_run(final_artifact: Path, tmp_path_factory: pytest.TempPathFactory):
-    """An uninterrupted 4-step TRL run with the ADS sampler (2 completions of 8 tokens per prompt, 8 prompts)."""
+def trl_run(final_artifact: Path, tmp_path_factory: pytest.TempPathFactory, run_once: Any):
+    """An uninterrupted 4-step TRL run with the ADS sampler (2 completions of 8 tokens per prompt, 8 prompts), one
+    for the whole run (`run_once`): its config and what `train` returned. Tests read its folder; one that trains
+    more copies it first."""
     pytest.importorskip("trl")
+    from dataclasses import asdict
+
     from ads_core.train.options import TrainConfig
     from ads_core.train.run import train
+    from ads_core.train.trainers import TrainResult
 
-    cfg = TrainConfig(trainer="trl", steps=4, run_dir=str(tmp_path_factory.mktemp("trl") / "run"), **TRL_SIZES)
-    return cfg, train(str(final_artifact), cfg, score=parity_score)
+    def config(run_dir: str) -> TrainConfig:
+        return TrainConfig(trainer="trl", steps=4, run_dir=run_dir, **TRL_SIZES)
+
+    def make(folder: Path) -> dict[str, Any]:
+        cfg = config(str(folder / "run"))
+        return {"run_dir": cfg.run_dir, "result": asdict(train(str(final_artifact), cfg, score=parity_score))}
+
+    made = run_once("trl_run", make, lambda: tmp_path_factory.mktemp("trl"))
+    return config(made["run_dir"]), TrainResult(**made["result"])
 
 
 @pytest.fixture(scope="session")
