@@ -48,10 +48,10 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 # One folder the whole run shares: the xdist workers inherit its path (they start after pytest_configure). A
 # server every worker needs (the Prefect server of tests/flows) is started once, by the first worker that asks
 # for it, and recorded here; the process that made the folder stops every recorded server at the end, after the
-# workers are gone. Unless ADS_CACHE_DIR is set (`.ci/run` sets it), the run's cache of generated models, scored
-# rows and Prefect databases is here too, one for every worker (never the user's): a build made in one worker is
-# cached for another. Measured on 2 cores, whole suite with 3 workers, back to back: 547 s and 1,015 CPU-s with a
-# server per worker, 500 s and 859 CPU-s with one for the run.
+# workers are gone. Measured on 2 cores, whole suite with 3 workers, back to back: 547 s and 1,015 CPU-s with a
+# server per worker, 500 s and 859 CPU-s with one for the run. Unless ADS_CACHE_DIR is set (`.ci/run` sets it),
+# the run's cache of generated models, scored rows and Prefect databases is here too, one for every worker (never
+# the user's, whose default model it starts with): a build made in one worker is cached for another.
 SHARED_DIR_ENV = "ADS_TEST_RUN_DIR"
 CACHE_ENV = "ADS_CACHE_DIR"
 _RUN_DIR = pytest.StashKey[Path]()
@@ -65,8 +65,20 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ[SHARED_DIR_ENV] = str(run_dir)
     config.stash[_RUN_DIR] = run_dir
     if not os.environ.get(CACHE_ENV):
+        seed_cache_from_setup(run_dir / "cache")
         os.environ[CACHE_ENV] = str(run_dir / "cache")
         config.stash[_OWN_CACHE] = True
+
+
+def seed_cache_from_setup(cache: Path) -> None:
+    """The run's own cache starts with a copy of the default model the README's setup (`ads build`) built in the
+    user's cache, which is only read: building it costs about 20 CPU-s (measured on 2 cores: tests/ads_core/
+    test_models.py with 2 workers, 38 CPU-s from an empty user cache, 18 with the setup's model)."""
+    from ads_core.models.tiny import cached_model_dir, is_built
+
+    setup_model = cached_model_dir("tiny")  # ADS_CACHE_DIR is unset here: the user's cache
+    if is_built(setup_model):
+        shutil.copytree(setup_model, cache / "models" / setup_model.name)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
