@@ -1,4 +1,4 @@
-"""Fixtures for the model stages: one tiny local model per test session, real rows from shared/data."""
+"""Fixtures for the model stages: the tiny model in the run's cache (tests/conftest.py), real rows from shared/data."""
 
 from __future__ import annotations
 
