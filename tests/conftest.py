@@ -134,20 +134,18 @@ def stop_recorded(record: Path) -> int | None:
     return pid
 
 
-def once_per_run(name: str, make: Callable[[Path], Any], own_folder: Callable[[], Path]) -> Any:
+def once_per_run(name: str, make: Callable[[Path], Any]) -> Any:
     """MAKE(folder) once for the whole run, its JSON value shared by the xdist workers: the first worker that asks
-    makes it in a folder of the run's (ADS_TEST_RUN_DIR/NAME) and records the value; the others wait for the
-    record and read it. What MAKE writes must not depend on which worker asks. Without a run folder (a pytest that
-    made none), MAKE runs in OWN_FOLDER()."""
-    run_dir = os.environ.get(SHARED_DIR_ENV)
-    if not run_dir:
-        return make(own_folder())
-    record = Path(run_dir) / f"{name}.json"
-    with open(Path(run_dir) / f"{name}.lock", "w") as lock:
+    makes it in a folder of the run's (ADS_TEST_RUN_DIR/NAME, always there: pytest_configure made it) and records
+    the value in NAME.json; the others wait for the record and read it. What MAKE writes must not depend on which
+    worker asks."""
+    run_dir = Path(os.environ[SHARED_DIR_ENV])
+    record = run_dir / f"{name}.json"
+    with open(run_dir / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one maker; the others wait for its record
         if record.is_file():
             return json.loads(record.read_text())
-        value = make(Path(run_dir) / name)
+        value = make(run_dir / name)
         tmp = record.with_suffix(".tmp")
         tmp.write_text(json.dumps(value))
         os.replace(tmp, record)
@@ -155,7 +153,7 @@ def once_per_run(name: str, make: Callable[[Path], Any], own_folder: Callable[[]
 
 
 @pytest.fixture(scope="session")
-def run_once() -> Callable[[str, Callable[[Path], Any], Callable[[], Path]], Any]:
+def run_once() -> Callable[[str, Callable[[Path], Any]], Any]:
     """`once_per_run` above, for fixtures in other conftest files (with --import-mode=importlib they cannot import
     this one)."""
     return once_per_run

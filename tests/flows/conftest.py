@@ -4,8 +4,6 @@ finalizer or, for the run's server, at the run's end, and checked to be gone, ev
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import signal
 import socket
@@ -88,11 +86,11 @@ def start_process(args: list[str], log: Path, env: dict[str, str], cwd: Path = R
 
 @pytest.fixture(scope="session")
 def ads_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Session-wide settings for the ADS code under test: one model cache (the tiny model builds once),
-    a private lock dir, fast retries. Restored afterwards."""
+    """Session-wide settings for the ADS code under test: the run's model cache (ADS_CACHE_DIR, always set: by the
+    user, `.ci/run` or tests/conftest.py), a private lock dir, fast retries. Restored afterwards."""
     root = tmp_path_factory.mktemp("ads-env")
     values = {
-        "ADS_CACHE_DIR": os.environ.get("ADS_CACHE_DIR") or str(root / "cache"),
+        "ADS_CACHE_DIR": os.environ["ADS_CACHE_DIR"],
         "ADS_LOCK_DIR": str(root / "locks"),
         "ADS_RETRY_BASE_DELAY": "0.05",
         "HF_HUB_OFFLINE": "1",
@@ -119,7 +117,7 @@ def tiny_model(ads_env: dict[str, str]) -> str:
 
 
 @pytest.fixture(scope="session")
-def sample_source(tmp_path_factory: pytest.TempPathFactory, run_once: Any) -> Path:
+def sample_source(run_once: Any) -> Path:
     """A small real dataset: the first 60 GSM8K problems of the bundled sample, at one path for the whole run
     (`run_once`): a build records where its source was read, and a rerun of `clean_build` from another path would
     format it again."""
@@ -132,7 +130,7 @@ def sample_source(tmp_path_factory: pytest.TempPathFactory, run_once: Any) -> Pa
         path.write_text("\n".join(lines) + "\n")
         return str(path)
 
-    return Path(run_once("sample_source", make, lambda: tmp_path_factory.mktemp("data")))
+    return Path(run_once("sample_source", make))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,37 +199,32 @@ def start_prefect_server(home: Path, seed: Path, copy_home: Any) -> PrefectServe
 
 
 @pytest.fixture(scope="session")
-def prefect_server(
-    tmp_path_factory: pytest.TempPathFactory, ads_env: dict[str, str], prefect_home_copy: Any
-) -> Iterator[PrefectServer]:
-    """One real Prefect server for the whole run (`start_prefect_server`), shared by the xdist workers: the first
-    worker that needs it starts it and records it in the run's folder (tests/conftest.py, ADS_TEST_RUN_DIR), the
-    others read the record; the run stops it by PID once every worker is done. Tests tell their runs apart by
-    flow-run id or by names of their own. Without a run folder, this session starts and stops its own."""
+def prefect_server(ads_env: dict[str, str], prefect_home_copy: Any, run_once: Any) -> PrefectServer:
+    """One real Prefect server for the whole run (`start_prefect_server`), shared by the xdist workers through
+    `run_once`: the first worker that needs it starts it, the others read its record (`prefect.server.json` in the
+    run's folder), which pytest's own process reads to stop it by PID once every worker is done
+    (tests/conftest.py). Tests tell their runs apart by flow-run id or by names of their own."""
     seed = Path(ads_env["ADS_CACHE_DIR"]) / "prefect"
-    run_dir = os.environ.get("ADS_TEST_RUN_DIR")
-    if not run_dir:
-        server = start_prefect_server(tmp_path_factory.mktemp("prefect-home"), seed, prefect_home_copy)
-        try:
-            yield server
-        finally:
-            stop_process(server.proc)  # type: ignore[arg-type]
-        return
-    record = Path(run_dir) / "prefect.server.json"
-    with open(Path(run_dir) / "prefect.server.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one starter; the others wait for its record
-        if record.is_file():  # another worker's: it answered when recorded; it still should
-            info = json.loads(record.read_text())
-            server = PrefectServer(url=info["url"], home=Path(info["home"]), proc=None, log=Path(info["log"]))
-            wait_http(f"{server.url}/health", 60)
-        else:
-            server = start_prefect_server(Path(run_dir) / "prefect-home", seed, prefect_home_copy)
-            assert server.proc is not None
-            mine = {"url": server.url, "home": str(server.home), "log": str(server.log), "pid": server.proc.pid}
-            tmp = record.with_suffix(".tmp")
-            tmp.write_text(json.dumps({**mine, "cmdline_has": "prefect server start"}))
-            os.replace(tmp, record)
-    yield server
+    started: list[PrefectServer] = []
+
+    def make(folder: Path) -> dict[str, Any]:
+        server = start_prefect_server(folder, seed, prefect_home_copy)
+        assert server.proc is not None
+        started.append(server)
+        return {
+            "url": server.url,
+            "home": str(server.home),
+            "log": str(server.log),
+            "pid": server.proc.pid,
+            "cmdline_has": "prefect server start",
+        }
+
+    info = run_once("prefect.server", make)
+    if started:
+        return started[0]  # it answered before it was recorded
+    server = PrefectServer(url=info["url"], home=Path(info["home"]), proc=None, log=Path(info["log"]))
+    wait_http(f"{server.url}/health", 60)  # another worker's: it answered when recorded; it still should
+    return server
 
 
 @pytest.fixture(scope="session")
@@ -384,13 +377,7 @@ def artifacts_of(flow_run_id: Any) -> list[Any]:
 
 
 @pytest.fixture(scope="session")
-def clean_build(
-    prefect_api: PrefectServer,
-    sample_source: Path,
-    tiny_model: str,
-    tmp_path_factory: pytest.TempPathFactory,
-    run_once: Any,
-) -> dict[str, Any]:
+def clean_build(prefect_api: PrefectServer, sample_source: Path, tiny_model: str, run_once: Any) -> dict[str, Any]:
     """A cold build of the 60-row sample, one for the whole run (`run_once`: the xdist workers share it, and the
     server its flow run is in); other tests compare their final artifacts with this one. A test may rerun it
     unchanged (everything cached: only OUT's lock moves), never change it."""
@@ -401,7 +388,7 @@ def clean_build(
         assert result is not None
         return {**result, "flow_run_id": str(state.state_details.flow_run_id)}
 
-    return run_once("clean_build", make, lambda: tmp_path_factory.mktemp("clean"))
+    return run_once("clean_build", make)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def built_out(tmp_path_factory: pytest.TempPathFactory, run_once: Any) -> Path:
+def built_out(run_once: Any) -> Path:
     """OUT of `ads build` on the bundled 300-row GSM8K sample with the tiny local model, one for the whole run
     (`run_once`: the xdist workers share it). Tests read it; one that writes makes an OUT of its own."""
     from ads_core.pipeline.build import BuildConfig, build
@@ -18,7 +18,7 @@ def built_out(tmp_path_factory: pytest.TempPathFactory, run_once: Any) -> Path:
         build(None, str(folder), BuildConfig())
         return str(folder)
 
-    return Path(run_once("built_out", make, lambda: tmp_path_factory.mktemp("ads-out")))
+    return Path(run_once("built_out", make))
 
 
 @pytest.fixture(scope="session")
@@ -45,7 +45,7 @@ def parity_score(text: str, ground_truth: str) -> float:
 
 
 @pytest.fixture(scope="session")
-def trl_run(final_artifact: Path, tmp_path_factory: pytest.TempPathFactory, run_once: Any):
+def trl_run(final_artifact: Path, run_once: Any):
     """An uninterrupted 4-step TRL run with the ADS sampler (2 completions of 8 tokens per prompt, 8 prompts), one
     for the whole run (`run_once`): its config and what `train` returned. Tests read its folder; one that trains
     more copies it first."""
@@ -63,7 +63,7 @@ def trl_run(final_artifact: Path, tmp_path_factory: pytest.TempPathFactory, run_
         cfg = config(str(folder / "run"))
         return {"run_dir": cfg.run_dir, "result": asdict(train(str(final_artifact), cfg, score=parity_score))}
 
-    made = run_once("trl_run", make, lambda: tmp_path_factory.mktemp("trl"))
+    made = run_once("trl_run", make)
     return config(made["run_dir"]), TrainResult(**made["result"])
 
 
