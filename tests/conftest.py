@@ -192,13 +192,14 @@ def grader_verifier() -> None:
 
 def copy_prefect_home(source: Path, home: Path) -> Path:
     """A new PREFECT_HOME holding a consistent copy (SQLite's backup, safe while a server writes) of SOURCE's
-    database, migrations done: a process that starts its own temporary server there skips the ~13 CPU-s a fresh
-    database costs."""
+    database, migrations done, when SOURCE has one (else empty): a process that starts its own temporary server
+    there skips the ~13 CPU-s a fresh database costs."""
     import sqlite3
 
     home.mkdir(parents=True, exist_ok=True)
-    with sqlite3.connect(source / "prefect.db") as src, sqlite3.connect(home / "prefect.db") as dst:
-        src.backup(dst)
+    if (source / "prefect.db").is_file():
+        with sqlite3.connect(source / "prefect.db") as src, sqlite3.connect(home / "prefect.db") as dst:
+            src.backup(dst)
     return home
 
 

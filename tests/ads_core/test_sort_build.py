@@ -110,8 +110,7 @@ def test_ads_build_cli_with_no_arguments(tmp_path: Path, tiny_model_dir: Path, p
     setup = tiny_model_dir.parents[1]
     if (setup / "score-cache").is_dir():  # the rows the setup's `ads build` scored
         shutil.copytree(setup / "score-cache", cache / "score-cache")
-    if (setup / "prefect" / "prefect.db").is_file():  # its Prefect database, migrated
-        prefect_home_copy(setup / "prefect", cache / "prefect")
+    prefect_home_copy(setup / "prefect", cache / "prefect")  # its Prefect database, migrated, if there is one
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(COLUMNS="200", ADS_CACHE_DIR=str(cache), HOME=str(home))

@@ -180,9 +180,7 @@ def start_prefect_server(home: Path, seed: Path, copy_home: Any) -> PrefectServe
     """`prefect server start` on 127.0.0.1 and a free port, with its own PREFECT_HOME, answering when returned. It
     starts on a copy of SEED's migrated database when there is one (`.ci/run`'s own `ads build` leaves one in the
     ADS cache dir): a fresh database's migrations cost ~13 CPU-s per start."""
-    if (seed / "prefect.db").is_file():
-        copy_home(seed, home)
-    home.mkdir(parents=True, exist_ok=True)
+    copy_home(seed, home)
     port = free_port()
     server = PrefectServer(url=f"http://127.0.0.1:{port}/api", home=home, proc=None, log=home / "server.log")
     env = server.env(**IDLE_SERVICES_OFF)

@@ -103,10 +103,7 @@ def test_the_readme_prefect_block_deploys_builds_publishes_and_trains(
     # The user after the README's first command: the ADS cache holds the default model and the default build's
     # scores. Their server's database is a copy of that cache's migrated one when there is one (PREFECT_HOME, as
     # `ads server` documents): a fresh database's migrations cost ~13 CPU-s.
-    home = tmp_path / "prefect-home"
-    seed = Path(ads_env["ADS_CACHE_DIR"]) / "prefect"
-    if (seed / "prefect.db").is_file():
-        prefect_home_copy(seed, home)
+    home = prefect_home_copy(Path(ads_env["ADS_CACHE_DIR"]) / "prefect", tmp_path / "prefect-home")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ADS_"))}
     env.update(
         PATH=f"{Path(h.prefect).parent}:{env.get('PATH', '')}",
