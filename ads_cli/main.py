@@ -25,6 +25,7 @@ from ads_cli import (
     train_cmd,
 )
 from ads_cli.common import OneLineErrors
+from ads_core.common.gc_tuning import tune_gc_for_batch_work
 from ads_core.common.registry import Registry
 
 COMMANDS_GROUP = "ads_pipeline.commands"
@@ -43,6 +44,7 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debu
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    tune_gc_for_batch_work()  # before the command imports torch and the rest (ads_core/common/gc_tuning.py)
     if not verbose:  # our own bars and summaries only: no tqdm bars from Hugging Face ("Loading weights")
         os.environ.setdefault("TQDM_DISABLE", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")

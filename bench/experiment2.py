@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ads_core.common.gc_tuning import tune_gc_for_batch_work
 from ads_lab.config import experiment2 as e2
 from ads_lab.config.study import StudyConfig
 from ads_lab.studies.study import safe
@@ -205,4 +206,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    tune_gc_for_batch_work()  # as the `ads` commands do (ads_core/common/gc_tuning.py)
     sys.exit(main())

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ads_core.common.gc_tuning import tune_gc_for_batch_work
 from ads_lab.config.study import REPORTED_SEEDS, StudyConfig
 
 
@@ -157,4 +158,5 @@ def start_only(cfg: StudyConfig) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    tune_gc_for_batch_work()  # as the `ads` commands do (ads_core/common/gc_tuning.py)
     main()

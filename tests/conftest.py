@@ -7,6 +7,7 @@ imports them (a library that reads these variables at import would otherwise try
 from __future__ import annotations
 
 import fcntl
+import gc
 import json
 import os
 import shutil
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from ads_core.common.gc_tuning import tune_gc_for_batch_work
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -59,6 +62,7 @@ _OWN_CACHE = pytest.StashKey[bool]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    tune_gc_for_batch_work()  # in every test process, as the `ads` commands set it (ads_core/common/gc_tuning.py)
     if os.environ.get(SHARED_DIR_ENV):
         return  # an xdist worker (or a pytest a test started): the run's folder is already there
     run_dir = Path(tempfile.mkdtemp(prefix="ads-tests-"))
@@ -68,6 +72,15 @@ def pytest_configure(config: pytest.Config) -> None:
         seed_cache_from_setup(run_dir / "cache")
         os.environ[CACHE_ENV] = str(run_dir / "cache")
         config.stash[_OWN_CACHE] = True
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported (torch, transformers, Prefect, every test module) lives as long as the process and
+    holds no garbage: frozen, full collections no longer walk it. In-process tests each ran a few, explicit ones
+    included (accelerate collects at every `Trainer.train`): measured on the 16 quick TRL tests of
+    test_trl_train/features/resume with `-n 0`, 47.9 CPU-s before, 41.9 after."""
+    gc.collect()
+    gc.freeze()
 
 
 def seed_cache_from_setup(cache: Path) -> None:

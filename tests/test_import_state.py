@@ -1,5 +1,6 @@
-"""Importing the project changes nothing in the process (issue 41): where locks live, Prefect's classes and the
-log filters are the same before and after every layer is imported; what a run needs is applied by its entry point."""
+"""Importing the project changes nothing in the process (issue 41): where locks live, Prefect's classes, the
+log filters and the garbage collector's thresholds are the same before and after every layer is imported; what a
+run needs is applied by its entry point."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 PROBE = """
+import gc
 import logging
 import ads_core.locks as locks
 from prefect._internal.concurrency.services import _QueueServiceBase
@@ -17,7 +19,7 @@ def state():
     names = ("prefect.task_runs", "prefect.flow_runs", "prefect.engine")
     ours = lambda n: [type(f).__name__ for f in logging.getLogger(n).filters if type(f).__module__.startswith("ads")]
     filters = {n: ours(n) for n in names}
-    return locks.lock_dir(), _QueueServiceBase.__dict__["instance"], filters
+    return locks.lock_dir(), _QueueServiceBase.__dict__["instance"], filters, gc.get_threshold()
 
 before = state()
 import ads_prefect, ads_prefect.flows.ads_build, ads_prefect.flows.ads_train, ads_lab.flows.ads_demo
@@ -28,7 +30,7 @@ from ads_prefect.flows.setup import prepare_process
 prepare_process()
 prepare_process()  # once: applying it again adds nothing
 done = state()
-assert done[0] == before[0] and done[1] is not before[1], done
+assert done[0] == before[0] and done[1] is not before[1] and done[3] == before[3], done
 assert done[2]["prefect.task_runs"] == ["_OneLineForExpectedErrors", "_NoTracebackForExpectedErrors"], done[2]
 print("ok", before[0])
 """

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ads_core.common import progress
+from ads_core.common.gc_tuning import tune_gc_for_batch_work
 from ads_core.config.build import BuildConfig
 from ads_core.train.options import TrainConfig
 from ads_lab.config.demo import DemoConfig
@@ -197,11 +198,13 @@ def train_run(cfg: DemoConfig, sampler: str, seed: int, artifact: str, policy: s
 
 def _worker_init() -> None:
     """A worker process: one torch and one BLAS thread (numbers that depend on the seeds only; also the fastest
-    per core at these sizes), and it dies with its parent (Linux), so a killed demo leaves no runs going."""
+    per core at these sizes), the `ads` commands' garbage-collector threshold, and it dies with its parent
+    (Linux), so a killed demo leaves no runs going."""
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TQDM_DISABLE", "1")
+    tune_gc_for_batch_work()
     import torch
     from threadpoolctl import threadpool_limits
 

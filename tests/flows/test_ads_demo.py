@@ -7,6 +7,7 @@ changes)."""
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import subprocess
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from ads_core.common.gc_tuning import YOUNG_THRESHOLD
 
 ADS = str(Path(sys.executable).with_name("ads"))
 
@@ -124,6 +127,8 @@ def test_the_smoke_demo_runs_the_whole_chain_and_prints_what_compare_json_holds(
     with runs.workers(1) as pool:
         alone = pool.submit(runs.train_run, cfg, runs.CANDIDATE, 0, artifact, prepared.policy, prepared.heldout)
         assert _numbers(Path(alone.result())) == _numbers(demo / "runs" / "ads-seed0")
+        # a worker collects garbage as the `ads` commands do (ads_core/common/gc_tuning.py)
+        assert pool.submit(gc.get_threshold).result()[0] == YOUNG_THRESHOLD
 
 
 def _numbers(run: Path) -> tuple[list[Any], list[Any]]:
