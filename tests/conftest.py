@@ -7,7 +7,6 @@ imports them (a library that reads these variables at import would otherwise try
 from __future__ import annotations
 
 import fcntl
-import gc
 import json
 import os
 import shutil
@@ -22,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from ads_core.common.gc_tuning import tune_gc_for_batch_work
+from ads_core.common.gc_tuning import freeze_what_is_loaded, tune_gc_for_batch_work
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -79,8 +78,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     holds no garbage: frozen, full collections no longer walk it. In-process tests each ran a few, explicit ones
     included (accelerate collects at every `Trainer.train`): measured on the 16 quick TRL tests of
     test_trl_train/features/resume with `-n 0`, 47.9 CPU-s before, 41.9 after."""
-    gc.collect()
-    gc.freeze()
+    freeze_what_is_loaded()
 
 
 def seed_cache_from_setup(cache: Path) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ads_core.common import progress
-from ads_core.common.gc_tuning import tune_gc_for_batch_work
+from ads_core.common.gc_tuning import freeze_what_is_loaded, tune_gc_for_batch_work
 from ads_core.config.build import BuildConfig
 from ads_core.train.options import TrainConfig
 from ads_lab.config.demo import DemoConfig
@@ -198,8 +198,8 @@ def train_run(cfg: DemoConfig, sampler: str, seed: int, artifact: str, policy: s
 
 def _worker_init() -> None:
     """A worker process: one torch and one BLAS thread (numbers that depend on the seeds only; also the fastest
-    per core at these sizes), the `ads` commands' garbage-collector threshold, and it dies with its parent
-    (Linux), so a killed demo leaves no runs going."""
+    per core at these sizes), the `ads` commands' garbage-collector threshold and the trainer's modules imported
+    and frozen, and it dies with its parent (Linux), so a killed demo leaves no runs going."""
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -215,6 +215,9 @@ def _worker_init() -> None:
         import signal
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    import ads_core.train.trl.trainer  # noqa: F401  (what every run imports: TRL, transformers' trainer)
+
+    freeze_what_is_loaded()  # each run's full collections skip those modules
 
 
 def _ready() -> None:
