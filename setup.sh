@@ -65,7 +65,7 @@ why=$([ -n "${ADS_NO_UV:-}" ] && echo "ADS_NO_UV is set" || echo "uv could not b
 # it; uv installs the wheel pip fetched. uv installs without bytecode unless told (--compile-bytecode, pip's default):
 # where PYTHONDONTWRITEBYTECODE is set, every process would compile torch, transformers and Prefect again, and even
 # where it is not, the first processes to start all compile them. Measured on 2 cores, a fresh clone's test suite:
-# 531 s without, 500 s with (setup itself then takes about 45 s).
+# 531 s without, 500 s with (setup itself then takes about 48 s).
 if [ "$GPU" = cpu ] && ! .venv/bin/python -c 'import torch' 2>/dev/null; then
   torch_from=(${ADS_TORCH_INDEX_URL:+--index-url "$ADS_TORCH_INDEX_URL"})
   if [ -n "$UV" ]; then

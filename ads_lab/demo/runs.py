@@ -12,6 +12,7 @@ removed and trained again from the start, so a killed demo run again gives the s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -215,8 +216,8 @@ def _worker_init() -> None:
         import signal
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    import ads_core.train.trl.trainer  # noqa: F401  (what every run imports: TRL, transformers' trainer)
-
+    with contextlib.suppress(ImportError):  # without the train extra, each run says what is missing itself
+        import ads_core.train.trl.trainer  # noqa: F401  (what every run imports: TRL, transformers' trainer)
     freeze_what_is_loaded()  # each run's full collections skip those modules
 
 
