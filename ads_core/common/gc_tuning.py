@@ -1,5 +1,5 @@
 """The garbage collector's young-generation threshold in our own batch processes (the `ads` commands, the lab's
-worker processes and its bench scripts), set by their entry points, never at import.
+worker processes and the two study scripts), set by their entry points, never at import.
 
 CPython 3.11 runs a young collection every 700 net allocations of container objects, and a full one whenever the
 objects that survived since the last full collection outnumber a quarter of the older ones. Importing torch,
